@@ -1,0 +1,248 @@
+//! LSB-first bit I/O for the hand-written formats.
+//!
+//! Bit `i` of a stream is bit `i % 8` of byte `i / 8`; a multi-bit field is stored with its
+//! least significant bit first. This order makes a little-endian word load followed by a right
+//! shift the whole "peek" operation, on the CPU (one unaligned `u64` load) and on the GPU (two
+//! `u32` words and a funnel shift), which is why planepack uses it rather than the MSB-first
+//! order of the BPC papers. Prefix codes are written in the order their bits appear in the
+//! code tables: the leftmost code bit is the first bit in the stream.
+//!
+//! The reader never fails on a single read: past the end it yields zero bits and remembers it.
+//! Callers check [`BitReader::overran`] at structure boundaries, which keeps the hot loop free of
+//! error paths while still rejecting every truncated stream.
+
+/// Appends bits to a byte vector, LSB first.
+pub struct BitWriter<'a> {
+    out: &'a mut Vec<u8>,
+    start: usize,
+    acc: u64,
+    nbits: u32,
+}
+
+impl<'a> BitWriter<'a> {
+    /// Start writing at the current end of `out`.
+    pub fn new(out: &'a mut Vec<u8>) -> Self {
+        let start = out.len();
+        BitWriter {
+            out,
+            start,
+            acc: 0,
+            nbits: 0,
+        }
+    }
+
+    /// Write the low `n` bits of `value` (`n <= 64`; higher bits of `value` must be zero).
+    #[inline]
+    pub fn write(&mut self, value: u64, n: u32) {
+        debug_assert!(n <= 64);
+        debug_assert!(n == 64 || value >> n == 0, "value {value:#x} wider than {n} bits");
+        if n == 0 {
+            return;
+        }
+        let free = 64 - self.nbits;
+        self.acc |= value << self.nbits;
+        if n < free {
+            self.nbits += n;
+        } else {
+            self.out.extend_from_slice(&self.acc.to_le_bytes());
+            self.acc = if free == 64 { 0 } else { value >> free };
+            self.nbits = n - free;
+        }
+    }
+
+    /// Write the low `n` bits of a 128-bit value (`n <= 128`).
+    #[inline]
+    pub fn write_u128(&mut self, value: u128, n: u32) {
+        if n <= 64 {
+            self.write(value as u64, n);
+        } else {
+            self.write(value as u64, 64);
+            self.write((value >> 64) as u64, n - 64);
+        }
+    }
+
+    /// Bits written so far by this writer.
+    pub fn bit_len(&self) -> usize {
+        (self.out.len() - self.start) * 8 + self.nbits as usize
+    }
+
+    /// Flush the partial byte (zero padded) and return the number of bits written.
+    pub fn finish(self) -> usize {
+        let bits = self.bit_len();
+        let bytes = self.nbits.div_ceil(8) as usize;
+        self.out.extend_from_slice(&self.acc.to_le_bytes()[..bytes]);
+        bits
+    }
+}
+
+/// Reads bits LSB first from a byte slice. Reading past the end yields zeros and sets
+/// [`BitReader::overran`].
+#[derive(Clone)]
+pub struct BitReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> BitReader<'a> {
+    /// Read `data` from bit 0.
+    pub fn new(data: &'a [u8]) -> Self {
+        BitReader { data, pos: 0 }
+    }
+
+    /// Read `data` starting at bit `pos`.
+    pub fn at(data: &'a [u8], pos: usize) -> Self {
+        BitReader { data, pos }
+    }
+
+    /// The current bit position.
+    #[inline]
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Total bits available.
+    #[inline]
+    pub fn len_bits(&self) -> usize {
+        self.data.len() * 8
+    }
+
+    /// True once any read went past the end of the data.
+    #[inline]
+    pub fn overran(&self) -> bool {
+        self.pos > self.data.len() * 8
+    }
+
+    /// The next `n <= 56` bits without consuming them.
+    #[inline]
+    pub fn peek(&self, n: u32) -> u64 {
+        debug_assert!(n <= 56);
+        let byte = self.pos >> 3;
+        let word = match self.data.get(byte..byte + 8) {
+            Some(b) => u64::from_le_bytes(b.try_into().unwrap()),
+            None => self.load_tail(byte),
+        };
+        (word >> (self.pos & 7)) & mask64(n)
+    }
+
+    #[cold]
+    fn load_tail(&self, byte: usize) -> u64 {
+        let mut buf = [0u8; 8];
+        if byte < self.data.len() {
+            let avail = &self.data[byte..];
+            buf[..avail.len()].copy_from_slice(avail);
+        }
+        u64::from_le_bytes(buf)
+    }
+
+    /// Skip `n` bits.
+    #[inline]
+    pub fn skip(&mut self, n: u32) {
+        self.pos += n as usize;
+    }
+
+    /// Read `n <= 56` bits.
+    #[inline]
+    pub fn read(&mut self, n: u32) -> u64 {
+        let v = self.peek(n);
+        self.pos += n as usize;
+        v
+    }
+
+    /// Read `n <= 64` bits.
+    #[inline]
+    pub fn read_u64(&mut self, n: u32) -> u64 {
+        if n <= 56 {
+            self.read(n)
+        } else {
+            let lo = self.read(32);
+            lo | (self.read(n - 32) << 32)
+        }
+    }
+
+    /// Read `n <= 128` bits.
+    #[inline]
+    pub fn read_u128(&mut self, n: u32) -> u128 {
+        if n <= 64 {
+            self.read_u64(n) as u128
+        } else {
+            let lo = self.read_u64(64) as u128;
+            lo | ((self.read_u64(n - 64) as u128) << 64)
+        }
+    }
+}
+
+/// The low `n` bits set (`n <= 64`).
+#[inline]
+pub const fn mask64(n: u32) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// Number of bits needed to store the values `0..n` (0 for `n <= 1`).
+#[inline]
+pub const fn bits_for(n: u32) -> u32 {
+    if n <= 1 {
+        0
+    } else {
+        32 - (n - 1).leading_zeros()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bitvec::prelude::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The writer's bit order is exactly bitvec's `Lsb0` order over bytes.
+        #[test]
+        fn writer_matches_bitvec_lsb0(fields in proptest::collection::vec((any::<u128>(), 0u32..=128), 0..64)) {
+            let mut out = vec![0xAAu8]; // a prefix the writer must not touch
+            let mut w = BitWriter::new(&mut out);
+            let mut reference: BitVec<u8, Lsb0> = BitVec::new();
+            for &(v, n) in &fields {
+                let v = if n == 128 { v } else { v & ((1u128 << n) - 1) };
+                w.write_u128(v, n);
+                for i in 0..n { reference.push((v >> i) & 1 == 1); }
+            }
+            let bits = w.finish();
+            prop_assert_eq!(bits, reference.len());
+            prop_assert_eq!(out[0], 0xAA);
+            prop_assert_eq!(&out[1..], reference.as_raw_slice());
+
+            let mut r = BitReader::new(&out[1..]);
+            for &(v, n) in &fields {
+                let v = if n == 128 { v } else { v & ((1u128 << n) - 1) };
+                prop_assert_eq!(r.read_u128(n), v);
+            }
+            prop_assert!(!r.overran());
+            prop_assert_eq!(r.pos(), bits);
+        }
+    }
+
+    #[test]
+    fn reader_past_end_yields_zeros_and_flags() {
+        let data = [0xFFu8; 3];
+        let mut r = BitReader::new(&data);
+        assert_eq!(r.read(20), 0xFFFFF);
+        assert!(!r.overran());
+        assert_eq!(r.read(8), 0x0F); // 4 real bits then zeros
+        assert!(r.overran());
+    }
+
+    #[test]
+    fn bits_for_values() {
+        assert_eq!(bits_for(0), 0);
+        assert_eq!(bits_for(1), 0);
+        assert_eq!(bits_for(2), 1);
+        assert_eq!(bits_for(31), 5);
+        assert_eq!(bits_for(32), 5);
+        assert_eq!(bits_for(33), 6);
+        assert_eq!(bits_for(63), 6);
+        assert_eq!(bits_for(128), 7);
+    }
+}

@@ -1,0 +1,55 @@
+//! The interface every codec implements.
+//!
+//! Encoding appends to a `Vec<u8>` so callers can reuse one allocation across tensors.
+//! Decoding writes into a buffer the caller owns (pinned staging memory, a slice of a larger
+//! tensor) and whose length the caller knows from its own metadata; the codec checks that
+//! its stream agrees. Every stream is self-contained: the compressed bytes are all that is
+//! needed, so the compressed length counts every header a codec needs.
+
+use crate::{ElemType, Result};
+
+/// A lossless tensor codec.
+pub trait Codec: Send + Sync {
+    /// Stable, short name used in tables and on the command line (e.g. `zstd-3`).
+    fn name(&self) -> String;
+
+    /// Upper bound on the compressed size of `raw_len` bytes of `elem`.
+    fn max_compressed_len(&self, raw_len: usize, elem: ElemType) -> usize;
+
+    /// Compress `input`, whose elements are `elem`, appending the stream to `out`.
+    fn encode(&self, input: &[u8], elem: ElemType, out: &mut Vec<u8>) -> Result<()>;
+
+    /// Number of bytes `compressed` decodes to, read from its header.
+    fn decoded_len(&self, compressed: &[u8]) -> Result<usize>;
+
+    /// Decompress `compressed` into `out`, which must be exactly [`Codec::decoded_len`] long.
+    /// Untrusted input: returns an error, never panics, never writes outside `out`.
+    fn decode(&self, compressed: &[u8], out: &mut [u8]) -> Result<()>;
+
+    /// Convenience: compress into a new vector.
+    fn encode_to_vec(&self, input: &[u8], elem: ElemType) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.max_compressed_len(input.len(), elem));
+        self.encode(input, elem, &mut out)?;
+        Ok(out)
+    }
+
+    /// Convenience: decompress into a new vector.
+    fn decode_to_vec(&self, compressed: &[u8]) -> Result<Vec<u8>> {
+        let n = self.decoded_len(compressed)?;
+        let mut out = vec![0u8; n];
+        self.decode(compressed, &mut out)?;
+        Ok(out)
+    }
+}
+
+/// Check the caller's buffer length against what the stream says.
+pub fn check_output_len(expected: usize, out: &[u8]) -> Result<()> {
+    if expected == out.len() {
+        Ok(())
+    } else {
+        Err(crate::Error::OutputLength {
+            expected,
+            provided: out.len(),
+        })
+    }
+}

@@ -1,0 +1,25 @@
+//! The shared vocabulary of planepack.
+//!
+//! Every codec crate (bit-plane, IBP, the baselines) and every consumer (harness, GPU runtime,
+//! CLI) speaks through the types defined here, so that a codec can be swapped for another
+//! without the caller knowing which one it holds:
+//!
+//! * [`ElemType`]: what the bytes of a tensor are. Codecs only ever look at raw bit patterns;
+//!   the element type tells them the width, nothing more.
+//! * [`Codec`]: encode into a growable buffer, decode into the caller's buffer, bound the
+//!   worst case. Decoders take untrusted bytes and answer with [`Error`], never a panic.
+//! * [`bitio`]: LSB-first bit writer and reader used by the hand-written formats.
+//! * [`transpose`]: bit-matrix transposes (element bits to bit planes and back), shared by the
+//!   bit-plane codec and the bit-shuffle baseline.
+//! * [`transfer`]: the link cost model of PlaneZip's equation (2).
+
+pub mod bitio;
+pub mod codec;
+pub mod elem;
+pub mod error;
+pub mod transfer;
+pub mod transpose;
+
+pub use codec::Codec;
+pub use elem::ElemType;
+pub use error::{Error, Result};
