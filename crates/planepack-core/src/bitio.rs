@@ -35,7 +35,10 @@ impl<'a> BitWriter<'a> {
     #[inline]
     pub fn write(&mut self, value: u64, n: u32) {
         debug_assert!(n <= 64);
-        debug_assert!(n == 64 || value >> n == 0, "value {value:#x} wider than {n} bits");
+        debug_assert!(
+            n == 64 || value >> n == 0,
+            "value {value:#x} wider than {n} bits"
+        );
         if n == 0 {
             return;
         }

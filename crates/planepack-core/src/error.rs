@@ -13,7 +13,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// The input ended before a structure that must be there.
-    #[error("truncated input: {what} needs {needed} bytes at offset {offset}, only {available} remain")]
+    #[error(
+        "truncated input: {what} needs {needed} bytes at offset {offset}, only {available} remain"
+    )]
     Truncated {
         what: &'static str,
         offset: usize,

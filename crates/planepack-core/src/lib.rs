@@ -17,6 +17,7 @@ pub mod bitio;
 pub mod codec;
 pub mod elem;
 pub mod error;
+pub mod testdata;
 pub mod transfer;
 pub mod transpose;
 

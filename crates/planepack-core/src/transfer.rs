@@ -21,12 +21,30 @@ pub struct Link {
 /// PCIe x16 presets, one direction. Theoretical rates are 128b/130b line rates; "typical"
 /// are host-to-device copies as commonly measured with pinned memory (about 80-88% of line).
 pub const LINKS: &[Link] = &[
-    Link { name: "pcie3-x16-theoretical", gbps: 15.75 },
-    Link { name: "pcie3-x16-typical", gbps: 12.0 },
-    Link { name: "pcie4-x16-theoretical", gbps: 31.5 },
-    Link { name: "pcie4-x16-typical", gbps: 25.0 },
-    Link { name: "pcie5-x16-theoretical", gbps: 63.0 },
-    Link { name: "pcie5-x16-typical", gbps: 53.0 },
+    Link {
+        name: "pcie3-x16-theoretical",
+        gbps: 15.75,
+    },
+    Link {
+        name: "pcie3-x16-typical",
+        gbps: 12.0,
+    },
+    Link {
+        name: "pcie4-x16-theoretical",
+        gbps: 31.5,
+    },
+    Link {
+        name: "pcie4-x16-typical",
+        gbps: 25.0,
+    },
+    Link {
+        name: "pcie5-x16-theoretical",
+        gbps: 63.0,
+    },
+    Link {
+        name: "pcie5-x16-typical",
+        gbps: 53.0,
+    },
 ];
 
 /// Seconds to move `raw_bytes` one way with ratio `ratio` and codec throughput `codec_gbps`
@@ -83,7 +101,10 @@ mod tests {
     fn time_and_bandwidth_agree() {
         for &(c, g, b) in &[(1.5, 24.0, 64.0), (1.0, 12.0, 5.0), (4.0, 53.0, 100.0)] {
             let m = 1e9;
-            assert!(close(m / transfer_seconds(m, c, g, b) / 1e9, effective_gbps(c, g, b)));
+            assert!(close(
+                m / transfer_seconds(m, c, g, b) / 1e9,
+                effective_gbps(c, g, b)
+            ));
         }
     }
 }

@@ -1,0 +1,283 @@
+//! One 128-byte block: choosing its mode, sizing it, writing and reading its payload.
+//!
+//! The encoder builds a [`Plan`] for every candidate mode it can afford to size, keeps the
+//! smallest, and writes it later (the chunk writes all block sizes before any payload).
+//! Ties go to the mode that is cheapest to decode, in the order of [`Mode::TIE_ORDER`].
+
+use crate::geometry::{Geometry, Plane, BLOCK_BYTES};
+use crate::symbols::{decode_base, decode_planes, encode_base, encode_planes, Count};
+use planepack_core::bitio::{BitReader, BitWriter};
+
+/// Bits of a RAW payload.
+pub const RAW_BITS: u32 = (BLOCK_BYTES * 8) as u32;
+
+/// The coding mode of one block, as stored in its 3-bit tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Mode {
+    /// The 128 bytes verbatim.
+    Raw = 0,
+    /// Nonzero mask, then the nonzero elements verbatim.
+    Zvc = 1,
+    /// Bit planes of the elements, XOR-ed with the plane above, symbol coded.
+    Bx = 2,
+    /// Base element, then bit planes of the wrap-around deltas, XOR-ed, symbol coded.
+    Dbx = 3,
+    /// Nonzero mask, then BX over the packed nonzero elements (at least two).
+    Zbx = 4,
+    /// Every element zero; no payload. (A planepack extension; PlaneZip has five modes.)
+    Zero = 5,
+}
+
+impl Mode {
+    /// All modes, indexed by tag.
+    pub const ALL: [Mode; 6] = [
+        Mode::Raw,
+        Mode::Zvc,
+        Mode::Bx,
+        Mode::Dbx,
+        Mode::Zbx,
+        Mode::Zero,
+    ];
+    /// Candidate order: on equal size, the earlier (cheaper to decode) mode wins.
+    pub const TIE_ORDER: [Mode; 6] = [
+        Mode::Zero,
+        Mode::Raw,
+        Mode::Zvc,
+        Mode::Bx,
+        Mode::Zbx,
+        Mode::Dbx,
+    ];
+
+    /// The mode stored under `tag`, if any (tags 6 and 7 are reserved).
+    pub fn from_tag(tag: u64) -> Option<Mode> {
+        Mode::ALL.get(tag as usize).copied()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Raw => "RAW",
+            Mode::Zvc => "ZVC",
+            Mode::Bx => "BX",
+            Mode::Dbx => "DBX",
+            Mode::Zbx => "ZBX",
+            Mode::Zero => "ZERO",
+        }
+    }
+}
+
+/// The chosen coding of one block, ready to be written.
+#[derive(Clone, Copy)]
+pub(crate) struct Plan<G: Geometry> {
+    pub mode: Mode,
+    /// Payload bits (exact).
+    pub bits: u32,
+    elems: G::Elems,
+    mask: G::Plane,
+    planes: G::Planes,
+    /// Significant bits per plane (BX: N, DBX: N-1, ZBX: nonzero count).
+    p_bits: u32,
+    base: u64,
+}
+
+/// Plan the smallest coding of one block. `forced` restricts the choice to one mode (tests);
+/// a forced mode that does not apply (ZERO on nonzero data, ZBX with fewer than two nonzeros)
+/// falls back to the normal choice.
+pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>) -> Plan<G> {
+    let elems = G::load(block);
+    let e = elems.as_ref();
+    let mut mask = G::Plane::ZERO;
+    for (i, &x) in e.iter().enumerate() {
+        if x.into() != 0 {
+            mask = mask | (G::Plane::ONE << i as u32);
+        }
+    }
+    let k = mask.count_ones();
+    let n = G::N as u32;
+    let mut best = Plan::<G> {
+        mode: Mode::Raw,
+        bits: RAW_BITS,
+        elems,
+        mask,
+        planes: G::zero_planes(),
+        p_bits: 0,
+        base: 0,
+    };
+    // Only the forced mode is sized when one is given; it replaces RAW whenever it fits.
+    let allowed = |m: Mode| forced.is_none_or(|f| f == m);
+    // Every non-RAW payload must stay under RAW_BITS: its length field has 10 bits.
+    let take = |bits: u32, best: u32| bits < RAW_BITS && (forced.is_some() || bits < best);
+    if k == 0 && allowed(Mode::Zero) {
+        best.mode = Mode::Zero;
+        best.bits = 0;
+        return best;
+    }
+    let zvc = n + k * G::W;
+    if allowed(Mode::Zvc) && take(zvc, best.bits) {
+        best.mode = Mode::Zvc;
+        best.bits = zvc;
+    }
+    if allowed(Mode::Bx) {
+        let planes = G::to_planes(&elems);
+        let mut c = Count::default();
+        encode_planes(planes.as_ref(), n, &mut c);
+        if take(c.0, best.bits) {
+            best.mode = Mode::Bx;
+            best.bits = c.0;
+            best.planes = planes;
+            best.p_bits = n;
+        }
+    }
+    if k >= 2 && (k < n || forced.is_some()) && allowed(Mode::Zbx) {
+        let mut packed = G::zero_elems();
+        let mut j = 0;
+        for &x in e {
+            if x.into() != 0 {
+                packed.as_mut()[j] = x;
+                j += 1;
+            }
+        }
+        let planes = G::to_planes(&packed);
+        let mut c = Count(n);
+        encode_planes(planes.as_ref(), k, &mut c);
+        if take(c.0, best.bits) {
+            best.mode = Mode::Zbx;
+            best.bits = c.0;
+            best.planes = planes;
+            best.p_bits = k;
+        }
+    }
+    if allowed(Mode::Dbx) {
+        let mut deltas = G::zero_elems();
+        let mask_w = planepack_core::bitio::mask64(G::W);
+        for i in 0..G::N - 1 {
+            let d = e[i + 1].into().wrapping_sub(e[i].into()) & mask_w;
+            deltas.as_mut()[i] = G::elem(d);
+        }
+        let planes = G::to_planes(&deltas);
+        let base = e[0].into();
+        let mut c = Count::default();
+        encode_base(base, G::W, &mut c);
+        encode_planes(planes.as_ref(), n - 1, &mut c);
+        if take(c.0, best.bits) {
+            best.mode = Mode::Dbx;
+            best.bits = c.0;
+            best.planes = planes;
+            best.p_bits = n - 1;
+            best.base = base;
+        }
+    }
+    best
+}
+
+/// Write the payload of a planned block.
+pub(crate) fn write<G: Geometry>(plan: &Plan<G>, block: &[u8; BLOCK_BYTES], w: &mut BitWriter) {
+    match plan.mode {
+        Mode::Zero => {}
+        Mode::Raw => {
+            for word in block.chunks_exact(8) {
+                w.write(u64::from_le_bytes(word.try_into().unwrap()), 64);
+            }
+        }
+        Mode::Zvc => {
+            plan.mask.put(w, G::N as u32);
+            for &x in plan.elems.as_ref() {
+                let v = x.into();
+                if v != 0 {
+                    w.write(v, G::W);
+                }
+            }
+        }
+        Mode::Bx => encode_planes(plan.planes.as_ref(), plan.p_bits, w),
+        Mode::Zbx => {
+            plan.mask.put(w, G::N as u32);
+            encode_planes(plan.planes.as_ref(), plan.p_bits, w);
+        }
+        Mode::Dbx => {
+            encode_base(plan.base, G::W, w);
+            encode_planes(plan.planes.as_ref(), plan.p_bits, w);
+        }
+    }
+}
+
+/// Decode one block payload of `mode` from `r` into `out`. The caller checks afterwards that
+/// exactly the declared number of bits was consumed and that the reader did not overrun.
+#[inline]
+pub(crate) fn read<G: Geometry>(
+    mode: Mode,
+    r: &mut BitReader,
+    out: &mut [u8; BLOCK_BYTES],
+) -> Result<(), &'static str> {
+    match mode {
+        Mode::Zero => out.fill(0),
+        Mode::Raw => {
+            for word in out.chunks_exact_mut(8) {
+                word.copy_from_slice(&r.read_u64(64).to_le_bytes());
+            }
+        }
+        Mode::Zvc => {
+            let mask = G::Plane::get(r, G::N as u32);
+            let mut elems = G::zero_elems();
+            for (i, x) in elems.as_mut().iter_mut().enumerate() {
+                if mask & (G::Plane::ONE << i as u32) != G::Plane::ZERO {
+                    let v = r.read(G::W);
+                    if v == 0 {
+                        return Err("ZVC element marked nonzero is zero");
+                    }
+                    *x = G::elem(v);
+                }
+            }
+            G::store(&elems, out);
+        }
+        Mode::Bx => {
+            let mut planes = G::zero_planes();
+            decode_planes(r, planes.as_mut(), G::N as u32)?;
+            G::store(&G::from_planes(&planes), out);
+        }
+        Mode::Zbx => {
+            let mask = G::Plane::get(r, G::N as u32);
+            let k = mask.count_ones();
+            if k < 2 {
+                return Err("ZBX block with fewer than two nonzero elements");
+            }
+            let mut planes = G::zero_planes();
+            decode_planes(r, planes.as_mut(), k)?;
+            let packed = G::from_planes(&planes);
+            let mut elems = G::zero_elems();
+            let mut j = 0;
+            for (i, x) in elems.as_mut().iter_mut().enumerate() {
+                if mask & (G::Plane::ONE << i as u32) != G::Plane::ZERO {
+                    let v = packed.as_ref()[j];
+                    if v.into() == 0 {
+                        return Err("ZBX element marked nonzero is zero");
+                    }
+                    *x = v;
+                    j += 1;
+                }
+            }
+            G::store(&elems, out);
+        }
+        Mode::Dbx => {
+            let base = decode_base(r, G::W)?;
+            let mut planes = G::zero_planes();
+            decode_planes(r, planes.as_mut(), G::N as u32 - 1)?;
+            let deltas = G::from_planes(&planes);
+            let mask_w = planepack_core::bitio::mask64(G::W);
+            let mut elems = G::zero_elems();
+            let mut acc = base;
+            for (x, d) in elems.as_mut().iter_mut().zip(deltas.as_ref()) {
+                *x = G::elem(acc);
+                acc = acc.wrapping_add((*d).into()) & mask_w;
+            }
+            G::store(&elems, out);
+        }
+    }
+    Ok(())
+}
+
+/// Payload bits a ZVC block must have, given its mask (read at the block's start).
+pub(crate) fn zvc_bits<G: Geometry>(r: &BitReader) -> u32 {
+    let mut peek = r.clone();
+    let mask = G::Plane::get(&mut peek, G::N as u32);
+    G::N as u32 + mask.count_ones() * G::W
+}

@@ -1,0 +1,151 @@
+//! Block geometry per element width: how 128 bytes become elements and bit planes.
+//!
+//! A block is always 128 bytes = 1024 bits. With `W`-bit elements it holds `N = 1024 / W`
+//! elements and, transposed, `W` planes of `N` bits. The three widths get their own types so
+//! that planes live in a machine word (`u32` for FP32, `u64` for 16-bit types, `u128` for
+//! 8-bit types) and the hot loops compile to plain integer code; the coding logic in
+//! [`crate::symbols`] and [`crate::block`] is written once, generic over [`Geometry`].
+
+use planepack_core::bitio::{BitReader, BitWriter};
+use planepack_core::transpose;
+use std::ops::{BitAnd, BitOr, BitXor, Not, Shl, Shr};
+
+/// Bytes in one block.
+pub const BLOCK_BYTES: usize = 128;
+
+/// One bit plane (or a block's zero mask): an `N`-bit word.
+pub trait Plane:
+    Copy
+    + Eq
+    + BitXor<Output = Self>
+    + BitAnd<Output = Self>
+    + BitOr<Output = Self>
+    + Not<Output = Self>
+    + Shl<u32, Output = Self>
+    + Shr<u32, Output = Self>
+{
+    const ZERO: Self;
+    const ONE: Self;
+    /// The low `n` bits set (`n` up to the word width).
+    fn ones(n: u32) -> Self;
+    fn count_ones(self) -> u32;
+    fn trailing_zeros(self) -> u32;
+    fn put(self, w: &mut BitWriter, n: u32);
+    fn get(r: &mut BitReader, n: u32) -> Self;
+}
+
+macro_rules! impl_plane {
+    ($t:ty) => {
+        impl Plane for $t {
+            const ZERO: Self = 0;
+            const ONE: Self = 1;
+            #[inline]
+            fn ones(n: u32) -> Self {
+                if n >= <$t>::BITS {
+                    <$t>::MAX
+                } else {
+                    (1 << n) - 1
+                }
+            }
+            #[inline]
+            fn count_ones(self) -> u32 {
+                <$t>::count_ones(self)
+            }
+            #[inline]
+            fn trailing_zeros(self) -> u32 {
+                <$t>::trailing_zeros(self)
+            }
+            #[inline]
+            fn put(self, w: &mut BitWriter, n: u32) {
+                w.write_u128(self as u128, n)
+            }
+            #[inline]
+            fn get(r: &mut BitReader, n: u32) -> Self {
+                r.read_u128(n) as $t
+            }
+        }
+    };
+}
+impl_plane!(u32);
+impl_plane!(u64);
+impl_plane!(u128);
+
+/// The geometry of one element width.
+pub trait Geometry {
+    /// Bits per element.
+    const W: u32;
+    /// Elements per block.
+    const N: usize;
+    /// A plane, and the block's nonzero mask, as an `N`-bit word.
+    type Plane: Plane;
+    /// `[elem; N]`, elements widened to `u32`... kept at native width.
+    type Elems: Copy + AsRef<[Self::Elem]> + AsMut<[Self::Elem]>;
+    /// `[Plane; W]`.
+    type Planes: Copy + AsRef<[Self::Plane]> + AsMut<[Self::Plane]>;
+    /// The element as an unsigned integer of width `W`.
+    type Elem: Copy + Eq + Into<u64>;
+
+    fn zero_elems() -> Self::Elems;
+    fn zero_planes() -> Self::Planes;
+    /// Truncate to `W` bits.
+    fn elem(v: u64) -> Self::Elem;
+    /// Little-endian load of one block.
+    fn load(bytes: &[u8; BLOCK_BYTES]) -> Self::Elems;
+    /// Little-endian store of one block.
+    fn store(elems: &Self::Elems, bytes: &mut [u8; BLOCK_BYTES]);
+    fn to_planes(elems: &Self::Elems) -> Self::Planes;
+    fn from_planes(planes: &Self::Planes) -> Self::Elems;
+}
+
+macro_rules! geometry {
+    ($name:ident, $w:expr, $elem:ty, $plane:ty, $to:path, $from:path) => {
+        /// Block geometry for this element width.
+        pub struct $name;
+        impl Geometry for $name {
+            const W: u32 = $w;
+            const N: usize = 1024 / $w;
+            type Plane = $plane;
+            type Elems = [$elem; 1024 / $w];
+            type Planes = [$plane; $w];
+            type Elem = $elem;
+            #[inline]
+            fn zero_elems() -> Self::Elems {
+                [0; 1024 / $w]
+            }
+            #[inline]
+            fn zero_planes() -> Self::Planes {
+                [0; $w]
+            }
+            #[inline]
+            fn elem(v: u64) -> $elem {
+                v as $elem
+            }
+            #[inline]
+            fn load(bytes: &[u8; BLOCK_BYTES]) -> Self::Elems {
+                let mut e = [0 as $elem; 1024 / $w];
+                for (x, c) in e.iter_mut().zip(bytes.chunks_exact($w / 8)) {
+                    *x = <$elem>::from_le_bytes(c.try_into().unwrap());
+                }
+                e
+            }
+            #[inline]
+            fn store(elems: &Self::Elems, bytes: &mut [u8; BLOCK_BYTES]) {
+                for (x, c) in elems.iter().zip(bytes.chunks_exact_mut($w / 8)) {
+                    c.copy_from_slice(&x.to_le_bytes());
+                }
+            }
+            #[inline]
+            fn to_planes(elems: &Self::Elems) -> Self::Planes {
+                $to(elems)
+            }
+            #[inline]
+            fn from_planes(planes: &Self::Planes) -> Self::Elems {
+                $from(planes)
+            }
+        }
+    };
+}
+
+geometry!(W32, 32, u32, u32, transpose::planes32, transpose::elems32);
+geometry!(W16, 16, u16, u64, transpose::planes16, transpose::elems16);
+geometry!(W8, 8, u8, u128, transpose::planes8, transpose::elems8);

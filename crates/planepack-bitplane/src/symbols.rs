@@ -1,0 +1,359 @@
+//! Symbol coding of bit planes (BPC's table) and of the DBX base element.
+//!
+//! A mode that works on planes (BX, DBX, ZBX) hands [`encode_planes`] its `Q` planes of `P`
+//! significant bits. Planes are visited from the top (most significant bit of the element)
+//! down; each plane is XOR-ed with the plane above it (the top plane with zero), and the
+//! result, the DBX symbol, is coded with the BPC table:
+//!
+//! | DBX symbol                              | code (stream order) | extra field            |
+//! |-----------------------------------------|---------------------|------------------------|
+//! | run of 2..=Q all-zero symbols           | `01`                | run-2, `bits_for(Q-1)` |
+//! | one all-zero symbol                     | `001`               |                        |
+//! | all `P` bits set                        | `00000`             |                        |
+//! | non-zero, and the plane itself is zero  | `00001`             |                        |
+//! | exactly two adjacent ones               | `00010`             | lower bit, `bits_for(P-1)` |
+//! | exactly one one                         | `00011`             | its bit, `bits_for(P)` |
+//! | anything else                           | `1`                 | the `P` bits           |
+//!
+//! When several rows apply, the first in the table order above wins (EBPC's priority, which is
+//! never longer than the alternatives). The same walker computes sizes (with a counting sink)
+//! and writes bits (with a [`BitWriter`]), so the size the encoder compares is by construction
+//! the size it writes.
+
+use crate::geometry::Plane;
+use planepack_core::bitio::{bits_for, BitReader, BitWriter};
+
+/// A prefix code: `bits` in stream order (first code bit = bit 0), `len` bits long.
+#[derive(Clone, Copy)]
+pub(crate) struct Code {
+    pub bits: u64,
+    pub len: u32,
+}
+
+/// Build a [`Code`] from its textual form, leftmost character first in the stream.
+const fn code(s: &str) -> Code {
+    let b = s.as_bytes();
+    let mut bits = 0u64;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'1' {
+            bits |= 1 << i;
+        }
+        i += 1;
+    }
+    Code {
+        bits,
+        len: b.len() as u32,
+    }
+}
+
+const RAW: Code = code("1");
+const RUN: Code = code("01");
+const ZERO1: Code = code("001");
+const ALL_ONES: Code = code("00000");
+const ZERO_DBP: Code = code("00001");
+const TWO_ONES: Code = code("00010");
+const ONE_ONE: Code = code("00011");
+
+/// Where bits go: a counter when sizing candidates, a [`BitWriter`] when emitting.
+pub(crate) trait Sink {
+    fn put(&mut self, value: u64, n: u32);
+    fn put_plane<P: Plane>(&mut self, p: P, n: u32);
+    #[inline]
+    fn code(&mut self, c: Code) {
+        self.put(c.bits, c.len)
+    }
+}
+
+/// Counts bits without writing them.
+#[derive(Default)]
+pub(crate) struct Count(pub u32);
+
+impl Sink for Count {
+    #[inline]
+    fn put(&mut self, _: u64, n: u32) {
+        self.0 += n;
+    }
+    #[inline]
+    fn put_plane<P: Plane>(&mut self, _: P, n: u32) {
+        self.0 += n;
+    }
+}
+
+impl Sink for BitWriter<'_> {
+    #[inline]
+    fn put(&mut self, value: u64, n: u32) {
+        self.write(value, n)
+    }
+    #[inline]
+    fn put_plane<P: Plane>(&mut self, p: P, n: u32) {
+        p.put(self, n)
+    }
+}
+
+#[inline]
+fn flush_run<S: Sink>(run: u32, run_field: u32, sink: &mut S) {
+    match run {
+        0 => {}
+        1 => sink.code(ZERO1),
+        _ => {
+            sink.code(RUN);
+            sink.put((run - 2) as u64, run_field);
+        }
+    }
+}
+
+/// Code `planes` (index 0 = least significant plane; each with `p_bits` significant bits).
+#[inline]
+pub(crate) fn encode_planes<P: Plane, S: Sink>(planes: &[P], p_bits: u32, sink: &mut S) {
+    let run_field = bits_for(planes.len() as u32 - 1);
+    let two_field = bits_for(p_bits - 1);
+    let one_field = bits_for(p_bits);
+    let all = P::ones(p_bits);
+    let three = P::ONE | (P::ONE << 1);
+    let mut prev = P::ZERO;
+    let mut run = 0u32;
+    for &dbp in planes.iter().rev() {
+        let dbx = dbp ^ prev;
+        prev = dbp;
+        if dbx == P::ZERO {
+            run += 1;
+            continue;
+        }
+        flush_run(run, run_field, sink);
+        run = 0;
+        if dbx == all {
+            sink.code(ALL_ONES);
+        } else if dbp == P::ZERO {
+            sink.code(ZERO_DBP);
+        } else {
+            let tz = dbx.trailing_zeros();
+            match dbx.count_ones() {
+                2 if dbx >> tz == three => {
+                    sink.code(TWO_ONES);
+                    sink.put(tz as u64, two_field);
+                }
+                1 => {
+                    sink.code(ONE_ONE);
+                    sink.put(tz as u64, one_field);
+                }
+                _ => {
+                    sink.code(RAW);
+                    sink.put_plane(dbx, p_bits);
+                }
+            }
+        }
+    }
+    flush_run(run, run_field, sink);
+}
+
+/// Decode `planes.len()` planes of `p_bits` bits, filling `planes` from the top down.
+/// Errors name the rule the stream broke; reading past the end is left to the caller to
+/// detect with [`BitReader::overran`].
+#[inline]
+pub(crate) fn decode_planes<P: Plane>(
+    r: &mut BitReader,
+    planes: &mut [P],
+    p_bits: u32,
+) -> Result<(), &'static str> {
+    let run_field = bits_for(planes.len() as u32 - 1);
+    let two_field = bits_for(p_bits - 1);
+    let one_field = bits_for(p_bits);
+    let mut prev = P::ZERO;
+    let mut b = planes.len();
+    while b > 0 {
+        let p = r.peek(5);
+        let dbx = if p & 1 == 1 {
+            r.skip(1);
+            P::get(r, p_bits)
+        } else if p & 3 == 2 {
+            r.skip(2);
+            let run = r.read(run_field) as usize + 2;
+            if run > b {
+                return Err("zero run longer than the planes left");
+            }
+            for plane in &mut planes[b - run..b] {
+                *plane = prev;
+            }
+            b -= run;
+            continue;
+        } else if p & 7 == 4 {
+            r.skip(3);
+            b -= 1;
+            planes[b] = prev;
+            continue;
+        } else {
+            r.skip(5);
+            match p >> 3 {
+                0 => P::ones(p_bits),
+                2 => prev, // the plane itself is zero
+                1 => {
+                    let pos = r.read(two_field) as u32;
+                    if pos + 2 > p_bits {
+                        return Err("two-ones position outside the plane");
+                    }
+                    (P::ONE | (P::ONE << 1)) << pos
+                }
+                _ => {
+                    let pos = r.read(one_field) as u32;
+                    if pos >= p_bits {
+                        return Err("single-one position outside the plane");
+                    }
+                    P::ONE << pos
+                }
+            }
+        };
+        b -= 1;
+        prev = dbx ^ prev;
+        planes[b] = prev;
+    }
+    Ok(())
+}
+
+/// Field widths of the base-element codes `000`, `001`, `010`, `011` for element width `w`
+/// (`None` = code not used at that width); `1` is always followed by the full `w` bits.
+fn base_options(w: u32) -> [Option<u32>; 4] {
+    match w {
+        32 => [Some(0), Some(4), Some(8), Some(16)],
+        16 => [Some(0), Some(4), Some(8), None],
+        _ => [Some(0), Some(4), None, None],
+    }
+}
+
+/// Stream-order values of the 3-bit base codes `000`, `001`, `010`, `011`.
+const BASE_CODES: [Code; 4] = [code("000"), code("001"), code("010"), code("011")];
+
+/// Does the `w`-bit value `v` equal the sign extension of its low `k` bits?
+#[inline]
+fn fits_signed(v: u64, k: u32, w: u32) -> bool {
+    if k == 0 {
+        return v == 0;
+    }
+    let shift = 64 - k;
+    let sext = (((v << shift) as i64) >> shift) as u64 & planepack_core::bitio::mask64(w);
+    sext == v
+}
+
+/// Code the DBX base element (BPC's base code, truncated to the element width).
+#[inline]
+pub(crate) fn encode_base<S: Sink>(v: u64, w: u32, sink: &mut S) {
+    for (c, k) in BASE_CODES.iter().zip(base_options(w)) {
+        if let Some(k) = k {
+            if fits_signed(v, k, w) {
+                sink.code(*c);
+                sink.put(v & planepack_core::bitio::mask64(k), k);
+                return;
+            }
+        }
+    }
+    sink.code(RAW);
+    sink.put(v, w);
+}
+
+/// Decode the DBX base element.
+#[inline]
+pub(crate) fn decode_base(r: &mut BitReader, w: u32) -> Result<u64, &'static str> {
+    let p = r.peek(3);
+    if p & 1 == 1 {
+        r.skip(1);
+        return Ok(r.read(w));
+    }
+    let idx = BASE_CODES.iter().position(|c| c.bits == p).unwrap_or(0);
+    let k = base_options(w)[idx].ok_or("base code not defined for this element width")?;
+    r.skip(3);
+    let v = r.read(k);
+    if k == 0 {
+        return Ok(0);
+    }
+    let shift = 64 - k;
+    Ok((((v << shift) as i64) >> shift) as u64 & planepack_core::bitio::mask64(w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_prefix_free_and_match_the_table() {
+        assert_eq!((RAW.bits, RAW.len), (0b1, 1));
+        assert_eq!((RUN.bits, RUN.len), (0b10, 2));
+        assert_eq!((ZERO1.bits, ZERO1.len), (0b100, 3));
+        assert_eq!((ZERO_DBP.bits, ZERO_DBP.len), (0b10000, 5));
+        assert_eq!((TWO_ONES.bits, TWO_ONES.len), (0b01000, 5));
+        assert_eq!((ONE_ONE.bits, ONE_ONE.len), (0b11000, 5));
+        let all = [RAW, RUN, ZERO1, ALL_ONES, ZERO_DBP, TWO_ONES, ONE_ONE];
+        for (i, a) in all.iter().enumerate() {
+            for (j, b) in all.iter().enumerate() {
+                if i != j {
+                    let n = a.len.min(b.len);
+                    let m = (1u64 << n) - 1;
+                    assert_ne!(a.bits & m, b.bits & m, "code {i} is a prefix of {j}");
+                }
+            }
+        }
+    }
+
+    fn roundtrip<P: Plane + std::fmt::Debug>(planes: &[P], p_bits: u32) -> u32 {
+        let mut count = Count::default();
+        encode_planes(planes, p_bits, &mut count);
+        let mut buf = Vec::new();
+        let mut w = BitWriter::new(&mut buf);
+        encode_planes(planes, p_bits, &mut w);
+        assert_eq!(w.finish(), count.0 as usize);
+        let mut r = BitReader::new(&buf);
+        let mut back = vec![P::ZERO; planes.len()];
+        decode_planes(&mut r, &mut back, p_bits).unwrap();
+        assert_eq!(back, planes);
+        assert_eq!(r.pos(), count.0 as usize);
+        count.0
+    }
+
+    #[test]
+    fn symbol_lengths_follow_bpc() {
+        // 32 planes of 32 bits, all zero: one run of 32 -> `01` + 5 bits.
+        assert_eq!(roundtrip(&[0u32; 32], 32), 7);
+        // Top plane all ones, rest equal to it: all-ones then run of 31.
+        assert_eq!(roundtrip(&[u32::MAX; 32], 32), 5 + 7);
+        // One plane with a single one at the bottom: run of 31, one-one(5+5), nothing after.
+        let mut p = [0u32; 32];
+        p[0] = 1 << 7;
+        assert_eq!(roundtrip(&p, 32), 7 + 10);
+        // Two adjacent ones in plane 5: planes 31..6 zero (run 26), plane 5 two-ones,
+        // plane 4 zero with DBX != 0 -> zero-DBP, planes 3..0 run of 4.
+        let mut p = [0u32; 32];
+        p[5] = 0b11 << 30;
+        assert_eq!(roundtrip(&p, 32), 7 + 10 + 5 + 7);
+        // A raw plane of 31 bits (DBX geometry) and a single all-zero symbol.
+        let mut p = [0u32; 32];
+        p[31] = 0x1234_5678 & 0x7FFF_FFFF;
+        p[30] = p[31];
+        p[29] = 0x0F0F_0F0F;
+        p[28] = 0x0F0F_0F0F;
+        roundtrip(&p, 31);
+    }
+
+    #[test]
+    fn base_code_lengths() {
+        for (v, w, len) in [
+            (0u64, 32, 3),
+            (7, 32, 7),
+            (0xFFFF_FFF8, 32, 7),
+            (200, 32, 19),
+            (0x8000_0000, 32, 33),
+            (0x7F, 16, 11),
+            (0xFFFF, 16, 7),
+            (0x8000, 16, 17),
+            (0x80, 8, 9),
+            (0xF8, 8, 7),
+        ] {
+            let mut c = Count::default();
+            encode_base(v, w, &mut c);
+            assert_eq!(c.0, len, "value {v:#x} width {w}");
+            let mut buf = Vec::new();
+            let mut wr = BitWriter::new(&mut buf);
+            encode_base(v, w, &mut wr);
+            wr.finish();
+            assert_eq!(decode_base(&mut BitReader::new(&buf), w).unwrap(), v);
+        }
+    }
+}
