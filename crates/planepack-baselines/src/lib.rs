@@ -58,15 +58,21 @@ impl Codec for Zstd {
         zstd::zstd_safe::compress_bound(raw_len)
     }
     fn encode(&self, input: &[u8], _: ElemType, out: &mut Vec<u8>) -> Result<()> {
-        let mut c = zstd::bulk::Compressor::new(self.level).map_err(|e| Error::Unsupported(e.to_string()))?;
-        c.include_contentsize(true).map_err(|e| Error::Unsupported(e.to_string()))?;
-        let frame = c.compress(input).map_err(|e| Error::Unsupported(e.to_string()))?;
+        let mut c = zstd::bulk::Compressor::new(self.level)
+            .map_err(|e| Error::Unsupported(e.to_string()))?;
+        c.include_contentsize(true)
+            .map_err(|e| Error::Unsupported(e.to_string()))?;
+        let frame = c
+            .compress(input)
+            .map_err(|e| Error::Unsupported(e.to_string()))?;
         out.extend_from_slice(&frame);
         Ok(())
     }
     fn decoded_len(&self, compressed: &[u8]) -> Result<usize> {
         match zstd::zstd_safe::get_frame_content_size(compressed) {
-            Ok(Some(n)) => usize::try_from(n).map_err(|_| Error::corrupt("zstd content size too large")),
+            Ok(Some(n)) => {
+                usize::try_from(n).map_err(|_| Error::corrupt("zstd content size too large"))
+            }
             Ok(None) => Err(Error::corrupt("zstd frame without content size")),
             Err(_) => Err(Error::corrupt("not a zstd frame")),
         }
@@ -91,7 +97,8 @@ impl Codec for Lz4 {
         4 + lz4_flex::block::get_maximum_output_size(raw_len)
     }
     fn encode(&self, input: &[u8], _: ElemType, out: &mut Vec<u8>) -> Result<()> {
-        let len = u32::try_from(input.len()).map_err(|_| Error::Unsupported("LZ4 block over 4 GiB".into()))?;
+        let len = u32::try_from(input.len())
+            .map_err(|_| Error::Unsupported("LZ4 block over 4 GiB".into()))?;
         out.extend_from_slice(&len.to_le_bytes());
         out.extend_from_slice(&lz4_flex::block::compress(input));
         Ok(())

@@ -84,7 +84,9 @@ pub fn byte_unshuffle(input: &[u8], size: usize, out: &mut [u8]) {
 fn bit_blocks(len: usize, size: usize) -> impl Iterator<Item = (usize, usize)> {
     let n8 = len / size / 8 * 8;
     let per = BIT_BLOCK_BYTES / size;
-    (0..n8).step_by(per).map(move |first| (first * size, per.min(n8 - first)))
+    (0..n8)
+        .step_by(per)
+        .map(move |first| (first * size, per.min(n8 - first)))
 }
 
 /// Bit shuffle of `input` into `out` (same length).
@@ -151,7 +153,10 @@ fn parse(input: &[u8], expect_inner: Inner) -> Result<Parsed> {
         });
     }
     if h[4] != 1 {
-        return Err(Error::UnsupportedVersion { format: "shuffle", version: h[4] });
+        return Err(Error::UnsupportedVersion {
+            format: "shuffle",
+            version: h[4],
+        });
     }
     let kind = match h[5] {
         0 => ShuffleKind::Byte,
@@ -165,11 +170,21 @@ fn parse(input: &[u8], expect_inner: Inner) -> Result<Parsed> {
     let inner = match (h[7], expect_inner) {
         (0, Inner::Lz4) => Inner::Lz4,
         (1, Inner::Zstd(l)) => Inner::Zstd(l),
-        (c, _) => return Err(Error::corrupt_at(format!("inner codec {c} is not this codec's"), 7)),
+        (c, _) => {
+            return Err(Error::corrupt_at(
+                format!("inner codec {c} is not this codec's"),
+                7,
+            ))
+        }
     };
     let len = usize::try_from(u64::from_le_bytes(h[8..16].try_into().unwrap()))
         .map_err(|_| Error::corrupt_at("raw length too large", 8))?;
-    Ok(Parsed { kind, size, inner, len })
+    Ok(Parsed {
+        kind,
+        size,
+        inner,
+        len,
+    })
 }
 
 impl Codec for Shuffle {
@@ -200,7 +215,12 @@ impl Codec for Shuffle {
             Inner::Lz4 => 0,
             Inner::Zstd(_) => 1,
         };
-        out.extend_from_slice(&[1, (self.kind == ShuffleKind::Bit) as u8, size as u8, inner_id]);
+        out.extend_from_slice(&[
+            1,
+            (self.kind == ShuffleKind::Bit) as u8,
+            size as u8,
+            inner_id,
+        ]);
         out.extend_from_slice(&(input.len() as u64).to_le_bytes());
         self.inner.codec().encode(&shuffled, elem, out)
     }

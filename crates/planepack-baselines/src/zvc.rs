@@ -27,7 +27,10 @@ fn parse(input: &[u8]) -> Result<(usize, usize)> {
         });
     }
     if h[4] != 1 {
-        return Err(Error::UnsupportedVersion { format: "ZVC", version: h[4] });
+        return Err(Error::UnsupportedVersion {
+            format: "ZVC",
+            version: h[4],
+        });
     }
     let size = h[5] as usize;
     if !matches!(size, 1 | 2 | 4) || h[6] != 0 || h[7] != 0 {
@@ -79,10 +82,14 @@ impl Codec for Zvc {
         let whole = len / size * size;
         let mut pos = HEADER;
         for group in out[..whole].chunks_mut(GROUP * size) {
-            let mask = u32::from_le_bytes(take(compressed, pos, 4, "ZVC mask")?.try_into().unwrap());
+            let mask =
+                u32::from_le_bytes(take(compressed, pos, 4, "ZVC mask")?.try_into().unwrap());
             let n = group.len() / size;
             if n < GROUP && mask >> n != 0 {
-                return Err(Error::corrupt_at("mask bits set past the last element", pos));
+                return Err(Error::corrupt_at(
+                    "mask bits set past the last element",
+                    pos,
+                ));
             }
             pos += 4;
             for (i, e) in group.chunks_exact_mut(size).enumerate() {
@@ -102,7 +109,9 @@ impl Codec for Zvc {
         out[whole..].copy_from_slice(tail);
         pos += tail.len();
         if pos != compressed.len() {
-            return Err(Error::TrailingBytes { extra: compressed.len() - pos });
+            return Err(Error::TrailingBytes {
+                extra: compressed.len() - pos,
+            });
         }
         Ok(())
     }

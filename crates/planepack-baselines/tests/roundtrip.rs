@@ -7,7 +7,11 @@ use proptest::prelude::*;
 fn check(data: &[u8], elem: ElemType) {
     for codec in planepack_baselines::all() {
         let enc = codec.encode_to_vec(data, elem).unwrap();
-        assert!(enc.len() <= codec.max_compressed_len(data.len(), elem), "{}", codec.name());
+        assert!(
+            enc.len() <= codec.max_compressed_len(data.len(), elem),
+            "{}",
+            codec.name()
+        );
         let dec = codec.decode_to_vec(&enc).unwrap();
         assert!(dec == data, "{} {elem} len {}", codec.name(), data.len());
     }

@@ -33,7 +33,9 @@ pub trait Codec: Send + Sync {
         Ok(out)
     }
 
-    /// Convenience: decompress into a new vector.
+    /// Convenience: decompress into a new vector of the length the header states. With
+    /// untrusted input, prefer [`Codec::decode`] into a buffer whose length you know: a lying
+    /// header can ask for a large allocation here.
     fn decode_to_vec(&self, compressed: &[u8]) -> Result<Vec<u8>> {
         let n = self.decoded_len(compressed)?;
         let mut out = vec![0u8; n];
@@ -51,5 +53,23 @@ pub fn check_output_len(expected: usize, out: &[u8]) -> Result<()> {
             expected,
             provided: out.len(),
         })
+    }
+}
+
+/// Run `f` on another thread and fail if it does not finish within `secs` seconds: how the
+/// robustness tests prove that no decoder loops forever on bad input.
+pub fn finishes_within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+        Ok(v) => v,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("did not finish within {secs} s: a decoder hangs")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("the worker thread panicked")
+        }
     }
 }

@@ -173,3 +173,75 @@ pub fn generate(pattern: Pattern, elem: ElemType, len: usize, seed: u64) -> Vec<
     out.truncate(len);
     out
 }
+
+/// How a valid stream was damaged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutation {
+    FlipBit,
+    RandomByte,
+    Truncate,
+    Extend,
+    InsertByte,
+    DeleteByte,
+    RandomRun,
+}
+
+impl Mutation {
+    pub const ALL: [Mutation; 7] = [
+        Mutation::FlipBit,
+        Mutation::RandomByte,
+        Mutation::Truncate,
+        Mutation::Extend,
+        Mutation::InsertByte,
+        Mutation::DeleteByte,
+        Mutation::RandomRun,
+    ];
+}
+
+/// Apply one mutation of kind `m` to `stream` at a random place.
+pub fn mutate(stream: &[u8], m: Mutation, rng: &mut Rng) -> Vec<u8> {
+    let mut s = stream.to_vec();
+    let at = |rng: &mut Rng, n: usize| {
+        if n == 0 {
+            0
+        } else {
+            rng.below(n as u64) as usize
+        }
+    };
+    match m {
+        Mutation::FlipBit if !s.is_empty() => {
+            let i = at(rng, s.len());
+            s[i] ^= 1 << rng.below(8);
+        }
+        Mutation::RandomByte if !s.is_empty() => {
+            let i = at(rng, s.len());
+            s[i] = rng.next_u64() as u8;
+        }
+        Mutation::Truncate if !s.is_empty() => {
+            let n = at(rng, s.len());
+            s.truncate(n);
+        }
+        Mutation::Extend => {
+            for _ in 0..1 + rng.below(16) {
+                s.push(rng.next_u64() as u8);
+            }
+        }
+        Mutation::InsertByte => {
+            let i = at(rng, s.len() + 1);
+            s.insert(i, rng.next_u64() as u8);
+        }
+        Mutation::DeleteByte if !s.is_empty() => {
+            let i = at(rng, s.len());
+            s.remove(i);
+        }
+        Mutation::RandomRun if !s.is_empty() => {
+            let i = at(rng, s.len());
+            let n = (1 + rng.below(32) as usize).min(s.len() - i);
+            for b in &mut s[i..i + n] {
+                *b = rng.next_u64() as u8;
+            }
+        }
+        _ => s.push(0),
+    }
+    s
+}
