@@ -5,8 +5,8 @@
 //! Ties go to the mode that is cheapest to decode, in the order of [`Mode::TIE_ORDER`].
 
 use crate::geometry::{Geometry, Plane, BLOCK_BYTES};
-use crate::symbols::{decode_base, decode_planes, encode_base, encode_planes, Count};
-use planepack_core::bitio::{BitReader, BitWriter};
+use crate::symbols::{decode_base, encode_base, encode_planes, Count};
+use planepack_core::bitio::{mask64, BitReader, BitWriter};
 
 /// Bits of a RAW payload.
 pub const RAW_BITS: u32 = (BLOCK_BYTES * 8) as u32;
@@ -149,7 +149,7 @@ pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>)
     }
     if allowed(Mode::Dbx) {
         let mut deltas = G::zero_elems();
-        let mask_w = planepack_core::bitio::mask64(G::W);
+        let mask_w = mask64(G::W);
         for i in 0..G::N - 1 {
             let d = e[i + 1].into().wrapping_sub(e[i].into()) & mask_w;
             deltas.as_mut()[i] = G::elem(d);
@@ -200,69 +200,107 @@ pub(crate) fn write<G: Geometry>(plan: &Plan<G>, block: &[u8; BLOCK_BYTES], w: &
     }
 }
 
-/// Decode one block payload of `mode` from `r` into `out`. The caller checks afterwards that
-/// exactly the declared number of bits was consumed and that the reader did not overrun.
-#[inline]
-pub(crate) fn read<G: Geometry>(
+/// A block whose prefix has been read: either finished, or waiting for its planes.
+#[derive(Clone, Copy)]
+pub(crate) enum Pending<G: Geometry> {
+    Done,
+    Bx,
+    Dbx { base: u64 },
+    Zbx { mask: G::Plane },
+}
+
+impl<G: Geometry> Pending<G> {
+    /// Significant bits per plane, if planes follow.
+    #[inline(always)]
+    pub fn p_bits(&self) -> Option<u32> {
+        match self {
+            Pending::Done => None,
+            Pending::Bx => Some(G::N as u32),
+            Pending::Dbx { .. } => Some(G::N as u32 - 1),
+            Pending::Zbx { mask } => Some(mask.count_ones()),
+        }
+    }
+}
+
+/// Read the part of a block that precedes its planes. RAW, ZERO and ZVC blocks are decoded
+/// completely here; BX, DBX and ZBX blocks continue with their planes and [`finish`].
+#[inline(always)]
+pub(crate) fn begin<G: Geometry>(
     mode: Mode,
     r: &mut BitReader,
     out: &mut [u8; BLOCK_BYTES],
-) -> Result<(), &'static str> {
-    match mode {
-        Mode::Zero => out.fill(0),
+) -> Result<Pending<G>, &'static str> {
+    Ok(match mode {
+        Mode::Zero => {
+            out.fill(0);
+            Pending::Done
+        }
         Mode::Raw => {
             for word in out.chunks_exact_mut(8) {
                 word.copy_from_slice(&r.read_u64(64).to_le_bytes());
             }
+            Pending::Done
         }
         Mode::Zvc => {
             let mask = G::Plane::get(r, G::N as u32);
             let mut elems = G::zero_elems();
-            for (i, x) in elems.as_mut().iter_mut().enumerate() {
-                if mask & (G::Plane::ONE << i as u32) != G::Plane::ZERO {
-                    let v = r.read(G::W);
-                    if v == 0 {
-                        return Err("ZVC element marked nonzero is zero");
-                    }
-                    *x = G::elem(v);
+            let mut m = mask;
+            while m != G::Plane::ZERO {
+                let i = m.trailing_zeros() as usize;
+                m = m & !(G::Plane::ONE << i as u32);
+                let v = r.read(G::W);
+                if v == 0 {
+                    return Err("ZVC element marked nonzero is zero");
                 }
+                elems.as_mut()[i] = G::elem(v);
             }
             G::store(&elems, out);
+            Pending::Done
         }
-        Mode::Bx => {
-            let mut planes = G::zero_planes();
-            decode_planes(r, planes.as_mut(), G::N as u32)?;
-            G::store(&G::from_planes(&planes), out);
-        }
+        Mode::Bx => Pending::Bx,
         Mode::Zbx => {
             let mask = G::Plane::get(r, G::N as u32);
-            let k = mask.count_ones();
-            if k < 2 {
+            if mask.count_ones() < 2 {
                 return Err("ZBX block with fewer than two nonzero elements");
             }
-            let mut planes = G::zero_planes();
-            decode_planes(r, planes.as_mut(), k)?;
-            let packed = G::from_planes(&planes);
+            Pending::Zbx { mask }
+        }
+        Mode::Dbx => Pending::Dbx {
+            base: decode_base(r, G::W)?,
+        },
+    })
+}
+
+/// Turn decoded planes back into the block's bytes.
+#[inline(always)]
+pub(crate) fn finish<G: Geometry>(
+    pending: Pending<G>,
+    planes: &G::Planes,
+    out: &mut [u8; BLOCK_BYTES],
+) -> Result<(), &'static str> {
+    match pending {
+        Pending::Done => {}
+        Pending::Bx => G::store(&G::from_planes(planes), out),
+        Pending::Zbx { mask } => {
+            let packed = G::from_planes(planes);
             let mut elems = G::zero_elems();
-            let mut j = 0;
-            for (i, x) in elems.as_mut().iter_mut().enumerate() {
-                if mask & (G::Plane::ONE << i as u32) != G::Plane::ZERO {
-                    let v = packed.as_ref()[j];
-                    if v.into() == 0 {
-                        return Err("ZBX element marked nonzero is zero");
-                    }
-                    *x = v;
-                    j += 1;
+            let mut m = mask;
+            for &v in packed.as_ref() {
+                if m == G::Plane::ZERO {
+                    break;
                 }
+                let i = m.trailing_zeros() as usize;
+                m = m & !(G::Plane::ONE << i as u32);
+                if v.into() == 0 {
+                    return Err("ZBX element marked nonzero is zero");
+                }
+                elems.as_mut()[i] = v;
             }
             G::store(&elems, out);
         }
-        Mode::Dbx => {
-            let base = decode_base(r, G::W)?;
-            let mut planes = G::zero_planes();
-            decode_planes(r, planes.as_mut(), G::N as u32 - 1)?;
-            let deltas = G::from_planes(&planes);
-            let mask_w = planepack_core::bitio::mask64(G::W);
+        Pending::Dbx { base } => {
+            let deltas = G::from_planes(planes);
+            let mask_w = mask64(G::W);
             let mut elems = G::zero_elems();
             let mut acc = base;
             for (x, d) in elems.as_mut().iter_mut().zip(deltas.as_ref()) {

@@ -32,14 +32,16 @@ pub trait Plane:
     fn trailing_zeros(self) -> u32;
     fn put(self, w: &mut BitWriter, n: u32);
     fn get(r: &mut BitReader, n: u32) -> Self;
+    /// The low bits of a peeked word.
+    fn from_u64(v: u64) -> Self;
 }
 
 macro_rules! impl_plane {
-    ($t:ty) => {
+    ($t:ty, $write:ident, $read:ident, $wide:ty) => {
         impl Plane for $t {
             const ZERO: Self = 0;
             const ONE: Self = 1;
-            #[inline]
+            #[inline(always)]
             fn ones(n: u32) -> Self {
                 if n >= <$t>::BITS {
                     <$t>::MAX
@@ -47,28 +49,34 @@ macro_rules! impl_plane {
                     (1 << n) - 1
                 }
             }
-            #[inline]
+            #[inline(always)]
             fn count_ones(self) -> u32 {
                 <$t>::count_ones(self)
             }
-            #[inline]
+            #[inline(always)]
             fn trailing_zeros(self) -> u32 {
                 <$t>::trailing_zeros(self)
             }
-            #[inline]
+            #[inline(always)]
             fn put(self, w: &mut BitWriter, n: u32) {
-                w.write_u128(self as u128, n)
+                w.$write(self as $wide, n)
             }
-            #[inline]
+            #[inline(always)]
             fn get(r: &mut BitReader, n: u32) -> Self {
-                r.read_u128(n) as $t
+                r.$read(n) as $t
+            }
+            #[inline(always)]
+            fn from_u64(v: u64) -> Self {
+                v as $t
             }
         }
     };
 }
-impl_plane!(u32);
-impl_plane!(u64);
-impl_plane!(u128);
+impl_plane!(u32, write, read, u64);
+impl_plane!(u64, write, read_u64, u64);
+impl_plane!(u128, write_u128, read_u128, u128);
+
+
 
 /// The geometry of one element width.
 pub trait Geometry {

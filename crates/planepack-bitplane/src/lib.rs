@@ -18,12 +18,12 @@
 pub mod block;
 pub mod geometry;
 pub mod stats;
-mod symbols;
+pub(crate) mod symbols;
 
 pub use block::Mode;
 pub use stats::Stats;
 
-use block::{read, write, zvc_bits, Plan, RAW_BITS};
+use block::{write, zvc_bits, Plan, RAW_BITS};
 use geometry::{Geometry, BLOCK_BYTES, W16, W32, W8};
 use planepack_core::bitio::{BitReader, BitWriter};
 use planepack_core::codec::check_output_len;
@@ -153,7 +153,7 @@ impl BitPlane {
         out.extend_from_slice(&(input.len() as u64).to_le_bytes());
         let mut stats = Stats::default();
         for chunk in input.chunks(CHUNK_BYTES) {
-            encode_chunk::<G>(chunk, self.forced, out, &mut stats);
+            simd::encode_chunk::<G>(chunk, self.forced, out, &mut stats);
         }
         stats.raw_bytes = input.len() as u64;
         stats.compressed_bytes = (out.len() - start) as u64;
@@ -180,6 +180,7 @@ fn max_len(raw_len: usize) -> usize {
 }
 
 /// Encode one chunk (up to 4096 bytes; a partial last block is zero padded).
+#[inline(always)]
 fn encode_chunk<G: Geometry>(
     chunk: &[u8],
     forced: Option<Mode>,
@@ -256,91 +257,244 @@ fn chunk_spans(input: &[u8], header: &Header) -> Result<Vec<(usize, usize)>> {
 
 type ChunkDecoder = fn(&[u8], usize, usize, &mut [u8]) -> Result<()>;
 
+/// The chunk decoder for an element width, compiled for the best instruction set this CPU has.
 fn chunk_decoder(width: u32) -> ChunkDecoder {
-    match width {
-        32 => decode_chunk::<W32>,
-        16 => decode_chunk::<W16>,
-        _ => decode_chunk::<W8>,
+    let v3 = simd::has_v3();
+    match (width, v3) {
+        (32, false) => decode_chunk::<W32>,
+        (16, false) => decode_chunk::<W16>,
+        (_, false) => decode_chunk::<W8>,
+        (32, true) => simd::decode_chunk_v3::<W32>,
+        (16, true) => simd::decode_chunk_v3::<W16>,
+        (_, true) => simd::decode_chunk_v3::<W8>,
     }
+}
+
+/// Run-time choice of instruction set.
+///
+/// The codec is plain portable Rust. On x86_64 CPUs with AVX2/BMI1/BMI2/POPCNT/LZCNT
+/// (x86-64-v3: Haswell and later, Zen and later), the same code is compiled a second time with
+/// those features enabled (population counts, shifts without the `cl` register, wider vectors),
+/// and the chunk encoder and decoder dispatch to it. Both versions are the same source, so
+/// their output is identical; the tests run whichever this CPU picks, and
+/// `PLANEPACK_NO_SIMD=1` forces the portable one.
+mod simd {
+    #[cfg(target_arch = "x86_64")]
+    pub fn has_v3() -> bool {
+        use std::sync::OnceLock;
+        static V3: OnceLock<bool> = OnceLock::new();
+        *V3.get_or_init(|| {
+            std::env::var_os("PLANEPACK_NO_SIMD").is_none()
+                && is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("bmi1")
+                && is_x86_feature_detected!("bmi2")
+                && is_x86_feature_detected!("popcnt")
+                && is_x86_feature_detected!("lzcnt")
+        })
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    pub fn has_v3() -> bool {
+        false
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
+    fn decode_chunk_v3_inner<G: super::Geometry>(
+        chunk: &[u8],
+        offset: usize,
+        index: usize,
+        out: &mut [u8],
+    ) -> planepack_core::Result<()> {
+        super::decode_chunk::<G>(chunk, offset, index, out)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    pub fn decode_chunk_v3<G: super::Geometry>(
+        chunk: &[u8],
+        offset: usize,
+        index: usize,
+        out: &mut [u8],
+    ) -> planepack_core::Result<()> {
+        // SAFETY: only handed out by `chunk_decoder` after `has_v3()` confirmed the features.
+        unsafe { decode_chunk_v3_inner::<G>(chunk, offset, index, out) }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    pub fn decode_chunk_v3<G: super::Geometry>(
+        chunk: &[u8],
+        offset: usize,
+        index: usize,
+        out: &mut [u8],
+    ) -> planepack_core::Result<()> {
+        super::decode_chunk::<G>(chunk, offset, index, out)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
+    fn encode_chunk_v3_inner<G: super::Geometry>(
+        chunk: &[u8],
+        forced: Option<super::Mode>,
+        out: &mut Vec<u8>,
+        stats: &mut super::Stats,
+    ) {
+        super::encode_chunk::<G>(chunk, forced, out, stats)
+    }
+
+    /// Encode a chunk with the best instruction set available.
+    pub fn encode_chunk<G: super::Geometry>(
+        chunk: &[u8],
+        forced: Option<super::Mode>,
+        out: &mut Vec<u8>,
+        stats: &mut super::Stats,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if has_v3() {
+            // SAFETY: `has_v3()` confirmed the features.
+            return unsafe { encode_chunk_v3_inner::<G>(chunk, forced, out, stats) };
+        }
+        super::encode_chunk::<G>(chunk, forced, out, stats)
+    }
+}
+
+/// One entry of a chunk's block table, resolved: mode, first payload bit, payload bits.
+#[derive(Clone, Copy)]
+struct Entry {
+    mode: Mode,
+    start: usize,
+    bits: usize,
+}
+
+/// Where a block's bytes go: straight into the caller's buffer, or, for the tensor's short
+/// last block, into `scratch`, copied out by [`short_block_done`].
+#[inline(always)]
+fn block_buf<'a>(dst: &'a mut [u8], scratch: &'a mut [u8; BLOCK_BYTES]) -> (&'a mut [u8; BLOCK_BYTES], Option<&'a mut [u8]>) {
+    if dst.len() == BLOCK_BYTES {
+        (dst.try_into().unwrap(), None)
+    } else {
+        (scratch, Some(dst))
+    }
+}
+
+/// Copy a short last block out of its scratch space; the padding must have decoded to zeros.
+fn short_block_done(decoded: &[u8; BLOCK_BYTES], dst: Option<&mut [u8]>) -> std::result::Result<(), &'static str> {
+    if let Some(dst) = dst {
+        if decoded[dst.len()..].iter().any(|&x| x != 0) {
+            return Err("padding after the end of the tensor is not zero");
+        }
+        dst.copy_from_slice(&decoded[..dst.len()]);
+    }
+    Ok(())
+}
+
+/// Read and check a chunk's block table; returns the entries and the payload end in bits.
+fn read_table<G: Geometry>(body: &[u8], nb: usize, entries: &mut [Entry; CHUNK_BLOCKS]) -> std::result::Result<usize, (usize, String)> {
+    let mut table = BitReader::new(body);
+    let mut pos = nb * TABLE_ENTRY_BITS;
+    for (b, entry) in entries[..nb].iter_mut().enumerate() {
+        let tag = table.read(3);
+        let len = table.read(10) as usize;
+        let mode = Mode::from_tag(tag).ok_or_else(|| (b, format!("reserved mode tag {tag}")))?;
+        let bits = match mode {
+            Mode::Raw | Mode::Zero if len != 0 => {
+                return Err((b, "RAW or ZERO block with a nonzero length field".into()))
+            }
+            Mode::Raw => RAW_BITS as usize,
+            Mode::Zvc if len != zvc_bits::<G>(&BitReader::at(body, pos)) as usize => {
+                return Err((b, "ZVC length field disagrees with its mask".into()))
+            }
+            _ => len,
+        };
+        *entry = Entry { mode, start: pos, bits };
+        pos += bits;
+    }
+    Ok(pos)
 }
 
 /// Decode one chunk (`chunk` includes its 2-byte header and starts at byte `offset` of the
 /// stream) into `out` (the chunk's raw bytes, 1..=4096).
-fn decode_chunk<G: Geometry>(
-    chunk: &[u8],
-    offset: usize,
-    index: usize,
-    out: &mut [u8],
-) -> Result<()> {
-    let fail = |block: usize, rule: &str| {
-        Error::corrupt_at(format!("chunk {index}, block {block}: {rule}"), offset)
-    };
+///
+/// Blocks are decoded two at a time so that their symbol chains overlap (see
+/// [`symbols::PlaneDecoder`]).
+#[inline(always)]
+fn decode_chunk<G: Geometry>(chunk: &[u8], offset: usize, index: usize, out: &mut [u8]) -> Result<()> {
+    let fail = |block: usize, rule: &str| Error::corrupt_at(format!("chunk {index}, block {block}: {rule}"), offset);
     let body = &chunk[2..];
     let nb = out.len().div_ceil(BLOCK_BYTES);
-    let mut table = BitReader::new(body);
-    let mut r = BitReader::at(body, nb * TABLE_ENTRY_BITS);
-    for (b, dst) in out.chunks_mut(BLOCK_BYTES).enumerate() {
-        let tag = table.read(3);
-        let len = table.read(10) as usize;
-        let mode =
-            Mode::from_tag(tag).ok_or_else(|| fail(b, &format!("reserved mode tag {tag}")))?;
-        let expected = match mode {
-            Mode::Raw | Mode::Zero if len != 0 => {
-                return Err(fail(b, "RAW or ZERO block with a nonzero length field"))
+    let mut entries = [Entry { mode: Mode::Zero, start: 0, bits: 0 }; CHUNK_BLOCKS];
+    let end = read_table::<G>(body, nb, &mut entries).map_err(|(b, rule)| fail(b, &rule))?;
+    if end.div_ceil(8) != body.len() {
+        return Err(fail(nb, &format!("chunk length {} but its blocks end at {}", chunk.len(), end.div_ceil(8) + 2)));
+    }
+    if end % 8 != 0 && BitReader::at(body, end).peek(8 - (end % 8) as u32) != 0 {
+        return Err(fail(nb, "padding bits at the end of the chunk are not zero"));
+    }
+
+    for (pair, dst) in out.chunks_mut(2 * BLOCK_BYTES).enumerate() {
+        let ia = 2 * pair;
+        let (da, db) = dst.split_at_mut(dst.len().min(BLOCK_BYTES));
+        let ea = entries[ia];
+        let mut scratch_a = [0u8; BLOCK_BYTES];
+        let (oa, short_a) = block_buf(da, &mut scratch_a);
+        let mut ra = BitReader::at(body, ea.start);
+        let pa = block::begin::<G>(ea.mode, &mut ra, oa).map_err(|e| fail(ia, e))?;
+        let mut planes_a = G::zero_planes();
+
+        if db.is_empty() {
+            if let Some(p_bits) = pa.p_bits() {
+                symbols::decode_planes(&mut ra, planes_a.as_mut(), p_bits).map_err(|e| fail(ia, e))?;
             }
-            Mode::Raw => RAW_BITS as usize,
-            Mode::Zvc if len != zvc_bits::<G>(&r) as usize => {
-                return Err(fail(b, "ZVC length field disagrees with its mask"))
-            }
-            _ => len,
-        };
-        let start = r.pos();
-        let res = match <&mut [u8; BLOCK_BYTES]>::try_from(&mut *dst) {
-            Ok(full) => read::<G>(mode, &mut r, full),
-            Err(_) => {
-                // The tensor's last block: decode in full, keep the real bytes, insist that
-                // the padding the encoder added decodes back to zeros.
-                let mut tmp = [0u8; BLOCK_BYTES];
-                let res = read::<G>(mode, &mut r, &mut tmp);
-                if res.is_ok() && tmp[dst.len()..].iter().any(|&x| x != 0) {
-                    return Err(fail(b, "padding after the end of the tensor is not zero"));
+        } else {
+            let ib = ia + 1;
+            let eb = entries[ib];
+            let mut scratch_b = [0u8; BLOCK_BYTES];
+            let (ob, short_b) = block_buf(db, &mut scratch_b);
+            let mut rb = BitReader::at(body, eb.start);
+            let pb = block::begin::<G>(eb.mode, &mut rb, ob).map_err(|e| fail(ib, e))?;
+            let mut planes_b = G::zero_planes();
+            match (pa.p_bits(), pb.p_bits()) {
+                (Some(a_bits), Some(b_bits)) => {
+                    let mut a = symbols::PlaneDecoder::new(ra, G::W as usize, a_bits);
+                    let mut b = symbols::PlaneDecoder::new(rb, G::W as usize, b_bits);
+                    symbols::decode_planes_pair(&mut a, planes_a.as_mut(), &mut b, planes_b.as_mut())
+                        .map_err(|(which, e)| fail(ia + which, e))?;
+                    ra = a.r;
+                    rb = b.r;
                 }
-                dst.copy_from_slice(&tmp[..dst.len()]);
-                res
+                (Some(a_bits), None) => {
+                    symbols::decode_planes(&mut ra, planes_a.as_mut(), a_bits).map_err(|e| fail(ia, e))?
+                }
+                (None, Some(b_bits)) => {
+                    symbols::decode_planes(&mut rb, planes_b.as_mut(), b_bits).map_err(|e| fail(ib, e))?
+                }
+                (None, None) => {}
             }
-        };
-        res.map_err(|rule| fail(b, rule))?;
-        if r.overran() {
-            return Err(Error::Truncated {
-                what: "block payload",
-                offset,
-                needed: r.pos().div_ceil(8) + 2,
-                available: chunk.len(),
-            });
+            block::finish::<G>(pb, &planes_b, ob).map_err(|e| fail(ib, e))?;
+            check_consumed(&rb, eb, chunk.len(), offset).map_err(|e| e.unwrap_or_else(|| fail(ib, LENGTH_MISMATCH)))?;
+            short_block_done(ob, short_b).map_err(|e| fail(ib, e))?;
         }
-        if r.pos() - start != expected {
-            return Err(fail(
-                b,
-                "payload length field disagrees with the decoded symbols",
-            ));
-        }
+        block::finish::<G>(pa, &planes_a, oa).map_err(|e| fail(ia, e))?;
+        check_consumed(&ra, ea, chunk.len(), offset).map_err(|e| e.unwrap_or_else(|| fail(ia, LENGTH_MISMATCH)))?;
+        short_block_done(oa, short_a).map_err(|e| fail(ia, e))?;
     }
-    let used = r.pos().div_ceil(8);
-    if used != body.len() {
-        return Err(fail(
-            nb,
-            &format!(
-                "chunk length {} but its blocks end at {}",
-                chunk.len(),
-                used + 2
-            ),
-        ));
+    Ok(())
+}
+
+const LENGTH_MISMATCH: &str = "payload length field disagrees with the decoded symbols";
+
+/// After a block: the reader must not have run past the chunk, and must have consumed exactly
+/// the block's declared bits. `Err(None)` = length mismatch (the caller names the block).
+fn check_consumed(r: &BitReader, e: Entry, chunk_len: usize, offset: usize) -> std::result::Result<(), Option<Error>> {
+    if r.overran() {
+        return Err(Some(Error::Truncated {
+            what: "block payload",
+            offset,
+            needed: r.pos().div_ceil(8) + 2,
+            available: chunk_len,
+        }));
     }
-    if r.pos() % 8 != 0 && r.peek(8 - (r.pos() % 8) as u32) != 0 {
-        return Err(fail(
-            nb,
-            "padding bits at the end of the chunk are not zero",
-        ));
+    if r.pos() - e.start != e.bits {
+        return Err(None);
     }
     Ok(())
 }

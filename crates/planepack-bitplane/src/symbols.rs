@@ -21,7 +21,7 @@
 //! the size it writes.
 
 use crate::geometry::Plane;
-use planepack_core::bitio::{bits_for, BitReader, BitWriter};
+use planepack_core::bitio::{bits_for, mask64, BitReader, BitWriter};
 
 /// A prefix code: `bits` in stream order (first code bit = bit 0), `len` bits long.
 #[derive(Clone, Copy)]
@@ -147,65 +147,136 @@ pub(crate) fn encode_planes<P: Plane, S: Sink>(planes: &[P], p_bits: u32, sink: 
     flush_run(run, run_field, sink);
 }
 
-/// Decode `planes.len()` planes of `p_bits` bits, filling `planes` from the top down.
-/// Errors name the rule the stream broke; reading past the end is left to the caller to
-/// detect with [`BitReader::overran`].
-#[inline]
-pub(crate) fn decode_planes<P: Plane>(
-    r: &mut BitReader,
-    planes: &mut [P],
+/// Decodes the planes of one block, one symbol per [`PlaneDecoder::step`].
+///
+/// Decoding a symbol depends on where the previous one ended, so one block's symbols form a
+/// serial chain of load-shift-add latencies. Two blocks have two independent chains: the
+/// chunk decoder steps two decoders in turn ([`decode_planes_pair`]) and the CPU overlaps them.
+/// That is possible because the block table gives every block's start.
+pub(crate) struct PlaneDecoder<'a, P: Plane> {
+    pub r: BitReader<'a>,
+    /// Planes still to fill (they are filled from the top down).
+    left: usize,
+    prev: P,
     p_bits: u32,
-) -> Result<(), &'static str> {
-    let run_field = bits_for(planes.len() as u32 - 1);
-    let two_field = bits_for(p_bits - 1);
-    let one_field = bits_for(p_bits);
-    let mut prev = P::ZERO;
-    let mut b = planes.len();
-    while b > 0 {
-        let p = r.peek(5);
-        let dbx = if p & 1 == 1 {
-            r.skip(1);
-            P::get(r, p_bits)
-        } else if p & 3 == 2 {
-            r.skip(2);
-            let run = r.read(run_field) as usize + 2;
-            if run > b {
+    run_field: u32,
+    two_field: u32,
+    one_field: u32,
+}
+
+impl<'a, P: Plane> PlaneDecoder<'a, P> {
+    #[inline(always)]
+    pub fn new(r: BitReader<'a>, planes: usize, p_bits: u32) -> Self {
+        PlaneDecoder {
+            r,
+            left: planes,
+            prev: P::ZERO,
+            p_bits,
+            run_field: bits_for(planes as u32 - 1),
+            two_field: bits_for(p_bits - 1),
+            one_field: bits_for(p_bits),
+        }
+    }
+
+    #[inline(always)]
+    pub fn done(&self) -> bool {
+        self.left == 0
+    }
+
+    /// Decode one symbol into `planes` (one 56-bit peek serves the prefix code, its field and,
+    /// for planes of up to 55 bits, the raw plane itself).
+    #[inline(always)]
+    pub fn step(&mut self, planes: &mut [P]) -> Result<(), &'static str> {
+        let r = &mut self.r;
+        let w = r.peek(56);
+        let dbx = if w & 1 == 1 {
+            if self.p_bits <= 55 {
+                r.skip(1 + self.p_bits);
+                P::from_u64(w >> 1) & P::ones(self.p_bits)
+            } else {
+                r.skip(1);
+                P::get(r, self.p_bits)
+            }
+        } else if w & 2 != 0 {
+            let run = ((w >> 2) & mask64(self.run_field)) as usize + 2;
+            r.skip(2 + self.run_field);
+            if run > self.left {
                 return Err("zero run longer than the planes left");
             }
-            for plane in &mut planes[b - run..b] {
-                *plane = prev;
+            for plane in &mut planes[self.left - run..self.left] {
+                *plane = self.prev;
             }
-            b -= run;
-            continue;
-        } else if p & 7 == 4 {
+            self.left -= run;
+            return Ok(());
+        } else if w & 4 != 0 {
             r.skip(3);
-            b -= 1;
-            planes[b] = prev;
-            continue;
+            self.left -= 1;
+            planes[self.left] = self.prev;
+            return Ok(());
         } else {
-            r.skip(5);
-            match p >> 3 {
-                0 => P::ones(p_bits),
-                2 => prev, // the plane itself is zero
+            match (w >> 3) & 3 {
+                0 => {
+                    r.skip(5);
+                    P::ones(self.p_bits)
+                }
+                2 => {
+                    r.skip(5);
+                    self.prev // the plane itself is zero
+                }
                 1 => {
-                    let pos = r.read(two_field) as u32;
-                    if pos + 2 > p_bits {
+                    let pos = ((w >> 5) & mask64(self.two_field)) as u32;
+                    r.skip(5 + self.two_field);
+                    if pos + 2 > self.p_bits {
                         return Err("two-ones position outside the plane");
                     }
                     (P::ONE | (P::ONE << 1)) << pos
                 }
                 _ => {
-                    let pos = r.read(one_field) as u32;
-                    if pos >= p_bits {
+                    let pos = ((w >> 5) & mask64(self.one_field)) as u32;
+                    r.skip(5 + self.one_field);
+                    if pos >= self.p_bits {
                         return Err("single-one position outside the plane");
                     }
                     P::ONE << pos
                 }
             }
         };
-        b -= 1;
-        prev = dbx ^ prev;
-        planes[b] = prev;
+        self.left -= 1;
+        self.prev = dbx ^ self.prev;
+        planes[self.left] = self.prev;
+        Ok(())
+    }
+}
+
+/// Decode `planes.len()` planes of `p_bits` bits from `r`, filling `planes` from the top down.
+/// Reading past the end is left to the caller to detect with [`BitReader::overran`].
+#[inline(always)]
+pub(crate) fn decode_planes<P: Plane>(r: &mut BitReader, planes: &mut [P], p_bits: u32) -> Result<(), &'static str> {
+    let mut d = PlaneDecoder::new(r.clone(), planes.len(), p_bits);
+    while !d.done() {
+        d.step(planes)?;
+    }
+    *r = d.r;
+    Ok(())
+}
+
+/// Decode the planes of two blocks with interleaved steps (see [`PlaneDecoder`]).
+#[inline(always)]
+pub(crate) fn decode_planes_pair<P: Plane>(
+    a: &mut PlaneDecoder<P>,
+    pa: &mut [P],
+    b: &mut PlaneDecoder<P>,
+    pb: &mut [P],
+) -> Result<(), (usize, &'static str)> {
+    while !a.done() && !b.done() {
+        a.step(pa).map_err(|e| (0, e))?;
+        b.step(pb).map_err(|e| (1, e))?;
+    }
+    while !a.done() {
+        a.step(pa).map_err(|e| (0, e))?;
+    }
+    while !b.done() {
+        b.step(pb).map_err(|e| (1, e))?;
     }
     Ok(())
 }
@@ -230,7 +301,7 @@ fn fits_signed(v: u64, k: u32, w: u32) -> bool {
         return v == 0;
     }
     let shift = 64 - k;
-    let sext = (((v << shift) as i64) >> shift) as u64 & planepack_core::bitio::mask64(w);
+    let sext = (((v << shift) as i64) >> shift) as u64 & mask64(w);
     sext == v
 }
 
@@ -241,7 +312,7 @@ pub(crate) fn encode_base<S: Sink>(v: u64, w: u32, sink: &mut S) {
         if let Some(k) = k {
             if fits_signed(v, k, w) {
                 sink.code(*c);
-                sink.put(v & planepack_core::bitio::mask64(k), k);
+                sink.put(v & mask64(k), k);
                 return;
             }
         }
@@ -266,7 +337,7 @@ pub(crate) fn decode_base(r: &mut BitReader, w: u32) -> Result<u64, &'static str
         return Ok(0);
     }
     let shift = 64 - k;
-    Ok((((v << shift) as i64) >> shift) as u64 & planepack_core::bitio::mask64(w))
+    Ok((((v << shift) as i64) >> shift) as u64 & mask64(w))
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ impl<'a> BitWriter<'a> {
     }
 
     /// Write the low `n` bits of `value` (`n <= 64`; higher bits of `value` must be zero).
-    #[inline]
+    #[inline(always)]
     pub fn write(&mut self, value: u64, n: u32) {
         debug_assert!(n <= 64);
         debug_assert!(
@@ -54,7 +54,7 @@ impl<'a> BitWriter<'a> {
     }
 
     /// Write the low `n` bits of a 128-bit value (`n <= 128`).
-    #[inline]
+    #[inline(always)]
     pub fn write_u128(&mut self, value: u128, n: u32) {
         if n <= 64 {
             self.write(value as u64, n);
@@ -116,7 +116,7 @@ impl<'a> BitReader<'a> {
     }
 
     /// The next `n <= 56` bits without consuming them.
-    #[inline]
+    #[inline(always)]
     pub fn peek(&self, n: u32) -> u64 {
         debug_assert!(n <= 56);
         let byte = self.pos >> 3;
@@ -138,13 +138,13 @@ impl<'a> BitReader<'a> {
     }
 
     /// Skip `n` bits.
-    #[inline]
+    #[inline(always)]
     pub fn skip(&mut self, n: u32) {
         self.pos += n as usize;
     }
 
     /// Read `n <= 56` bits.
-    #[inline]
+    #[inline(always)]
     pub fn read(&mut self, n: u32) -> u64 {
         let v = self.peek(n);
         self.pos += n as usize;
@@ -152,7 +152,7 @@ impl<'a> BitReader<'a> {
     }
 
     /// Read `n <= 64` bits.
-    #[inline]
+    #[inline(always)]
     pub fn read_u64(&mut self, n: u32) -> u64 {
         if n <= 56 {
             self.read(n)
@@ -163,7 +163,7 @@ impl<'a> BitReader<'a> {
     }
 
     /// Read `n <= 128` bits.
-    #[inline]
+    #[inline(always)]
     pub fn read_u128(&mut self, n: u32) -> u128 {
         if n <= 64 {
             self.read_u64(n) as u128

@@ -17,16 +17,19 @@ macro_rules! square_transpose {
         #[inline]
         pub fn $name(a: &mut [$t; $n]) {
             $(
-                let j: usize = $j;
-                let m: $t = $m;
-                let mut k = 0;
-                while k < $n {
-                    if k & j == 0 {
-                        let t = ((a[k] >> j) ^ a[k + j]) & m;
-                        a[k] ^= t << j;
-                        a[k + j] ^= t;
+                {
+                    const J: usize = $j;
+                    const M: $t = $m;
+                    // Rows `k` and `k + J` for every `k` whose bit `J` is clear: fixed-length
+                    // inner loops the compiler unrolls and vectorizes.
+                    for base in (0..$n).step_by(2 * J) {
+                        let (lo, hi) = a[base..base + 2 * J].split_at_mut(J);
+                        for (x, y) in lo.iter_mut().zip(hi.iter_mut()) {
+                            let t = ((*x >> J) ^ *y) & M;
+                            *x ^= t << J;
+                            *y ^= t;
+                        }
                     }
-                    k += 1;
                 }
             )*
         }
@@ -68,6 +71,18 @@ pub fn transpose8(x: u64) -> u64 {
 /// 32 elements of 32 bits to 32 planes of 32 bits.
 #[inline]
 pub fn planes32(elems: &[u32; 32]) -> [u32; 32] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        sse2::transpose32(elems)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        portable_planes32(elems)
+    }
+}
+
+/// [`planes32`] without SIMD (the reference the SIMD version is tested against).
+pub fn portable_planes32(elems: &[u32; 32]) -> [u32; 32] {
     let mut a = *elems;
     transpose32(&mut a);
     a
@@ -82,6 +97,18 @@ pub fn elems32(planes: &[u32; 32]) -> [u32; 32] {
 /// 64 elements of 16 bits to 16 planes of 64 bits.
 #[inline]
 pub fn planes16(elems: &[u16; 64]) -> [u64; 16] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        sse2::planes16(elems)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        portable_planes16(elems)
+    }
+}
+
+/// [`planes16`] without SIMD.
+pub fn portable_planes16(elems: &[u16; 64]) -> [u64; 16] {
     let mut planes = [0u64; 16];
     for g in 0..4 {
         let mut tile: [u16; 16] = elems[g * 16..g * 16 + 16].try_into().unwrap();
@@ -96,6 +123,18 @@ pub fn planes16(elems: &[u16; 64]) -> [u64; 16] {
 /// Inverse of [`planes16`].
 #[inline]
 pub fn elems16(planes: &[u64; 16]) -> [u16; 64] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        sse2::elems16(planes)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        portable_elems16(planes)
+    }
+}
+
+/// [`elems16`] without SIMD.
+pub fn portable_elems16(planes: &[u64; 16]) -> [u16; 64] {
     let mut elems = [0u16; 64];
     for g in 0..4 {
         let mut tile = [0u16; 16];
@@ -137,6 +176,155 @@ pub fn elems8(planes: &[u128; 8]) -> [u8; 128] {
     elems
 }
 
+/// SSE2 versions (SSE2 is part of every x86_64 CPU, so no run-time detection is needed).
+///
+/// The idea: `movemask` collects bit 7 of 16 bytes into a 16-bit integer, and adding a vector
+/// to itself shifts every byte left by one, so eight `movemask`/`add` pairs peel the eight bit
+/// planes off a vector of bytes. The bytes are first regrouped (with unpack instructions) so
+/// that one vector holds the same byte of 16 different rows.
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use core::arch::x86_64::*;
+
+    /// 16 elements of 4 bytes (in 4 vectors) to 4 vectors: byte `b` of elements 0..16.
+    #[inline(always)]
+    fn bytes_by_position(a: [__m128i; 4]) -> [__m128i; 4] {
+        unsafe {
+            let b0 = _mm_unpacklo_epi8(a[0], a[2]);
+            let b1 = _mm_unpackhi_epi8(a[0], a[2]);
+            let b2 = _mm_unpacklo_epi8(a[1], a[3]);
+            let b3 = _mm_unpackhi_epi8(a[1], a[3]);
+            let c0 = _mm_unpacklo_epi8(b0, b2);
+            let c1 = _mm_unpackhi_epi8(b0, b2);
+            let c2 = _mm_unpacklo_epi8(b1, b3);
+            let c3 = _mm_unpackhi_epi8(b1, b3);
+            let d0 = _mm_unpacklo_epi8(c0, c2);
+            let d1 = _mm_unpackhi_epi8(c0, c2);
+            let d2 = _mm_unpacklo_epi8(c1, c3);
+            let d3 = _mm_unpackhi_epi8(c1, c3);
+            [
+                _mm_unpacklo_epi8(d0, d2),
+                _mm_unpackhi_epi8(d0, d2),
+                _mm_unpacklo_epi8(d1, d3),
+                _mm_unpackhi_epi8(d1, d3),
+            ]
+        }
+    }
+
+    #[inline(always)]
+    fn mask(x: __m128i) -> u32 {
+        unsafe { _mm_movemask_epi8(x) as u32 }
+    }
+
+    #[inline(always)]
+    fn shl1(x: __m128i) -> __m128i {
+        unsafe { _mm_add_epi8(x, x) }
+    }
+
+    /// Four `u32` (little-endian, as on every x86_64) in one vector.
+    #[inline(always)]
+    fn load_u32x4(x: &[u32; 4]) -> __m128i {
+        // SAFETY: reads exactly the 16 bytes of the referenced array.
+        unsafe { _mm_loadu_si128(x.as_ptr() as *const __m128i) }
+    }
+
+    /// 32x32 bit transpose.
+    #[inline]
+    pub fn transpose32(rows: &[u32; 32]) -> [u32; 32] {
+        let v: [__m128i; 8] = core::array::from_fn(|i| load_u32x4(rows[4 * i..4 * i + 4].try_into().unwrap()));
+        let mut lo = bytes_by_position([v[0], v[1], v[2], v[3]]);
+        let mut hi = bytes_by_position([v[4], v[5], v[6], v[7]]);
+        let mut out = [0u32; 32];
+        for k in (0..8).rev() {
+            for b in 0..4 {
+                out[8 * b + k] = mask(lo[b]) | (mask(hi[b]) << 16);
+                lo[b] = shl1(lo[b]);
+                hi[b] = shl1(hi[b]);
+            }
+        }
+        out
+    }
+
+    /// 64 elements of 16 bits to 16 planes of 64 bits.
+    #[inline]
+    pub fn planes16(elems: &[u16; 64]) -> [u64; 16] {
+        let load_u16x8 = |i: usize| -> __m128i {
+            let x: &[u16; 8] = elems[8 * i..8 * i + 8].try_into().unwrap();
+            // SAFETY: reads exactly the 16 bytes of the referenced array.
+            unsafe { _mm_loadu_si128(x.as_ptr() as *const __m128i) }
+        };
+        let mut lo = [unsafe { _mm_setzero_si128() }; 4];
+        let mut hi = lo;
+        unsafe {
+            let ff = _mm_set1_epi16(0xFF);
+            for g in 0..4 {
+                let a = load_u16x8(2 * g);
+                let b = load_u16x8(2 * g + 1);
+                lo[g] = _mm_packus_epi16(_mm_and_si128(a, ff), _mm_and_si128(b, ff));
+                hi[g] = _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8));
+            }
+        }
+        let mut planes = [0u64; 16];
+        for k in (0..8).rev() {
+            let (mut pl, mut ph) = (0u64, 0u64);
+            for g in 0..4 {
+                pl |= (mask(lo[g]) as u64) << (16 * g);
+                ph |= (mask(hi[g]) as u64) << (16 * g);
+                lo[g] = shl1(lo[g]);
+                hi[g] = shl1(hi[g]);
+            }
+            planes[k] = pl;
+            planes[8 + k] = ph;
+        }
+        planes
+    }
+
+    /// 16 planes of 64 bits to 64 elements of 16 bits.
+    #[inline]
+    pub fn elems16(planes: &[u64; 16]) -> [u16; 64] {
+        let load_u64x2 = |j: usize| -> __m128i {
+            let x: &[u64; 2] = planes[2 * j..2 * j + 2].try_into().unwrap();
+            // SAFETY: reads exactly the 16 bytes of the referenced array.
+            unsafe { _mm_loadu_si128(x.as_ptr() as *const __m128i) }
+        };
+        let mut y = [unsafe { _mm_setzero_si128() }; 8];
+        unsafe {
+            // z[j]: (plane 2j byte q, plane 2j+1 byte q) for q = 0..8.
+            let z: [__m128i; 8] = core::array::from_fn(|j| {
+                let x = load_u64x2(j);
+                _mm_unpacklo_epi8(x, _mm_unpackhi_epi64(x, x))
+            });
+            // w: 32-bit groups, byte q of four consecutive planes.
+            let mut w = [_mm_setzero_si128(); 8];
+            for i in 0..4 {
+                w[2 * i] = _mm_unpacklo_epi16(z[2 * i], z[2 * i + 1]); // q 0..4
+                w[2 * i + 1] = _mm_unpackhi_epi16(z[2 * i], z[2 * i + 1]); // q 4..8
+            }
+            // u: 64-bit groups, byte q of eight consecutive planes.
+            let mut u = [_mm_setzero_si128(); 8];
+            for half in 0..2 {
+                let (a_lo, a_hi, b_lo, b_hi) = (w[4 * half], w[4 * half + 1], w[4 * half + 2], w[4 * half + 3]);
+                u[4 * half] = _mm_unpacklo_epi32(a_lo, b_lo); // q0, q1
+                u[4 * half + 1] = _mm_unpackhi_epi32(a_lo, b_lo); // q2, q3
+                u[4 * half + 2] = _mm_unpacklo_epi32(a_hi, b_hi); // q4, q5
+                u[4 * half + 3] = _mm_unpackhi_epi32(a_hi, b_hi); // q6, q7
+            }
+            for i in 0..4 {
+                y[2 * i] = _mm_unpacklo_epi64(u[i], u[4 + i]);
+                y[2 * i + 1] = _mm_unpackhi_epi64(u[i], u[4 + i]);
+            }
+        }
+        let mut elems = [0u16; 64];
+        for r in (0..8).rev() {
+            for q in 0..8 {
+                elems[8 * q + r] = mask(y[q]) as u16;
+                y[q] = shl1(y[q]);
+            }
+        }
+        elems
+    }
+}
+
 /// Reference definition: plane `b` bit `i` = bit `b` of `elems[i]`. Slow; for tests.
 pub fn planes_naive(elems: &[u64], width: u32) -> Vec<u128> {
     (0..width)
@@ -161,6 +349,7 @@ mod tests {
             let naive = planes_naive(&e.map(|x| x as u64), 32);
             prop_assert_eq!(p.iter().map(|&x| x as u128).collect::<Vec<_>>(), naive);
             prop_assert_eq!(elems32(&p), e);
+            prop_assert_eq!(portable_planes32(&e), p);
         }
 
         #[test]
@@ -170,6 +359,8 @@ mod tests {
             let naive = planes_naive(&e.map(|x| x as u64), 16);
             prop_assert_eq!(p.iter().map(|&x| x as u128).collect::<Vec<_>>(), naive);
             prop_assert_eq!(elems16(&p), e);
+            prop_assert_eq!(portable_planes16(&e), p);
+            prop_assert_eq!(portable_elems16(&p), e);
         }
 
         #[test]
