@@ -1,1 +1,88 @@
-fn main() {}
+//! `cargo xtask <command>`: the project's automation, in Rust so it runs wherever cargo does.
+//!
+//! * `datasets`: list the datasets of `datasets/manifest.toml`, verify every file (size,
+//!   SHA-256, tensors, dtypes) and print the statistics table of `datasets/README.md`.
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+use planepack_datasets::{datasets_dir, dtype_size, load, Manifest, TensorStats};
+
+#[derive(Parser)]
+#[command(about = "planepack project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List and verify the datasets against datasets/manifest.toml.
+    Datasets {
+        /// Also print the per-dataset statistics table (markdown) for datasets/README.md.
+        #[arg(long)]
+        stats: bool,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Datasets { stats } => datasets(stats),
+    }
+}
+
+fn datasets(stats: bool) -> Result<()> {
+    let dir = datasets_dir();
+    let manifest = Manifest::read(&dir)?;
+    let mut failed = 0;
+    for d in &manifest.datasets {
+        match d.verify(&dir) {
+            Ok(()) => println!(
+                "ok    {:<34} {:<12} {:>10} bytes  {}",
+                d.name, d.category, d.bytes, d.file
+            ),
+            Err(e) => {
+                failed += 1;
+                println!("FAIL  {:<34} {e}", d.name);
+            }
+        }
+    }
+    if stats {
+        println!("\n| dataset | dtypes | tensors | zero elements | byte entropy, bits (low byte first) | of raw |");
+        println!("|---|---|---|---|---|---|");
+        for d in &manifest.datasets {
+            let tensors = load(&dir.join(&d.file))?;
+            let mut cells = Vec::new();
+            for dtype in &d.dtypes {
+                let Some(size) = dtype_size(dtype) else {
+                    continue;
+                };
+                let of: Vec<_> = tensors.iter().filter(|t| &t.dtype == dtype).collect();
+                let s = TensorStats::of(of.iter().copied(), size);
+                let ent: Vec<String> = s.byte_entropy.iter().map(|h| format!("{h:.2}")).collect();
+                cells.push((
+                    dtype.clone(),
+                    of.len(),
+                    s.zero_fraction,
+                    ent.join(" / "),
+                    s.entropy_fraction(),
+                ));
+            }
+            for (dtype, n, zero, ent, frac) in cells {
+                println!(
+                    "| {} | {dtype} | {n} | {:.1}% | {ent} | {:.0}% |",
+                    d.name,
+                    100.0 * zero,
+                    100.0 * frac
+                );
+            }
+        }
+    }
+    if failed > 0 {
+        bail!(
+            "{failed} of {} datasets failed verification",
+            manifest.datasets.len()
+        );
+    }
+    println!("all {} datasets verified", manifest.datasets.len());
+    Ok(())
+}

@@ -14,15 +14,26 @@ fn main() {
         None => vec![ElemType::F32, ElemType::BF16],
     };
     let patterns: Vec<Pattern> = match args.get(2) {
-        Some(p) => Pattern::ALL.into_iter().filter(|x| format!("{x:?}").eq_ignore_ascii_case(p)).collect(),
-        None => vec![Pattern::ReluSparse, Pattern::Smooth, Pattern::RandomBits, Pattern::Mixed],
+        Some(p) => Pattern::ALL
+            .into_iter()
+            .filter(|x| format!("{x:?}").eq_ignore_ascii_case(p))
+            .collect(),
+        None => vec![
+            Pattern::ReluSparse,
+            Pattern::Smooth,
+            Pattern::RandomBits,
+            Pattern::Mixed,
+        ],
     };
     let what = args.get(3).map(String::as_str).unwrap_or("both");
     let reps: usize = args.get(4).map(|r| r.parse().unwrap()).unwrap_or(3);
     for &elem in &elems {
         let files: Vec<(String, Vec<u8>)> = match std::env::var("PROBE_FILE") {
             Ok(f) => vec![(f.clone(), std::fs::read(&f).unwrap())],
-            Err(_) => patterns.iter().map(|&p| (format!("{p:?}"), generate(p, elem, 16 << 20, 1))).collect(),
+            Err(_) => patterns
+                .iter()
+                .map(|&p| (format!("{p:?}"), generate(p, elem, 16 << 20, 1)))
+                .collect(),
         };
         for (p, data) in files {
             let mut out = Vec::new();
@@ -44,7 +55,11 @@ fn main() {
                 }
             }
             let gb = data.len() as f64 / 1e9;
-            println!("{elem} {p}: enc {:.2} GB/s dec {:.2} GB/s  {s}", gb / enc_best, gb / dec_best);
+            println!(
+                "{elem} {p}: enc {:.2} GB/s dec {:.2} GB/s  {s}",
+                gb / enc_best,
+                gb / dec_best
+            );
         }
     }
 }

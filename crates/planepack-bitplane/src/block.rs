@@ -5,7 +5,7 @@
 //! Ties go to the mode that is cheapest to decode, in the order of [`Mode::TIE_ORDER`].
 
 use crate::geometry::{Geometry, Plane, BLOCK_BYTES};
-use crate::symbols::{decode_base, encode_base, encode_planes, Count};
+use crate::symbols::{decode_base, encode_base, encode_planes, planes_size, Count};
 use planepack_core::bitio::{mask64, BitReader, BitWriter};
 
 /// Bits of a RAW payload.
@@ -119,11 +119,10 @@ pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>)
     }
     if allowed(Mode::Bx) {
         let planes = G::to_planes(&elems);
-        let mut c = Count::default();
-        encode_planes(planes.as_ref(), n, &mut c);
-        if take(c.0, best.bits) {
+        let c = planes_size(planes.as_ref(), n);
+        if take(c, best.bits) {
             best.mode = Mode::Bx;
-            best.bits = c.0;
+            best.bits = c;
             best.planes = planes;
             best.p_bits = n;
         }
@@ -138,11 +137,10 @@ pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>)
             }
         }
         let planes = G::to_planes(&packed);
-        let mut c = Count(n);
-        encode_planes(planes.as_ref(), k, &mut c);
-        if take(c.0, best.bits) {
+        let c = n + planes_size(planes.as_ref(), k);
+        if take(c, best.bits) {
             best.mode = Mode::Zbx;
-            best.bits = c.0;
+            best.bits = c;
             best.planes = planes;
             best.p_bits = k;
         }
@@ -158,10 +156,10 @@ pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>)
         let base = e[0].into();
         let mut c = Count::default();
         encode_base(base, G::W, &mut c);
-        encode_planes(planes.as_ref(), n - 1, &mut c);
-        if take(c.0, best.bits) {
+        let c = c.0 + planes_size(planes.as_ref(), n - 1);
+        if take(c, best.bits) {
             best.mode = Mode::Dbx;
-            best.bits = c.0;
+            best.bits = c;
             best.planes = planes;
             best.p_bits = n - 1;
             best.base = base;

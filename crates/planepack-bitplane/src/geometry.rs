@@ -76,8 +76,6 @@ impl_plane!(u32, write, read, u64);
 impl_plane!(u64, write, read_u64, u64);
 impl_plane!(u128, write_u128, read_u128, u128);
 
-
-
 /// The geometry of one element width.
 pub trait Geometry {
     /// Bits per element.

@@ -23,7 +23,7 @@ pub(crate) mod symbols;
 pub use block::Mode;
 pub use stats::Stats;
 
-use block::{write, zvc_bits, Plan, RAW_BITS};
+use block::{write, zvc_bits, RAW_BITS};
 use geometry::{Geometry, BLOCK_BYTES, W16, W32, W8};
 use planepack_core::bitio::{BitReader, BitWriter};
 use planepack_core::codec::check_output_len;
@@ -187,42 +187,51 @@ fn encode_chunk<G: Geometry>(
     out: &mut Vec<u8>,
     stats: &mut Stats,
 ) {
-    let mut blocks = [[0u8; BLOCK_BYTES]; CHUNK_BLOCKS];
+    // Plan each block and write its payload at once into a scratch stream; the table, which
+    // must come first, is written afterwards and the payloads are appended behind it.
     let nb = chunk.len().div_ceil(BLOCK_BYTES);
-    for (dst, src) in blocks.iter_mut().zip(chunk.chunks(BLOCK_BYTES)) {
-        dst[..src.len()].copy_from_slice(src);
+    let mut table = [(Mode::Zero, 0u32); CHUNK_BLOCKS];
+    let mut payload = Vec::with_capacity(CHUNK_BYTES + 8);
+    let mut pw = BitWriter::new(&mut payload);
+    for (entry, src) in table.iter_mut().zip(chunk.chunks(BLOCK_BYTES)) {
+        let padded;
+        let block: &[u8; BLOCK_BYTES] = match src.try_into() {
+            Ok(b) => b,
+            Err(_) => {
+                let mut b = [0u8; BLOCK_BYTES];
+                b[..src.len()].copy_from_slice(src);
+                padded = b;
+                &padded
+            }
+        };
+        let p = block::plan::<G>(block, forced);
+        write(&p, block, &mut pw);
+        *entry = (p.mode, p.bits);
     }
-    let plans: Vec<Plan<G>> = blocks[..nb]
-        .iter()
-        .map(|b| block::plan::<G>(b, forced))
-        .collect();
+    let payload_bits = pw.finish();
 
     let start = out.len();
     out.extend_from_slice(&[0, 0]);
     let mut w = BitWriter::new(out);
-    for p in &plans {
-        let len_field = if p.mode == Mode::Raw { 0 } else { p.bits };
-        w.write(p.mode as u64, 3);
-        w.write(len_field as u64, 10);
+    for &(mode, bits) in &table[..nb] {
+        w.write(mode as u64, 3);
+        w.write(if mode == Mode::Raw { 0 } else { bits as u64 }, 10);
     }
-    for (p, b) in plans.iter().zip(&blocks) {
-        write(p, b, &mut w);
-    }
+    w.append(&payload, payload_bits);
     let bits = w.finish();
     let len = out.len() - start;
     debug_assert!(len <= MAX_CHUNK_BYTES);
     out[start..start + 2].copy_from_slice(&(len as u16).to_le_bytes());
 
-    let payload_bits: u64 = plans.iter().map(|p| p.bits as u64).sum();
-    for p in &plans {
-        stats.blocks[p.mode as usize] += 1;
-        stats.payload_bits[p.mode as usize] += p.bits as u64;
+    for &(mode, bits) in &table[..nb] {
+        stats.blocks[mode as usize] += 1;
+        stats.payload_bits[mode as usize] += bits as u64;
     }
     stats.chunks += 1;
     stats.header_bytes += 2;
     stats.table_bits += (nb * TABLE_ENTRY_BITS) as u64;
     stats.pad_bits += (len - 2) as u64 * 8 - bits as u64;
-    stats.paper_layout_bytes += 2 + (3 * nb as u64 + payload_bits).div_ceil(8);
+    stats.paper_layout_bytes += 2 + (3 * nb + payload_bits).div_ceil(8) as u64;
 }
 
 /// Locate every chunk: `(start, end)` byte offsets. Checks that chunk lengths are plausible
@@ -368,7 +377,10 @@ struct Entry {
 /// Where a block's bytes go: straight into the caller's buffer, or, for the tensor's short
 /// last block, into `scratch`, copied out by [`short_block_done`].
 #[inline(always)]
-fn block_buf<'a>(dst: &'a mut [u8], scratch: &'a mut [u8; BLOCK_BYTES]) -> (&'a mut [u8; BLOCK_BYTES], Option<&'a mut [u8]>) {
+fn block_buf<'a>(
+    dst: &'a mut [u8],
+    scratch: &'a mut [u8; BLOCK_BYTES],
+) -> (&'a mut [u8; BLOCK_BYTES], Option<&'a mut [u8]>) {
     if dst.len() == BLOCK_BYTES {
         (dst.try_into().unwrap(), None)
     } else {
@@ -377,7 +389,10 @@ fn block_buf<'a>(dst: &'a mut [u8], scratch: &'a mut [u8; BLOCK_BYTES]) -> (&'a 
 }
 
 /// Copy a short last block out of its scratch space; the padding must have decoded to zeros.
-fn short_block_done(decoded: &[u8; BLOCK_BYTES], dst: Option<&mut [u8]>) -> std::result::Result<(), &'static str> {
+fn short_block_done(
+    decoded: &[u8; BLOCK_BYTES],
+    dst: Option<&mut [u8]>,
+) -> std::result::Result<(), &'static str> {
     if let Some(dst) = dst {
         if decoded[dst.len()..].iter().any(|&x| x != 0) {
             return Err("padding after the end of the tensor is not zero");
@@ -388,7 +403,11 @@ fn short_block_done(decoded: &[u8; BLOCK_BYTES], dst: Option<&mut [u8]>) -> std:
 }
 
 /// Read and check a chunk's block table; returns the entries and the payload end in bits.
-fn read_table<G: Geometry>(body: &[u8], nb: usize, entries: &mut [Entry; CHUNK_BLOCKS]) -> std::result::Result<usize, (usize, String)> {
+fn read_table<G: Geometry>(
+    body: &[u8],
+    nb: usize,
+    entries: &mut [Entry; CHUNK_BLOCKS],
+) -> std::result::Result<usize, (usize, String)> {
     let mut table = BitReader::new(body);
     let mut pos = nb * TABLE_ENTRY_BITS;
     for (b, entry) in entries[..nb].iter_mut().enumerate() {
@@ -405,7 +424,11 @@ fn read_table<G: Geometry>(body: &[u8], nb: usize, entries: &mut [Entry; CHUNK_B
             }
             _ => len,
         };
-        *entry = Entry { mode, start: pos, bits };
+        *entry = Entry {
+            mode,
+            start: pos,
+            bits,
+        };
         pos += bits;
     }
     Ok(pos)
@@ -417,17 +440,38 @@ fn read_table<G: Geometry>(body: &[u8], nb: usize, entries: &mut [Entry; CHUNK_B
 /// Blocks are decoded two at a time so that their symbol chains overlap (see
 /// [`symbols::PlaneDecoder`]).
 #[inline(always)]
-fn decode_chunk<G: Geometry>(chunk: &[u8], offset: usize, index: usize, out: &mut [u8]) -> Result<()> {
-    let fail = |block: usize, rule: &str| Error::corrupt_at(format!("chunk {index}, block {block}: {rule}"), offset);
+fn decode_chunk<G: Geometry>(
+    chunk: &[u8],
+    offset: usize,
+    index: usize,
+    out: &mut [u8],
+) -> Result<()> {
+    let fail = |block: usize, rule: &str| {
+        Error::corrupt_at(format!("chunk {index}, block {block}: {rule}"), offset)
+    };
     let body = &chunk[2..];
     let nb = out.len().div_ceil(BLOCK_BYTES);
-    let mut entries = [Entry { mode: Mode::Zero, start: 0, bits: 0 }; CHUNK_BLOCKS];
+    let mut entries = [Entry {
+        mode: Mode::Zero,
+        start: 0,
+        bits: 0,
+    }; CHUNK_BLOCKS];
     let end = read_table::<G>(body, nb, &mut entries).map_err(|(b, rule)| fail(b, &rule))?;
     if end.div_ceil(8) != body.len() {
-        return Err(fail(nb, &format!("chunk length {} but its blocks end at {}", chunk.len(), end.div_ceil(8) + 2)));
+        return Err(fail(
+            nb,
+            &format!(
+                "chunk length {} but its blocks end at {}",
+                chunk.len(),
+                end.div_ceil(8) + 2
+            ),
+        ));
     }
     if end % 8 != 0 && BitReader::at(body, end).peek(8 - (end % 8) as u32) != 0 {
-        return Err(fail(nb, "padding bits at the end of the chunk are not zero"));
+        return Err(fail(
+            nb,
+            "padding bits at the end of the chunk are not zero",
+        ));
     }
 
     for (pair, dst) in out.chunks_mut(2 * BLOCK_BYTES).enumerate() {
@@ -442,7 +486,8 @@ fn decode_chunk<G: Geometry>(chunk: &[u8], offset: usize, index: usize, out: &mu
 
         if db.is_empty() {
             if let Some(p_bits) = pa.p_bits() {
-                symbols::decode_planes(&mut ra, planes_a.as_mut(), p_bits).map_err(|e| fail(ia, e))?;
+                symbols::decode_planes(&mut ra, planes_a.as_mut(), p_bits)
+                    .map_err(|e| fail(ia, e))?;
             }
         } else {
             let ib = ia + 1;
@@ -456,25 +501,30 @@ fn decode_chunk<G: Geometry>(chunk: &[u8], offset: usize, index: usize, out: &mu
                 (Some(a_bits), Some(b_bits)) => {
                     let mut a = symbols::PlaneDecoder::new(ra, G::W as usize, a_bits);
                     let mut b = symbols::PlaneDecoder::new(rb, G::W as usize, b_bits);
-                    symbols::decode_planes_pair(&mut a, planes_a.as_mut(), &mut b, planes_b.as_mut())
-                        .map_err(|(which, e)| fail(ia + which, e))?;
+                    symbols::decode_planes_pair(
+                        &mut a,
+                        planes_a.as_mut(),
+                        &mut b,
+                        planes_b.as_mut(),
+                    )
+                    .map_err(|(which, e)| fail(ia + which, e))?;
                     ra = a.r;
                     rb = b.r;
                 }
-                (Some(a_bits), None) => {
-                    symbols::decode_planes(&mut ra, planes_a.as_mut(), a_bits).map_err(|e| fail(ia, e))?
-                }
-                (None, Some(b_bits)) => {
-                    symbols::decode_planes(&mut rb, planes_b.as_mut(), b_bits).map_err(|e| fail(ib, e))?
-                }
+                (Some(a_bits), None) => symbols::decode_planes(&mut ra, planes_a.as_mut(), a_bits)
+                    .map_err(|e| fail(ia, e))?,
+                (None, Some(b_bits)) => symbols::decode_planes(&mut rb, planes_b.as_mut(), b_bits)
+                    .map_err(|e| fail(ib, e))?,
                 (None, None) => {}
             }
             block::finish::<G>(pb, &planes_b, ob).map_err(|e| fail(ib, e))?;
-            check_consumed(&rb, eb, chunk.len(), offset).map_err(|e| e.unwrap_or_else(|| fail(ib, LENGTH_MISMATCH)))?;
+            check_consumed(&rb, eb, chunk.len(), offset)
+                .map_err(|e| e.unwrap_or_else(|| fail(ib, LENGTH_MISMATCH)))?;
             short_block_done(ob, short_b).map_err(|e| fail(ib, e))?;
         }
         block::finish::<G>(pa, &planes_a, oa).map_err(|e| fail(ia, e))?;
-        check_consumed(&ra, ea, chunk.len(), offset).map_err(|e| e.unwrap_or_else(|| fail(ia, LENGTH_MISMATCH)))?;
+        check_consumed(&ra, ea, chunk.len(), offset)
+            .map_err(|e| e.unwrap_or_else(|| fail(ia, LENGTH_MISMATCH)))?;
         short_block_done(oa, short_a).map_err(|e| fail(ia, e))?;
     }
     Ok(())
@@ -484,7 +534,12 @@ const LENGTH_MISMATCH: &str = "payload length field disagrees with the decoded s
 
 /// After a block: the reader must not have run past the chunk, and must have consumed exactly
 /// the block's declared bits. `Err(None)` = length mismatch (the caller names the block).
-fn check_consumed(r: &BitReader, e: Entry, chunk_len: usize, offset: usize) -> std::result::Result<(), Option<Error>> {
+fn check_consumed(
+    r: &BitReader,
+    e: Entry,
+    chunk_len: usize,
+    offset: usize,
+) -> std::result::Result<(), Option<Error>> {
     if r.overran() {
         return Err(Some(Error::Truncated {
             what: "block payload",

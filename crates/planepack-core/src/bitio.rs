@@ -64,6 +64,22 @@ impl<'a> BitWriter<'a> {
         }
     }
 
+    /// Append the first `nbits` bits of an LSB-first bit stream held in `bytes`.
+    pub fn append(&mut self, bytes: &[u8], nbits: usize) {
+        debug_assert!(nbits <= bytes.len() * 8);
+        let whole = nbits / 64;
+        for word in bytes[..whole * 8].chunks_exact(8) {
+            self.write(u64::from_le_bytes(word.try_into().unwrap()), 64);
+        }
+        let rest = (nbits % 64) as u32;
+        if rest > 0 {
+            let mut tail = [0u8; 8];
+            let tail_bytes = &bytes[whole * 8..(whole * 8 + (rest as usize).div_ceil(8))];
+            tail[..tail_bytes.len()].copy_from_slice(tail_bytes);
+            self.write(u64::from_le_bytes(tail) & mask64(rest), rest);
+        }
+    }
+
     /// Bits written so far by this writer.
     pub fn bit_len(&self) -> usize {
         (self.out.len() - self.start) * 8 + self.nbits as usize
@@ -224,6 +240,26 @@ mod tests {
             }
             prop_assert!(!r.overran());
             prop_assert_eq!(r.pos(), bits);
+        }
+    }
+
+    #[test]
+    fn append_copies_a_bit_stream_at_any_offset() {
+        let src: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37) ^ 0x5A).collect();
+        for lead in 0..70u32 {
+            for nbits in [0usize, 1, 7, 63, 64, 65, 200, 320] {
+                let mut out = Vec::new();
+                let mut w = BitWriter::new(&mut out);
+                w.write(mask64(lead.min(64)) & 0x1234_5678_9ABC_DEF0, lead.min(64));
+                w.append(&src, nbits);
+                w.finish();
+                let mut r = BitReader::new(&out);
+                r.skip(lead.min(64));
+                let mut expect = BitReader::new(&src);
+                for _ in 0..nbits {
+                    assert_eq!(r.read(1), expect.read(1));
+                }
+            }
         }
     }
 

@@ -19,6 +19,19 @@ pub trait Codec: Send + Sync {
     /// Compress `input`, whose elements are `elem`, appending the stream to `out`.
     fn encode(&self, input: &[u8], elem: ElemType, out: &mut Vec<u8>) -> Result<()>;
 
+    /// Compress a tensor of the given shape. Codecs that work on rows (IBP) take the last
+    /// dimension as the row; the others ignore the shape.
+    fn encode_shaped(
+        &self,
+        input: &[u8],
+        elem: ElemType,
+        shape: &[usize],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let _ = shape;
+        self.encode(input, elem, out)
+    }
+
     /// Number of bytes `compressed` decodes to, read from its header.
     fn decoded_len(&self, compressed: &[u8]) -> Result<usize>;
 

@@ -231,7 +231,8 @@ mod sse2 {
     /// 32x32 bit transpose.
     #[inline]
     pub fn transpose32(rows: &[u32; 32]) -> [u32; 32] {
-        let v: [__m128i; 8] = core::array::from_fn(|i| load_u32x4(rows[4 * i..4 * i + 4].try_into().unwrap()));
+        let v: [__m128i; 8] =
+            core::array::from_fn(|i| load_u32x4(rows[4 * i..4 * i + 4].try_into().unwrap()));
         let mut lo = bytes_by_position([v[0], v[1], v[2], v[3]]);
         let mut hi = bytes_by_position([v[4], v[5], v[6], v[7]]);
         let mut out = [0u32; 32];
@@ -303,7 +304,12 @@ mod sse2 {
             // u: 64-bit groups, byte q of eight consecutive planes.
             let mut u = [_mm_setzero_si128(); 8];
             for half in 0..2 {
-                let (a_lo, a_hi, b_lo, b_hi) = (w[4 * half], w[4 * half + 1], w[4 * half + 2], w[4 * half + 3]);
+                let (a_lo, a_hi, b_lo, b_hi) = (
+                    w[4 * half],
+                    w[4 * half + 1],
+                    w[4 * half + 2],
+                    w[4 * half + 3],
+                );
                 u[4 * half] = _mm_unpacklo_epi32(a_lo, b_lo); // q0, q1
                 u[4 * half + 1] = _mm_unpackhi_epi32(a_lo, b_lo); // q2, q3
                 u[4 * half + 2] = _mm_unpacklo_epi32(a_hi, b_hi); // q4, q5

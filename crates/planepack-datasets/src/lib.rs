@@ -1,0 +1,196 @@
+//! Real tensors for planepack's tests, benchmarks and figures.
+//!
+//! Two jobs: load tensors from the files users and our `datasets/` folder hold (safetensors and
+//! `.npy`), and read `datasets/manifest.toml`, which says for every committed dataset where it
+//! came from, how it was made and what its bytes hash to. Nothing here needs Python: the
+//! generator scripts in `datasets/` are a one-off maintainer step.
+
+mod manifest;
+mod stats;
+
+pub use manifest::{Dataset, Manifest, Source};
+pub use stats::TensorStats;
+
+use planepack_core::ElemType;
+use std::path::{Path, PathBuf};
+
+/// Errors from loading files or the manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid safetensors file: {msg}")]
+    Safetensors { path: PathBuf, msg: String },
+    #[error("{path}: not a valid .npy file: {msg}")]
+    Npy { path: PathBuf, msg: String },
+    #[error("{path}: unsupported file type (expected .safetensors or .npy)")]
+    UnknownFormat { path: PathBuf },
+    #[error("manifest: {0}")]
+    Manifest(String),
+    #[error("{dataset}: {msg}")]
+    Verify { dataset: String, msg: String },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// One tensor: its name, dtype as the file states it, shape and raw little-endian bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tensor {
+    pub name: String,
+    /// The dtype as spelled by safetensors (`F32`, `BF16`, `I64`, ...).
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    pub data: Vec<u8>,
+}
+
+impl Tensor {
+    /// The codec element type, if the dtype is one planepack compresses.
+    pub fn elem(&self) -> Option<ElemType> {
+        elem_of(&self.dtype)
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// The codec element type for a safetensors dtype name.
+pub fn elem_of(dtype: &str) -> Option<ElemType> {
+    match dtype {
+        "F32" => Some(ElemType::F32),
+        "F16" => Some(ElemType::F16),
+        "BF16" => Some(ElemType::BF16),
+        "U8" | "I8" | "F8_E4M3" | "F8_E5M2" | "BOOL" => Some(ElemType::U8),
+        _ => None,
+    }
+}
+
+/// Load every tensor of a `.safetensors` or `.npy` file, in file order.
+pub fn load(path: &Path) -> Result<Vec<Tensor>> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("safetensors") => parse_safetensors(&bytes).map_err(|msg| Error::Safetensors {
+            path: path.to_owned(),
+            msg,
+        }),
+        Some("npy") => {
+            let name = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("array")
+                .to_owned();
+            parse_npy(&bytes, name)
+                .map(|t| vec![t])
+                .map_err(|msg| Error::Npy {
+                    path: path.to_owned(),
+                    msg,
+                })
+        }
+        _ => Err(Error::UnknownFormat {
+            path: path.to_owned(),
+        }),
+    }
+}
+
+/// Parse safetensors bytes into tensors, in the order of their data offsets.
+pub fn parse_safetensors(bytes: &[u8]) -> std::result::Result<Vec<Tensor>, String> {
+    let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
+    let mut out: Vec<(usize, Tensor)> = st
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            let data = view.data();
+            let offset = data.as_ptr() as usize - bytes.as_ptr() as usize;
+            (
+                offset,
+                Tensor {
+                    name,
+                    dtype: format!("{:?}", view.dtype()),
+                    shape: view.shape().to_vec(),
+                    data: data.to_vec(),
+                },
+            )
+        })
+        .collect();
+    out.sort_by_key(|(o, _)| *o);
+    Ok(out.into_iter().map(|(_, t)| t).collect())
+}
+
+/// Parse `.npy` bytes (little-endian numeric arrays, C order).
+pub fn parse_npy(bytes: &[u8], name: String) -> std::result::Result<Tensor, String> {
+    let npy = npyz::NpyFile::new(bytes).map_err(|e| e.to_string())?;
+    if npy.order() != npyz::Order::C {
+        return Err("Fortran-ordered arrays are not supported".into());
+    }
+    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
+    let dtype = match npy.dtype() {
+        npyz::DType::Plain(ts) => {
+            let s = ts.to_string();
+            if s.starts_with('>') && ts.size_field() > 1 {
+                return Err(format!("big-endian dtype {s} is not supported"));
+            }
+            match (ts.type_char(), ts.size_field()) {
+                (npyz::TypeChar::Float, 4) => "F32",
+                (npyz::TypeChar::Float, 2) => "F16",
+                (npyz::TypeChar::Float, 8) => "F64",
+                (npyz::TypeChar::Uint, 1) => "U8",
+                (npyz::TypeChar::Int, 1) => "I8",
+                (npyz::TypeChar::Int, 4) => "I32",
+                (npyz::TypeChar::Int, 8) => "I64",
+                (npyz::TypeChar::Uint, 2) => "U16",
+                (npyz::TypeChar::Int, 2) => "I16",
+                (npyz::TypeChar::Bool, 1) => "BOOL",
+                _ => return Err(format!("unsupported dtype {s}")),
+            }
+        }
+        other => return Err(format!("unsupported dtype {other:?}")),
+    };
+    let header_len = bytes.len() - npy.len() as usize * npy.dtype().num_bytes().unwrap_or(0);
+    let data = bytes[header_len..].to_vec();
+    Ok(Tensor {
+        name,
+        dtype: dtype.into(),
+        shape,
+        data,
+    })
+}
+
+/// The workspace's `datasets/` folder (found from this crate's location at build time, or from
+/// `PLANEPACK_DATASETS` at run time).
+pub fn datasets_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("PLANEPACK_DATASETS") {
+        return PathBuf::from(p);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets")
+}
+
+/// Lower-case hex SHA-256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Bytes per element of a safetensors dtype.
+pub fn dtype_size(dtype: &str) -> Option<usize> {
+    Some(match dtype {
+        "F64" | "I64" | "U64" => 8,
+        "F32" | "I32" | "U32" => 4,
+        "F16" | "BF16" | "I16" | "U16" => 2,
+        "U8" | "I8" | "BOOL" | "F8_E4M3" | "F8_E5M2" => 1,
+        _ => return None,
+    })
+}
+
+impl Tensor {
+    /// Bytes of one element (1 for unknown dtypes).
+    pub fn dtype_bytes(&self) -> usize {
+        dtype_size(&self.dtype).unwrap_or(1)
+    }
+}

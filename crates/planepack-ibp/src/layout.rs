@@ -1,0 +1,199 @@
+//! A compressed group of rows in one of the two layouts, with decode-all and gather.
+//!
+//! * **In-place** (the reference's `compress_inplace`): row `i` keeps its slot
+//!   `[i*V*B, (i+1)*V*B)`; the compressed prefix is followed by zeros. No offsets are needed and
+//!   host memory does not shrink; only the bytes a reader pulls across the link do.
+//! * **Condensed** (`compress_condensed`): rows back to back with the reference's int64
+//!   *inclusive* end offsets. The reference has no decoder for it; this one does.
+//!
+//! Both carry the row bitmask (`u32` words, bit `i % 32` of word `i / 32` = row `i` packed).
+
+use crate::row::{decode_row, encode_row, Columns};
+use crate::Rows;
+use planepack_core::{Error, Result};
+
+/// Which layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    InPlace,
+    Condensed,
+}
+
+/// A compressed group of rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompressedRows {
+    pub layout: Layout,
+    pub rows: usize,
+    /// Bytes of one raw row (`V * B`).
+    pub row_bytes: usize,
+    pub data: Vec<u8>,
+    /// Condensed only: inclusive end offset of each row.
+    pub offsets: Vec<u64>,
+    pub row_bitmask: Vec<u32>,
+    /// Condensed: equals `data.len()`. In-place: the sum of the rows' stored sizes, i.e. what a
+    /// reader fetches.
+    pub payload_bytes: usize,
+}
+
+/// Compress every row of `rows` with `cols`.
+pub fn compress(rows: &Rows, cols: &Columns, layout: Layout) -> CompressedRows {
+    let rb = cols.row_bytes();
+    let mut out = CompressedRows {
+        layout,
+        rows: rows.count,
+        row_bytes: rb,
+        data: Vec::new(),
+        offsets: Vec::new(),
+        row_bitmask: vec![0; rows.count.div_ceil(32)],
+        payload_bytes: 0,
+    };
+    let mut scratch = vec![0u8; rb];
+    if layout == Layout::InPlace {
+        out.data = vec![0u8; rows.count * rb];
+    }
+    for i in 0..rows.count {
+        let (n, packed) = encode_row(rows.row(i), cols, &mut scratch);
+        out.row_bitmask[i / 32] |= (packed as u32) << (i % 32);
+        out.payload_bytes += n;
+        match layout {
+            Layout::InPlace => out.data[i * rb..i * rb + n].copy_from_slice(&scratch[..n]),
+            Layout::Condensed => {
+                out.data.extend_from_slice(&scratch[..n]);
+                out.offsets.push(out.data.len() as u64);
+            }
+        }
+    }
+    out
+}
+
+impl CompressedRows {
+    /// Is row `i` stored packed (bitmask bit set)?
+    #[inline]
+    pub fn is_packed(&self, i: usize) -> bool {
+        self.row_bitmask[i / 32] >> (i % 32) & 1 == 1
+    }
+
+    /// The bytes where row `i` lives (for in-place, its whole slot).
+    fn span(&self, i: usize) -> Result<&[u8]> {
+        let (start, end) = match self.layout {
+            Layout::InPlace => (i * self.row_bytes, (i + 1) * self.row_bytes),
+            Layout::Condensed => {
+                let start = if i == 0 {
+                    0
+                } else {
+                    self.offsets[i - 1] as usize
+                };
+                (start, self.offsets[i] as usize)
+            }
+        };
+        self.data
+            .get(start..end)
+            .ok_or_else(|| Error::corrupt(format!("row {i}: span {start}..{end} outside the data")))
+    }
+
+    /// Check the structure before decoding untrusted data: lengths, offsets, bitmask.
+    pub fn validate(&self) -> Result<()> {
+        if self.row_bitmask.len() != self.rows.div_ceil(32) {
+            return Err(Error::corrupt(
+                "row bitmask length does not match the row count",
+            ));
+        }
+        if self.rows % 32 != 0
+            && self
+                .row_bitmask
+                .last()
+                .is_some_and(|w| w >> (self.rows % 32) != 0)
+        {
+            return Err(Error::corrupt("row bitmask has bits set past the last row"));
+        }
+        match self.layout {
+            Layout::InPlace => {
+                if Some(self.data.len()) != self.rows.checked_mul(self.row_bytes) {
+                    return Err(Error::corrupt("in-place data is not rows x row bytes"));
+                }
+            }
+            Layout::Condensed => {
+                if self.offsets.len() != self.rows {
+                    return Err(Error::corrupt(
+                        "offset table length does not match the row count",
+                    ));
+                }
+                let mut prev = 0u64;
+                for (i, &o) in self.offsets.iter().enumerate() {
+                    let size = o
+                        .checked_sub(prev)
+                        .ok_or_else(|| Error::corrupt(format!("row {i}: offsets decrease")))?;
+                    if size > self.row_bytes as u64
+                        || (size == self.row_bytes as u64) == self.is_packed(i)
+                    {
+                        return Err(Error::corrupt(format!(
+                            "row {i}: size {size} disagrees with its bitmask bit"
+                        )));
+                    }
+                    prev = o;
+                }
+                if prev != self.data.len() as u64 {
+                    return Err(Error::corrupt("last offset is not the data length"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Decode row `i` into `out` (`row_bytes` long).
+    #[inline]
+    pub fn decode_row(&self, cols: &Columns, i: usize, out: &mut [u8]) -> Result<()> {
+        let src = self.span(i)?;
+        let used = decode_row(src, self.is_packed(i), cols, out)
+            .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
+        if self.layout == Layout::Condensed && used != src.len() {
+            return Err(Error::corrupt(format!(
+                "row {i}: decodes from {used} bytes but its offsets give {}",
+                src.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Decode every row into `out` (`rows * row_bytes`).
+    pub fn decode_all(&self, cols: &Columns, out: &mut [u8]) -> Result<()> {
+        self.check(cols, out.len(), self.rows)?;
+        for (i, dst) in out.chunks_exact_mut(self.row_bytes).enumerate() {
+            self.decode_row(cols, i, dst)?;
+        }
+        Ok(())
+    }
+
+    /// Decode the rows `indices` (any order, repeats allowed) into `out`, row `k` of the
+    /// output being row `indices[k]`: the embedding-lookup and KV-fetch case.
+    pub fn gather(&self, cols: &Columns, indices: &[usize], out: &mut [u8]) -> Result<()> {
+        self.check(cols, out.len(), indices.len())?;
+        for (&i, dst) in indices.iter().zip(out.chunks_exact_mut(self.row_bytes)) {
+            if i >= self.rows {
+                return Err(Error::corrupt(format!(
+                    "row index {i} out of range (rows: {})",
+                    self.rows
+                )));
+            }
+            self.decode_row(cols, i, dst)?;
+        }
+        Ok(())
+    }
+
+    fn check(&self, cols: &Columns, out_len: usize, rows: usize) -> Result<()> {
+        if cols.row_bytes() != self.row_bytes {
+            return Err(Error::corrupt(format!(
+                "mask has {} bytes per row, the data {}",
+                cols.row_bytes(),
+                self.row_bytes
+            )));
+        }
+        if out_len != rows * self.row_bytes {
+            return Err(Error::OutputLength {
+                expected: rows * self.row_bytes,
+                provided: out_len,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,382 @@
+//! Invariant Bit Packing (IBP; Kamath et al., EuroSys 2026).
+//!
+//! For a group of rows (GNN vertex features, embedding-table rows, the K or V vectors of one
+//! layer), the bits that nearly every row agrees on, column by column, are kept once in a
+//! *mask* and *bitval*; each row stores a participation bitmap and only its variable bits. Rows
+//! stay individually addressable and decode with one pass of bit operations.
+//!
+//! The row format is byte-compatible with the authors' library (the test vectors of the
+//! reference pass); `docs/format-ibp.md` specifies it and this crate's own stream container.
+//!
+//! * [`mask`]: bit counting, thresholds, the sweep and sampling.
+//! * [`row`]: encoding and decoding one row (BMI2 `pext`/`pdep` when the CPU has it).
+//! * [`layout`]: in-place and condensed groups, decode-all and gather.
+//! * [`KvStream`]: a KV cache: mask from the prompt, then rows appended one at a time.
+//! * [`Ibp`]: the [`Codec`] used by the comparison harness, a self-contained stream.
+
+pub mod bits;
+pub mod layout;
+pub mod mask;
+pub mod row;
+
+pub use layout::{compress, CompressedRows, Layout};
+pub use mask::{preprocess, Mask, Preprocessed, Sample, Threshold};
+pub use row::Columns;
+
+use planepack_core::codec::check_output_len;
+use planepack_core::error::take;
+use planepack_core::{Codec, ElemType, Error, Result};
+
+/// A 2-D view of raw bytes: `count` rows of `columns` chunks of `width` bits.
+#[derive(Debug, Clone, Copy)]
+pub struct Rows<'a> {
+    pub data: &'a [u8],
+    pub count: usize,
+    pub columns: usize,
+    pub width: u32,
+}
+
+impl<'a> Rows<'a> {
+    /// View `data` as rows of `row_bytes` bytes cut into `width`-bit chunks. `data` must hold
+    /// whole rows and `row_bytes` whole chunks.
+    pub fn new(data: &'a [u8], row_bytes: usize, width: u32) -> Result<Rows<'a>> {
+        let b = (width / 8) as usize;
+        if !matches!(width, 16 | 32 | 64) {
+            return Err(Error::Unsupported(format!(
+                "IBP chunk width {width} (16, 32 or 64)"
+            )));
+        }
+        if row_bytes == 0 || row_bytes % b != 0 || data.len() % row_bytes != 0 {
+            return Err(Error::Unsupported(format!(
+                "{} bytes are not whole rows of {row_bytes} bytes in {b}-byte chunks",
+                data.len()
+            )));
+        }
+        Ok(Rows {
+            data,
+            count: data.len() / row_bytes,
+            columns: row_bytes / b,
+            width,
+        })
+    }
+
+    pub fn row_bytes(&self) -> usize {
+        self.columns * (self.width / 8) as usize
+    }
+
+    /// Row `r`'s bytes.
+    #[inline]
+    pub fn row(&self, r: usize) -> &'a [u8] {
+        let rb = self.row_bytes();
+        &self.data[r * rb..(r + 1) * rb]
+    }
+
+    /// Row `r`'s chunks as integers.
+    #[inline]
+    pub fn row_chunks(&self, r: usize) -> impl Iterator<Item = u64> + 'a {
+        let b = (self.width / 8) as usize;
+        self.row(r).chunks_exact(b).map(move |c| {
+            let mut w = [0u8; 8];
+            w[..b].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+    }
+}
+
+/// A KV cache compressed as the authors' LLM integration does: the mask comes from the prompt's
+/// rows (threshold 0.8 by default), then each new token's row is compressed as it arrives.
+pub struct KvStream {
+    pub mask: Mask,
+    cols: Columns,
+    rows: CompressedRows,
+    scratch: Vec<u8>,
+}
+
+impl KvStream {
+    /// Start from the prompt's rows; the mask is computed from them alone.
+    pub fn from_prompt(prompt: &Rows, threshold: f32) -> KvStream {
+        let p = preprocess(prompt, Threshold::Fixed(threshold), Sample::All);
+        let cols = Columns::new(&p.mask);
+        let rows = compress(prompt, &cols, Layout::Condensed);
+        KvStream {
+            scratch: vec![0; cols.row_bytes()],
+            mask: p.mask,
+            cols,
+            rows,
+        }
+    }
+
+    /// Append one row (one token's vector).
+    pub fn append(&mut self, row: &[u8]) -> Result<()> {
+        check_output_len(self.cols.row_bytes(), row)?;
+        let (n, packed) = row::encode_row(row, &self.cols, &mut self.scratch);
+        let i = self.rows.rows;
+        if i % 32 == 0 {
+            self.rows.row_bitmask.push(0);
+        }
+        self.rows.row_bitmask[i / 32] |= (packed as u32) << (i % 32);
+        self.rows.data.extend_from_slice(&self.scratch[..n]);
+        self.rows.offsets.push(self.rows.data.len() as u64);
+        self.rows.payload_bytes += n;
+        self.rows.rows += 1;
+        Ok(())
+    }
+
+    pub fn rows(&self) -> &CompressedRows {
+        &self.rows
+    }
+
+    /// Fetch rows by index (the critical tokens a sparse-attention policy picked).
+    pub fn gather(&self, indices: &[usize], out: &mut [u8]) -> Result<()> {
+        self.rows.gather(&self.cols, indices, out)
+    }
+
+    /// Bytes held: rows, offsets, bitmask, mask and bitval.
+    pub fn stored_bytes(&self) -> usize {
+        self.rows.data.len()
+            + 8 * self.rows.offsets.len()
+            + 4 * self.rows.row_bitmask.len()
+            + self.mask.metadata_bytes()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The self-contained stream used through the `Codec` trait.
+
+/// Stream magic: "PPIB".
+pub const MAGIC: [u8; 4] = *b"PPIB";
+const HEADER: usize = 32;
+
+/// IBP behind the [`Codec`] trait.
+///
+/// The tensor's last dimension is a row (`encode_shaped`); without a shape, rows of
+/// `default_row_bytes`. The chunk width is the widest of 64, 32, 16 bits that divides the row,
+/// unless fixed. Everything the decoder needs travels in the stream and counts in the ratio:
+/// mask, bitval, row bitmask, the rows (condensed, no offsets: a reader walks them), and the
+/// bytes after the last whole row.
+#[derive(Debug, Clone, Copy)]
+pub struct Ibp {
+    pub width: Option<u32>,
+    pub threshold: Threshold,
+    pub sample: Sample,
+    pub default_row_bytes: usize,
+}
+
+impl Default for Ibp {
+    fn default() -> Self {
+        Ibp {
+            width: None,
+            threshold: Threshold::Sweep,
+            sample: Sample::All,
+            default_row_bytes: 1024,
+        }
+    }
+}
+
+impl Ibp {
+    fn pick_width(&self, row_bytes: usize) -> Option<u32> {
+        match self.width {
+            Some(w) => (row_bytes % (w as usize / 8) == 0).then_some(w),
+            None => [64u32, 32, 16]
+                .into_iter()
+                .find(|w| row_bytes % (*w as usize / 8) == 0),
+        }
+    }
+
+    /// Encode with rows of `row_bytes` bytes.
+    pub fn encode_rows(
+        &self,
+        input: &[u8],
+        row_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<Preprocessed> {
+        let row_bytes = row_bytes.max(1);
+        let whole = input.len() / row_bytes * row_bytes;
+        // A row that is not whole chunks cannot be IBP-coded: store everything as tail bytes.
+        let (width, whole) = match self.pick_width(row_bytes) {
+            Some(w) => (w, whole),
+            None => (16, 0),
+        };
+        let rows = if whole > 0 {
+            Rows::new(&input[..whole], row_bytes, width)?
+        } else {
+            Rows {
+                data: &[],
+                count: 0,
+                columns: 0,
+                width,
+            }
+        };
+        let pre = if rows.count > 0 {
+            preprocess(&rows, self.threshold, self.sample)
+        } else {
+            Preprocessed {
+                mask: Mask::empty(width, 0),
+                threshold: 0.0,
+                score: 0,
+                tried: vec![],
+            }
+        };
+        let cols = Columns::new(&pre.mask);
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&[1, width as u8, 0, 0]);
+        out.extend_from_slice(&(rows.columns as u64).to_le_bytes());
+        out.extend_from_slice(&(rows.count as u64).to_le_bytes());
+        out.extend_from_slice(&(input.len() as u64).to_le_bytes());
+        let b = (width / 8) as usize;
+        for v in pre.mask.mask.iter().chain(&pre.mask.bitval) {
+            out.extend_from_slice(&v.to_le_bytes()[..b]);
+        }
+        let packed = compress(&rows, &cols, Layout::Condensed);
+        for w in &packed.row_bitmask {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        out.extend_from_slice(&packed.data);
+        out.extend_from_slice(&input[whole..]);
+        Ok(pre)
+    }
+}
+
+struct StreamHeader {
+    width: u32,
+    columns: usize,
+    rows: usize,
+    raw_len: usize,
+}
+
+fn parse(input: &[u8]) -> Result<StreamHeader> {
+    let h = take(input, 0, HEADER, "IBP stream header")?;
+    if h[0..4] != MAGIC {
+        return Err(Error::BadMagic {
+            expected: MAGIC,
+            found: h[0..4].try_into().unwrap(),
+        });
+    }
+    if h[4] != 1 {
+        return Err(Error::UnsupportedVersion {
+            format: "IBP",
+            version: h[4],
+        });
+    }
+    let width = h[5] as u32;
+    if !matches!(width, 16 | 32 | 64) || h[6] != 0 || h[7] != 0 {
+        return Err(Error::corrupt_at("bad chunk width or reserved bytes", 5));
+    }
+    let field = |i: usize| usize::try_from(u64::from_le_bytes(h[i..i + 8].try_into().unwrap()));
+    let (columns, rows, raw_len) = match (field(8), field(16), field(24)) {
+        (Ok(c), Ok(r), Ok(l)) => (c, r, l),
+        _ => return Err(Error::corrupt_at("sizes do not fit in memory", 8)),
+    };
+    let row_bytes = columns.checked_mul((width / 8) as usize);
+    match (row_bytes, row_bytes.and_then(|rb| rb.checked_mul(rows))) {
+        (Some(rb), Some(body))
+            if rb <= raw_len && body <= raw_len && (rows == 0 || columns > 0) => {}
+        _ => {
+            return Err(Error::corrupt_at(
+                "rows x columns do not fit in the raw length",
+                8,
+            ))
+        }
+    }
+    Ok(StreamHeader {
+        width,
+        columns,
+        rows,
+        raw_len,
+    })
+}
+
+impl Codec for Ibp {
+    fn name(&self) -> String {
+        match (self.width, self.threshold) {
+            (None, Threshold::Sweep) => "ibp".into(),
+            (Some(w), Threshold::Sweep) => format!("ibp-w{w}"),
+            (None, Threshold::Fixed(t)) => format!("ibp-t{t}"),
+            (Some(w), Threshold::Fixed(t)) => format!("ibp-w{w}-t{t}"),
+        }
+    }
+
+    fn max_compressed_len(&self, raw_len: usize, _: ElemType) -> usize {
+        // Header, mask and bitval (at most 2 x the row), bitmask, rows stored raw at worst.
+        HEADER
+            + raw_len
+            + 2 * self.default_row_bytes.max(raw_len.min(1 << 20))
+            + raw_len.div_ceil(32 * 2) * 4
+    }
+
+    fn encode(&self, input: &[u8], _: ElemType, out: &mut Vec<u8>) -> Result<()> {
+        self.encode_rows(input, self.default_row_bytes, out)
+            .map(|_| ())
+    }
+
+    fn encode_shaped(
+        &self,
+        input: &[u8],
+        elem: ElemType,
+        shape: &[usize],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let last = shape
+            .last()
+            .copied()
+            .unwrap_or(input.len() / elem.size().max(1));
+        self.encode_rows(input, last * elem.size(), out).map(|_| ())
+    }
+
+    fn decoded_len(&self, compressed: &[u8]) -> Result<usize> {
+        parse(compressed).map(|h| h.raw_len)
+    }
+
+    fn decode(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
+        let h = parse(compressed)?;
+        check_output_len(h.raw_len, out)?;
+        let b = (h.width / 8) as usize;
+        let mut pos = HEADER;
+        let meta = take(compressed, pos, 2 * h.columns * b, "IBP mask and bitval")?;
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w[..b].copy_from_slice(&meta[i * b..i * b + b]);
+            u64::from_le_bytes(w)
+        };
+        let mask = Mask {
+            width: h.width,
+            mask: (0..h.columns).map(word).collect(),
+            bitval: (h.columns..2 * h.columns).map(word).collect(),
+        };
+        if mask.mask.iter().zip(&mask.bitval).any(|(m, v)| v & !m != 0) {
+            return Err(Error::corrupt("bitval has bits outside the mask"));
+        }
+        pos += meta.len();
+        let bm = take(compressed, pos, h.rows.div_ceil(32) * 4, "IBP row bitmask")?;
+        let bitmask: Vec<u32> = bm
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        if h.rows % 32 != 0 && bitmask.last().is_some_and(|w| w >> (h.rows % 32) != 0) {
+            return Err(Error::corrupt("row bitmask has bits set past the last row"));
+        }
+        pos += bm.len();
+        let cols = Columns::new(&mask);
+        let rb = cols.row_bytes();
+        let body = if h.rows == 0 {
+            &mut [][..]
+        } else {
+            &mut out[..h.rows * rb]
+        };
+        for (i, dst) in body.chunks_exact_mut(rb.max(1)).enumerate() {
+            let packed = bitmask[i / 32] >> (i % 32) & 1 == 1;
+            let used = row::decode_row(&compressed[pos..], packed, &cols, dst)
+                .map_err(|e| Error::corrupt_at(format!("row {i}: {e}"), pos))?;
+            pos += used;
+        }
+        let tail = take(compressed, pos, h.raw_len - h.rows * rb, "IBP tail bytes")?;
+        out[h.rows * rb..].copy_from_slice(tail);
+        pos += tail.len();
+        if pos != compressed.len() {
+            return Err(Error::TrailingBytes {
+                extra: compressed.len() - pos,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,211 @@
+//! Finding the invariant bits: mask and bitval per column, the threshold sweep, sampling.
+//!
+//! Follows the reference library (`preproc_data`): for every column `j` and bit `b`, count the
+//! rows with the bit set; with `N` rows and threshold `t`, the bit is invariant-one if
+//! `ones > t*N` (in f32) and invariant-zero if `ones < (1-t)*N` (in f64), both strict. The
+//! sweep tries t = 0.70, 0.75, ..., 0.95 and keeps the t with the largest score, the lower t on
+//! a tie; the score is the reference's estimate (bits a row saves beyond its participation
+//! bits, summed over rows that save anything). No positive score leaves an empty mask.
+
+use crate::Rows;
+
+/// Mask and bitval of one group of rows: one `W`-bit word per column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mask {
+    /// Chunk width in bits: 16, 32 or 64.
+    pub width: u32,
+    /// Bit set = invariant bit of that column.
+    pub mask: Vec<u64>,
+    /// The invariant value at every masked bit; zero elsewhere.
+    pub bitval: Vec<u64>,
+}
+
+impl Mask {
+    /// A mask with no invariant bits (every row will be stored raw).
+    pub fn empty(width: u32, columns: usize) -> Mask {
+        Mask {
+            width,
+            mask: vec![0; columns],
+            bitval: vec![0; columns],
+        }
+    }
+
+    pub fn columns(&self) -> usize {
+        self.mask.len()
+    }
+
+    /// Metadata bytes the decoder needs: mask and bitval at `W` bits per column.
+    pub fn metadata_bytes(&self) -> usize {
+        2 * self.mask.len() * (self.width / 8) as usize
+    }
+
+    /// Total invariant bits.
+    pub fn invariant_bits(&self) -> u64 {
+        self.mask.iter().map(|m| m.count_ones() as u64).sum()
+    }
+}
+
+/// Per-column, per-bit counts of ones over a set of rows.
+pub struct BitCounts {
+    pub width: u32,
+    pub rows: usize,
+    /// `counts[j * W + b]` = rows whose chunk `j` has bit `b` set.
+    pub counts: Vec<u32>,
+}
+
+impl BitCounts {
+    /// Count over the rows `row_ids` of `rows`.
+    pub fn of(rows: &Rows, row_ids: impl Iterator<Item = usize>) -> BitCounts {
+        let w = rows.width as usize;
+        let mut counts = vec![0u32; rows.columns * w];
+        let mut n = 0;
+        for r in row_ids {
+            n += 1;
+            for (j, x) in rows.row_chunks(r).enumerate() {
+                let c = &mut counts[j * w..j * w + w];
+                let mut x = x;
+                while x != 0 {
+                    let b = x.trailing_zeros() as usize;
+                    c[b] += 1;
+                    x &= x - 1;
+                }
+            }
+        }
+        BitCounts {
+            width: rows.width,
+            rows: n,
+            counts,
+        }
+    }
+
+    /// The mask for threshold `t`, with the reference's strict comparisons.
+    pub fn mask(&self, t: f32) -> Mask {
+        let w = self.width as usize;
+        let columns = self.counts.len() / w;
+        let mut m = Mask::empty(self.width, columns);
+        let hi = t * self.rows as f32;
+        let lo = (1.0 - t as f64) * self.rows as f64;
+        for j in 0..columns {
+            for b in 0..w {
+                let ones = self.counts[j * w + b];
+                if ones as f32 > hi {
+                    m.mask[j] |= 1 << b;
+                    m.bitval[j] |= 1 << b;
+                } else if (ones as f64) < lo {
+                    m.mask[j] |= 1 << b;
+                }
+            }
+        }
+        m
+    }
+}
+
+/// The thresholds of the reference sweep (1.0 is left out: it always gives an empty mask).
+pub const SWEEP: [f32; 6] = [0.70, 0.75, 0.80, 0.85, 0.90, 0.95];
+
+/// The reference's score of a mask on some rows: for every row, the invariant bits of its
+/// participating chunks, minus one participation bit per chunk, counted when positive.
+pub fn score(rows: &Rows, row_ids: impl Iterator<Item = usize>, m: &Mask) -> i64 {
+    let pops: Vec<i64> = m.mask.iter().map(|x| x.count_ones() as i64).collect();
+    let v = rows.columns as i64;
+    let mut total = 0;
+    for r in row_ids {
+        let saved: i64 = rows
+            .row_chunks(r)
+            .zip(m.mask.iter().zip(&m.bitval))
+            .zip(&pops)
+            .map(|((x, (mk, bv)), p)| if x & mk == *bv { *p } else { 0 })
+            .sum();
+        if saved > v {
+            total += saved - v;
+        }
+    }
+    total
+}
+
+/// Which rows build the mask.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sample {
+    /// Every row.
+    All,
+    /// The first `ceil(fraction * N)` rows, as the authors' sensitivity study does.
+    Prefix(f64),
+    /// `ceil(fraction * N)` rows evenly strided through the group, from a seeded offset.
+    Strided { fraction: f64, seed: u64 },
+}
+
+impl Sample {
+    /// The row indices this sample takes from `n` rows.
+    pub fn rows(self, n: usize) -> Vec<usize> {
+        let take = |f: f64| ((f * n as f64).ceil() as usize).clamp(n.min(1), n);
+        match self {
+            Sample::All => (0..n).collect(),
+            Sample::Prefix(f) => (0..take(f)).collect(),
+            Sample::Strided { fraction, seed } => {
+                let k = take(fraction);
+                if k == 0 {
+                    return vec![];
+                }
+                let stride = n as f64 / k as f64;
+                let offset = (seed % 1_000_003) as f64 / 1_000_003.0 * stride;
+                (0..k)
+                    .map(|i| ((offset + i as f64 * stride) as usize).min(n - 1))
+                    .collect()
+            }
+        }
+    }
+}
+
+/// How the threshold is chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Threshold {
+    /// The reference sweep over [`SWEEP`].
+    Sweep,
+    /// A caller's fixed threshold (the authors' KV-cache integration uses 0.8).
+    Fixed(f32),
+}
+
+/// What preprocessing chose.
+#[derive(Debug, Clone)]
+pub struct Preprocessed {
+    pub mask: Mask,
+    /// The threshold used (for an empty mask after a sweep: the first swept value).
+    pub threshold: f32,
+    /// The reference score of the chosen mask on the sample.
+    pub score: i64,
+    /// Every threshold tried with its score, in sweep order.
+    pub tried: Vec<(f32, i64)>,
+}
+
+/// Build the mask for `rows` from `sample` with `threshold`.
+pub fn preprocess(rows: &Rows, threshold: Threshold, sample: Sample) -> Preprocessed {
+    let ids = sample.rows(rows.count);
+    let counts = BitCounts::of(rows, ids.iter().copied());
+    let candidates: Vec<f32> = match threshold {
+        Threshold::Sweep => SWEEP.to_vec(),
+        Threshold::Fixed(t) => vec![t],
+    };
+    let mut best: Option<(f32, i64, Mask)> = None;
+    let mut tried = Vec::new();
+    for t in candidates {
+        let m = counts.mask(t);
+        let s = score(rows, ids.iter().copied(), &m);
+        tried.push((t, s));
+        if best.as_ref().is_none_or(|(_, bs, _)| s > *bs) {
+            best = Some((t, s, m));
+        }
+    }
+    let (t, s, m) = best.expect("at least one threshold");
+    // As in the reference, a mask that saves nothing on the sample is not used at all.
+    let mask = if s > 0 {
+        m
+    } else {
+        Mask::empty(rows.width, rows.columns)
+    };
+    Preprocessed {
+        mask,
+        threshold: t,
+        score: s,
+        tried,
+    }
+}

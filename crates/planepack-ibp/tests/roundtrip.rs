@@ -1,0 +1,254 @@
+//! Bit-exact round trips of IBP rows, groups, gathers, the KV stream and the codec stream.
+
+use planepack_core::testdata::{generate, mutate, Mutation, Pattern, Rng};
+use planepack_core::{Codec, ElemType};
+use planepack_ibp::bits::BitOps;
+use planepack_ibp::{
+    compress, preprocess, Columns, Ibp, KvStream, Layout, Mask, Rows, Sample, Threshold,
+};
+use proptest::prelude::*;
+
+/// Rows built so that most chunks share their high bits (the case IBP is for), with some
+/// rows that never match.
+fn structured_rows(n: usize, v: usize, width: u32, seed: u64) -> Vec<u8> {
+    let b = (width / 8) as usize;
+    let mut rng = Rng(seed);
+    let base: Vec<u64> = (0..v).map(|_| rng.next_u64()).collect();
+    let mut out = Vec::with_capacity(n * v * b);
+    for r in 0..n {
+        for &col in &base {
+            let x = if r % 7 == 3 {
+                rng.next_u64()
+            } else {
+                (col & !0xFFF) | (rng.next_u64() & 0xFFF)
+            };
+            out.extend_from_slice(&x.to_le_bytes()[..b]);
+        }
+    }
+    out
+}
+
+fn check_group(data: &[u8], row_bytes: usize, width: u32, mask: &Mask) {
+    let rows = Rows::new(data, row_bytes, width).unwrap();
+    let mut reference: Option<Vec<u8>> = None;
+    for ops in [BitOps::Portable, BitOps::detect()] {
+        let cols = Columns::with_ops(mask, ops);
+        for layout in [Layout::InPlace, Layout::Condensed] {
+            let c = compress(&rows, &cols, layout);
+            c.validate().unwrap();
+            // Portable and BMI2 paths give identical bytes.
+            if layout == Layout::Condensed {
+                match &reference {
+                    None => reference = Some(c.data.clone()),
+                    Some(r) => assert_eq!(r, &c.data),
+                }
+            }
+            let mut out = vec![0u8; data.len()];
+            c.decode_all(&cols, &mut out).unwrap();
+            assert!(out == data, "{layout:?} {ops:?}");
+        }
+    }
+}
+
+#[test]
+fn masks_from_the_sweep_fixed_empty_and_full() {
+    for width in [16u32, 32, 64] {
+        for v in [1usize, 2, 3, 7, 8, 9, 31, 33, 64, 100, 4096] {
+            let n = if v > 1000 { 3 } else { 40 };
+            let b = (width / 8) as usize;
+            let data = structured_rows(n, v, width, v as u64);
+            let rows = Rows::new(&data, v * b, width).unwrap();
+            let swept = preprocess(&rows, Threshold::Sweep, Sample::All).mask;
+            let fixed = preprocess(&rows, Threshold::Fixed(0.8), Sample::Prefix(0.1)).mask;
+            let empty = Mask::empty(width, v);
+            let full = Mask {
+                width,
+                mask: vec![planepack_ibp::bits::ones(width); v],
+                bitval: rows.row_chunks(0).collect(),
+            };
+            for m in [&swept, &fixed, &empty, &full] {
+                check_group(&data, v * b, width, m);
+            }
+        }
+    }
+}
+
+#[test]
+fn rows_that_never_match_are_stored_raw() {
+    let data = structured_rows(50, 16, 32, 1);
+    let rows = Rows::new(&data, 64, 32).unwrap();
+    // A mask no row can match: bitval 1 where every row has... an impossible pattern.
+    let m = Mask {
+        width: 32,
+        mask: vec![0xFFFF_FFFF; 16],
+        bitval: vec![0x1234_5678; 16],
+    };
+    let cols = Columns::new(&m);
+    let c = compress(&rows, &cols, Layout::Condensed);
+    assert!(c.row_bitmask.iter().all(|&w| w == 0));
+    assert_eq!(c.data, data);
+}
+
+#[test]
+fn gather_equals_decode_all_then_index() {
+    let width = 64;
+    let data = structured_rows(300, 48, width, 9);
+    let rows = Rows::new(&data, 48 * 8, width).unwrap();
+    let pre = preprocess(&rows, Threshold::Sweep, Sample::All);
+    let cols = Columns::new(&pre.mask);
+    let mut rng = Rng(4);
+    for layout in [Layout::InPlace, Layout::Condensed] {
+        let c = compress(&rows, &cols, layout);
+        let mut all = vec![0u8; data.len()];
+        c.decode_all(&cols, &mut all).unwrap();
+        for n in [0usize, 1, 5, 1000] {
+            let idx: Vec<usize> = (0..n).map(|_| rng.below(300) as usize).collect();
+            let mut out = vec![0u8; n * 384];
+            c.gather(&cols, &idx, &mut out).unwrap();
+            for (k, &i) in idx.iter().enumerate() {
+                assert_eq!(&out[k * 384..(k + 1) * 384], &all[i * 384..(i + 1) * 384]);
+            }
+        }
+        let mut out = vec![0u8; 384];
+        assert!(c.gather(&cols, &[300], &mut out).is_err());
+    }
+}
+
+#[test]
+fn kv_stream_appends_and_gathers() {
+    let data = generate(Pattern::Smooth, ElemType::BF16, 200 * 128, 3);
+    let prompt = Rows::new(&data[..64 * 128], 128, 64).unwrap();
+    let mut kv = KvStream::from_prompt(&prompt, 0.8);
+    for r in 64..200 {
+        kv.append(&data[r * 128..(r + 1) * 128]).unwrap();
+    }
+    assert_eq!(kv.rows().rows, 200);
+    kv.rows().validate().unwrap();
+    let idx: Vec<usize> = (0..200).rev().step_by(3).collect();
+    let mut out = vec![0u8; idx.len() * 128];
+    kv.gather(&idx, &mut out).unwrap();
+    for (k, &i) in idx.iter().enumerate() {
+        assert_eq!(&out[k * 128..(k + 1) * 128], &data[i * 128..(i + 1) * 128]);
+    }
+    assert!(kv.append(&[0u8; 127]).is_err());
+}
+
+#[test]
+fn codec_stream_round_trips_every_pattern() {
+    for elem in ElemType::ALL {
+        for p in Pattern::ALL {
+            for (len, last) in [
+                (0, 1),
+                (1, 1),
+                (4096, 64),
+                (4096 * 3 + 17, 64),
+                (50_000, 384),
+                (6000, 3),
+            ] {
+                let data = generate(p, elem, len, len as u64);
+                let codec = Ibp::default();
+                let mut enc = Vec::new();
+                codec
+                    .encode_shaped(
+                        &data,
+                        elem,
+                        &[len / elem.size() / last.max(1), last],
+                        &mut enc,
+                    )
+                    .unwrap();
+                assert_eq!(
+                    codec.decode_to_vec(&enc).unwrap(),
+                    data,
+                    "{elem} {p:?} {len}"
+                );
+                let enc = codec.encode_to_vec(&data, elem).unwrap();
+                assert_eq!(codec.decode_to_vec(&enc).unwrap(), data);
+            }
+        }
+    }
+}
+
+#[test]
+fn mutated_streams_and_bad_metadata_are_errors_not_panics() {
+    let data = structured_rows(200, 24, 32, 5);
+    let codec = Ibp::default();
+    let mut enc = Vec::new();
+    codec.encode_rows(&data, 96, &mut enc).unwrap();
+    let mut rng = Rng(8);
+    let mut caught = 0;
+    let data2 = data.clone();
+    planepack_core::codec::finishes_within(60, move || {
+        let data = data2;
+        for round in 0..20_000 {
+            let m = Mutation::ALL[round % Mutation::ALL.len()];
+            let bad = mutate(&enc, m, &mut rng);
+            let mut out = vec![0u8; data.len()];
+            if codec.decode(&bad, &mut out).is_err() {
+                caught += 1;
+            } else if matches!(
+                m,
+                Mutation::Truncate | Mutation::Extend | Mutation::InsertByte | Mutation::DeleteByte
+            ) {
+                panic!("{m:?} went unnoticed");
+            }
+        }
+        assert!(caught > 0);
+    });
+    // Group-level bad metadata: a mask of another width, bitmask and offsets that lie.
+    let rows = Rows::new(&data, 96, 32).unwrap();
+    let pre = preprocess(&rows, Threshold::Sweep, Sample::All);
+    let cols = Columns::new(&pre.mask);
+    let c = compress(&rows, &cols, Layout::Condensed);
+    let other = Columns::new(&Mask::empty(64, 24));
+    let mut out = vec![0u8; data.len()];
+    assert!(c.decode_all(&other, &mut out).is_err());
+    let mut bad = c.clone();
+    bad.offsets[10] += 1;
+    assert!(bad.validate().is_err());
+    let mut bad = c.clone();
+    bad.row_bitmask.push(0);
+    assert!(bad.validate().is_err());
+    let mut bad = c.clone();
+    bad.data.truncate(bad.data.len() - 5);
+    assert!(bad.validate().is_err());
+    assert!(bad.decode_all(&cols, &mut out).is_err());
+    let mut inplace = compress(&rows, &cols, Layout::InPlace);
+    inplace.data.truncate(100);
+    assert!(inplace.validate().is_err());
+    assert!(inplace.decode_all(&cols, &mut out).is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn random_groups(n in 1usize..60, v in 1usize..80, w in prop_oneof![Just(16u32), Just(32), Just(64)], seed in any::<u64>(), t in 0.5f32..1.0) {
+        let data = structured_rows(n, v, w, seed);
+        let rows = Rows::new(&data, v * (w as usize / 8), w).unwrap();
+        let m = preprocess(&rows, Threshold::Fixed(t), Sample::Strided { fraction: 0.5, seed }).mask;
+        check_group(&data, v * (w as usize / 8), w, &m);
+    }
+}
+
+#[test]
+fn random_streams_with_plausible_headers_never_panic() {
+    planepack_core::codec::finishes_within(60, || {
+        let mut rng = Rng(21);
+        let codec = Ibp::default();
+        for i in 0..20_000 {
+            let len = 32 + rng.below(400) as usize;
+            let mut s: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            s[0..4].copy_from_slice(b"PPIB");
+            s[4] = 1;
+            s[5] = [16, 32, 64][i % 3];
+            s[6] = 0;
+            s[7] = 0;
+            s[8..16].copy_from_slice(&rng.below(12).to_le_bytes());
+            s[16..24].copy_from_slice(&rng.below(12).to_le_bytes());
+            s[24..32].copy_from_slice(&rng.below(2000).to_le_bytes());
+            if let Ok(n) = codec.decoded_len(&s) {
+                let mut out = vec![0u8; n];
+                let _ = codec.decode(&s, &mut out);
+            }
+        }
+    });
+}
