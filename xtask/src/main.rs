@@ -1,7 +1,13 @@
 //! `cargo xtask <command>`: the project's automation, in Rust so it runs wherever cargo does.
 //!
+//! * `bench`: the main job. Every codec on every dataset (or on the files you name), verified
+//!   and timed; writes `bench-results/<machine>/` (results.json, results.csv, summary.md,
+//!   ibp-study.md, SVG plots).
+//! * `tables`: redraw the tables and plots from an existing `results.json`.
 //! * `datasets`: list the datasets of `datasets/manifest.toml`, verify every file (size,
 //!   SHA-256, tensors, dtypes) and print the statistics table of `datasets/README.md`.
+
+mod bench;
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
@@ -16,6 +22,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Measure every codec on every dataset and write bench-results/<machine>/.
+    Bench(bench::BenchArgs),
+    /// Redraw tables and plots from bench-results/<machine>/results.json without measuring.
+    Tables {
+        /// The results folder (default: this machine's).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
     /// List and verify the datasets against datasets/manifest.toml.
     Datasets {
         /// Also print the per-dataset statistics table (markdown) for datasets/README.md.
@@ -26,6 +40,8 @@ enum Command {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
+        Command::Bench(args) => bench::run(args),
+        Command::Tables { dir } => bench::tables(dir),
         Command::Datasets { stats } => datasets(stats),
     }
 }

@@ -79,8 +79,22 @@ impl Codec for Zstd {
     }
     fn decode(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
         check_output_len(self.decoded_len(compressed)?, out)?;
-        let n = zstd::bulk::decompress_to_buffer(compressed, out)
-            .map_err(|e| Error::corrupt(format!("zstd: {e}")))?;
+        thread_local! {
+            static DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { std::cell::RefCell::new(None) };
+        }
+        let n = DCTX.with(|cell| {
+            let mut d = cell.borrow_mut();
+            if d.is_none() {
+                *d = Some(
+                    zstd::bulk::Decompressor::new()
+                        .map_err(|e| Error::Unsupported(e.to_string()))?,
+                );
+            }
+            d.as_mut()
+                .unwrap()
+                .decompress_to_buffer(compressed, out)
+                .map_err(|e| Error::corrupt(format!("zstd: {e}")))
+        })?;
         check_output_len(n, out)
     }
 }

@@ -163,7 +163,7 @@ impl BitPlane {
     }
 
     /// Decode on all cores (rayon): chunks are independent.
-    pub fn decode_parallel(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
+    pub fn decode_all_cores(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
         let header = parse_header(compressed)?;
         check_output_len(header.raw_len, out)?;
         let spans = chunk_spans(compressed, &header)?;
@@ -583,5 +583,9 @@ impl Codec for BitPlane {
             f(&compressed[s..e], s, i, dst)?;
         }
         Ok(())
+    }
+
+    fn decode_parallel(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
+        self.decode_all_cores(compressed, out)
     }
 }

@@ -39,6 +39,11 @@ pub trait Codec: Send + Sync {
     /// Untrusted input: returns an error, never panics, never writes outside `out`.
     fn decode(&self, compressed: &[u8], out: &mut [u8]) -> Result<()>;
 
+    /// Decompress using every core, where the format allows it (default: [`Codec::decode`]).
+    fn decode_parallel(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
+        self.decode(compressed, out)
+    }
+
     /// Convenience: compress into a new vector.
     fn encode_to_vec(&self, input: &[u8], elem: ElemType) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(self.max_compressed_len(input.len(), elem));

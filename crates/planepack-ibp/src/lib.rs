@@ -183,14 +183,43 @@ impl Ibp {
         }
     }
 
-    /// Encode with rows of `row_bytes` bytes.
+    /// Encode with rows of `row_bytes` bytes. When IBP would not shrink the tensor (no mask
+    /// worth keeping, or metadata larger than what the rows save), the stream holds no rows
+    /// and the whole tensor as tail bytes: 32 bytes over raw.
     pub fn encode_rows(
         &self,
         input: &[u8],
         row_bytes: usize,
         out: &mut Vec<u8>,
     ) -> Result<Preprocessed> {
-        let row_bytes = row_bytes.max(1);
+        let start = out.len();
+        let pre = self.encode_rows_as_given(input, row_bytes, out)?;
+        if out.len() - start >= HEADER + input.len() || pre.mask.invariant_bits() == 0 {
+            out.truncate(start);
+            self.encode_rows_as_given(input, 0, out)?;
+        }
+        Ok(pre)
+    }
+
+    fn encode_rows_as_given(
+        &self,
+        input: &[u8],
+        row_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<Preprocessed> {
+        if row_bytes == 0 {
+            out.extend_from_slice(&MAGIC);
+            out.extend_from_slice(&[1, 64, 0, 0]);
+            out.extend_from_slice(&[0u8; 16]);
+            out.extend_from_slice(&(input.len() as u64).to_le_bytes());
+            out.extend_from_slice(input);
+            return Ok(Preprocessed {
+                mask: Mask::empty(64, 0),
+                threshold: 0.0,
+                score: 0,
+                tried: vec![],
+            });
+        }
         let whole = input.len() / row_bytes * row_bytes;
         // A row that is not whole chunks cannot be IBP-coded: store everything as tail bytes.
         let (width, whole) = match self.pick_width(row_bytes) {

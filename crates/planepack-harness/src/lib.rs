@@ -1,0 +1,48 @@
+//! The comparison harness: every codec on every dataset, measured side by side.
+//!
+//! For each (dataset, dtype) group of tensors and each codec it encodes every tensor, decodes
+//! it, and **compares the result with the input before any figure counts** (a mismatch aborts
+//! the run). It then times encode and decode on one core (median of repeated runs after a
+//! warm-up, with the spread), decode on all cores, and memcpy of the same bytes in the same
+//! run, interleaved with the decode runs so that both see the same machine state. Results are
+//! records (`results.json`), from which tables, the transfer model and plots are derived
+//! without measuring again.
+
+pub mod ibp_study;
+pub mod measure;
+pub mod plots;
+pub mod record;
+pub mod registry;
+pub mod report;
+
+pub use measure::{measure_group, Group, Settings};
+pub use record::{Record, Results};
+
+/// A name for the machine the figures come from: CPU model and core count.
+pub fn machine_name() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    format!("{model} ({cores} cores)")
+}
+
+/// The machine name as a folder name.
+pub fn machine_slug(name: &str) -> String {
+    let mut s: String = name
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    while s.contains("--") {
+        s = s.replace("--", "-");
+    }
+    s.trim_matches('-').to_owned()
+}

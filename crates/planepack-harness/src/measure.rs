@@ -1,0 +1,237 @@
+//! Timing: repeated runs after a warm-up, medians and spreads, memcpy interleaved.
+
+use crate::Record;
+use anyhow::{bail, Result};
+use planepack_core::{Codec, ElemType};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::Instant;
+
+/// How long to measure.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// At least this many timed runs...
+    pub min_runs: usize,
+    /// ...and keep going until this much time was spent, up to `max_runs`.
+    pub min_seconds: f64,
+    pub max_runs: usize,
+}
+
+impl Settings {
+    pub fn full() -> Self {
+        Settings {
+            min_runs: 5,
+            min_seconds: 0.5,
+            max_runs: 40,
+        }
+    }
+    pub fn quick() -> Self {
+        Settings {
+            min_runs: 3,
+            min_seconds: 0.05,
+            max_runs: 5,
+        }
+    }
+}
+
+/// The tensors of one dataset that share a dtype.
+pub struct Group {
+    pub dataset: String,
+    pub category: String,
+    pub elem: ElemType,
+    pub dtype: String,
+    /// (shape, bytes) per tensor.
+    pub tensors: Vec<(Vec<usize>, Vec<u8>)>,
+}
+
+impl Group {
+    pub fn raw_bytes(&self) -> u64 {
+        self.tensors.iter().map(|t| t.1.len() as u64).sum()
+    }
+}
+
+/// Run `f` repeatedly; returns per-run seconds (after one untimed warm-up).
+fn time_runs(s: Settings, mut f: impl FnMut()) -> Vec<f64> {
+    f();
+    let mut runs = Vec::new();
+    let start = Instant::now();
+    while runs.len() < s.max_runs
+        && (runs.len() < s.min_runs || start.elapsed().as_secs_f64() < s.min_seconds)
+    {
+        let t = Instant::now();
+        f();
+        runs.push(t.elapsed().as_secs_f64());
+    }
+    runs
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// GB/s median and [min, max] for `bytes` moved in each of `secs`.
+fn rates(bytes: u64, secs: &[f64]) -> (f64, [f64; 2]) {
+    let r: Vec<f64> = secs
+        .iter()
+        .map(|s| bytes as f64 / s.max(1e-12) / 1e9)
+        .collect();
+    let lo = r.iter().cloned().fold(f64::MAX, f64::min);
+    let hi = r.iter().cloned().fold(0.0, f64::max);
+    (median(&r), [lo, hi])
+}
+
+/// Measure one codec on one group. Fails if any tensor does not round-trip bit-exactly.
+pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) -> Result<Record> {
+    let name = codec.name();
+    let encoded: Vec<Vec<u8>> = g
+        .tensors
+        .iter()
+        .map(|(shape, data)| {
+            let mut out = Vec::new();
+            codec
+                .encode_shaped(data, g.elem, shape, &mut out)
+                .map(|_| out)
+        })
+        .collect::<planepack_core::Result<_>>()?;
+    // Verify before any figure counts.
+    let mut outs: Vec<Vec<u8>> = g.tensors.iter().map(|t| vec![0u8; t.1.len()]).collect();
+    for (((shape, data), enc), out) in g.tensors.iter().zip(&encoded).zip(&mut outs) {
+        codec.decode(enc, out)?;
+        if out != data {
+            bail!(
+                "{name} does not round-trip on {} ({:?} {shape:?}): decoded bytes differ",
+                g.dataset,
+                g.dtype
+            );
+        }
+        out.fill(0);
+        codec.decode_parallel(enc, out)?;
+        if out != data {
+            bail!(
+                "{name} parallel decode does not round-trip on {} ({:?})",
+                g.dataset,
+                g.dtype
+            );
+        }
+    }
+    let raw = g.raw_bytes();
+    let compressed: u64 = encoded.iter().map(|e| e.len() as u64).sum();
+
+    let mut scratch = Vec::new();
+    let enc_runs = time_runs(s, || {
+        for (shape, data) in &g.tensors {
+            scratch.clear();
+            codec
+                .encode_shaped(black_box(data), g.elem, shape, &mut scratch)
+                .unwrap();
+        }
+    });
+    // Decode and memcpy interleaved: run i of each sees the same machine state.
+    let mut copies: Vec<Vec<u8>> = g.tensors.iter().map(|t| vec![0u8; t.1.len()]).collect();
+    let mut memcpy_runs = Vec::new();
+    let dec_runs = time_runs(s, || {
+        for (enc, out) in encoded.iter().zip(&mut outs) {
+            codec.decode(black_box(enc), out).unwrap();
+        }
+        let t = Instant::now();
+        for ((_, data), dst) in g.tensors.iter().zip(&mut copies) {
+            dst.copy_from_slice(black_box(data));
+        }
+        memcpy_runs.push(t.elapsed().as_secs_f64());
+    });
+    let all_runs = time_runs(s, || {
+        encoded
+            .par_iter()
+            .zip(outs.par_iter_mut())
+            .for_each(|(enc, out)| codec.decode_parallel(enc, out).unwrap());
+    });
+    let (encode_gbps, encode_gbps_spread) = rates(raw, &enc_runs);
+    let (decode_gbps, decode_gbps_spread) = rates(raw, &dec_runs);
+    let (decode_allcore_gbps, _) = rates(raw, &all_runs);
+    let (memcpy_gbps, _) = rates(raw, &memcpy_runs);
+    Ok(Record {
+        dataset: g.dataset.clone(),
+        category: g.category.clone(),
+        dtype: g.dtype.clone(),
+        codec: name,
+        tensors: g.tensors.len(),
+        raw_bytes: raw,
+        compressed_bytes: compressed,
+        ratio: raw as f64 / compressed.max(1) as f64,
+        encode_gbps,
+        encode_gbps_spread,
+        decode_gbps,
+        decode_gbps_spread,
+        decode_allcore_gbps,
+        memcpy_gbps,
+        device: device.to_owned(),
+        gpu_decode_gbps: None,
+        gpu_device: None,
+        notes: BTreeMap::new(),
+    })
+}
+
+/// Codec-specific observations for a record: bit-plane mode shares and the cost of its format
+/// deviations; the thresholds IBP picked.
+pub fn annotate(rec: &mut Record, g: &Group) -> Result<()> {
+    use serde_json::json;
+    match rec.codec.as_str() {
+        "bitplane" => {
+            let mut total = planepack_bitplane::Stats::default();
+            for (_, data) in &g.tensors {
+                let mut out = Vec::new();
+                total.add(
+                    &planepack_bitplane::BitPlane::new()
+                        .encode_with_stats(data, g.elem, &mut out)?,
+                );
+            }
+            let blocks = total.total_blocks().max(1) as f64;
+            let modes: Vec<String> = planepack_bitplane::Mode::ALL
+                .iter()
+                .filter(|m| total.blocks[**m as usize] > 0)
+                .map(|m| {
+                    format!(
+                        "{} {:.1}%",
+                        m.name(),
+                        100.0 * total.blocks[*m as usize] as f64 / blocks
+                    )
+                })
+                .collect();
+            rec.notes.insert("modes".into(), json!(modes.join(", ")));
+            rec.notes.insert(
+                "paper_layout_ratio".into(),
+                json!(total.paper_layout_ratio()),
+            );
+            let saved = total.zero_mode_saved_bits(g.elem.bits()) as f64 / 8.0;
+            rec.notes.insert(
+                "zero_mode_saved_pct".into(),
+                json!(100.0 * saved / total.compressed_bytes.max(1) as f64),
+            );
+        }
+        "ibp" => {
+            let mut thresholds: BTreeMap<String, usize> = BTreeMap::new();
+            for (shape, data) in &g.tensors {
+                let mut out = Vec::new();
+                let row = shape.last().copied().unwrap_or(1) * g.elem.size();
+                let p = planepack_ibp::Ibp::default().encode_rows(data, row, &mut out)?;
+                let key = if p.mask.invariant_bits() == 0 {
+                    "empty".to_string()
+                } else {
+                    format!("{:.2}", p.threshold)
+                };
+                *thresholds.entry(key).or_default() += 1;
+            }
+            rec.notes.insert("thresholds".into(), json!(thresholds));
+        }
+        _ => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,139 @@
+//! The harness on tiny inputs: records, verification, tables and plots. The inputs here are
+//! synthetic; they test the machinery, they are not results.
+
+use planepack_core::testdata::{generate, Pattern};
+use planepack_core::{Codec, ElemType, Result as CResult};
+use planepack_harness::plots::pareto;
+use planepack_harness::{measure, plots, report, Group, Results, Settings};
+
+fn tiny_group(category: &str) -> Group {
+    Group {
+        dataset: format!("tiny-{category}"),
+        category: category.into(),
+        elem: ElemType::BF16,
+        dtype: "bf16".into(),
+        tensors: vec![
+            (
+                vec![64, 64],
+                generate(Pattern::ReluSparse, ElemType::BF16, 8192, 1),
+            ),
+            (vec![100], generate(Pattern::Smooth, ElemType::BF16, 200, 2)),
+        ],
+    }
+}
+
+/// A codec that corrupts one byte on decode: the harness must refuse its figures.
+struct Liar;
+impl Codec for Liar {
+    fn name(&self) -> String {
+        "liar".into()
+    }
+    fn max_compressed_len(&self, n: usize, _: ElemType) -> usize {
+        n
+    }
+    fn encode(&self, input: &[u8], _: ElemType, out: &mut Vec<u8>) -> CResult<()> {
+        out.extend_from_slice(input);
+        Ok(())
+    }
+    fn decoded_len(&self, c: &[u8]) -> CResult<usize> {
+        Ok(c.len())
+    }
+    fn decode(&self, c: &[u8], out: &mut [u8]) -> CResult<()> {
+        out.copy_from_slice(c);
+        if let Some(b) = out.first_mut() {
+            *b ^= 1;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_codec_that_does_not_round_trip_fails_the_run() {
+    let err = measure::measure_group(&Liar, &tiny_group("activations"), Settings::quick(), "cpu")
+        .unwrap_err();
+    assert!(err.to_string().contains("does not round-trip"), "{err}");
+}
+
+#[test]
+fn records_tables_and_plots_from_tiny_inputs() {
+    let mut records = Vec::new();
+    for cat in ["activations", "kv-cache"] {
+        let g = tiny_group(cat);
+        for c in planepack_harness::registry::filtered(&[
+            "bitplane".into(),
+            "ibp".into(),
+            "raw".into(),
+            "lz4".into(),
+        ]) {
+            let mut r =
+                measure::measure_group(c.as_ref(), &g, Settings::quick(), "cpu: test").unwrap();
+            measure::annotate(&mut r, &g).unwrap();
+            assert_eq!(r.raw_bytes, 8192 + 200);
+            assert!(r.ratio > 0.0 && r.decode_gbps > 0.0 && r.memcpy_gbps > 0.0);
+            assert!(
+                r.decode_gbps_spread[0] <= r.decode_gbps
+                    && r.decode_gbps <= r.decode_gbps_spread[1]
+            );
+            records.push(r);
+        }
+    }
+    let bp = records.iter().find(|r| r.codec == "bitplane").unwrap();
+    assert!(bp.notes.contains_key("paper_layout_ratio"));
+    let raw = records.iter().find(|r| r.codec == "raw").unwrap();
+    assert_eq!(raw.ratio, 1.0);
+
+    let res = Results {
+        machine: "test".into(),
+        command: "test".into(),
+        quick: true,
+        code_version: "x".into(),
+        records,
+    };
+    let csv = report::csv(&res);
+    assert_eq!(csv.lines().count(), 1 + res.records.len());
+    let md = report::summary(&res);
+    for needle in [
+        "## activations",
+        "## kv-cache",
+        "PlaneZip, BF16 activations",
+        "Best codec per dataset",
+        "paper layout",
+    ] {
+        assert!(md.contains(needle), "summary lacks {needle:?}");
+    }
+    let dir = std::env::temp_dir().join(format!("planepack-harness-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files = plots::all(&res.records, &dir).unwrap();
+    assert_eq!(files.len(), 2 + 1 + 2);
+    for f in files {
+        let svg = std::fs::read_to_string(&f).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("bitplane"),
+            "{}",
+            f.display()
+        );
+    }
+    // Round trip through JSON, as `cargo xtask tables` does.
+    let back: Results = serde_json::from_str(&serde_json::to_string(&res).unwrap()).unwrap();
+    assert_eq!(back, res);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn pareto_front_keeps_only_undominated_points() {
+    let pts = [
+        (1.0, 2.0),
+        (2.0, 1.5),
+        (0.5, 1.0),
+        (2.0, 1.0),
+        (3.0, 1.2),
+        (1.0, 1.9),
+    ];
+    assert_eq!(pareto(&pts), vec![(1.0, 2.0), (2.0, 1.5), (3.0, 1.2)]);
+}
+
+#[test]
+fn geomean_of_known_values() {
+    assert!((report::geomean(&[1.0, 4.0]) - 2.0).abs() < 1e-12);
+    assert_eq!(report::geomean(&[]), 0.0);
+}

@@ -1,0 +1,231 @@
+//! `cargo xtask bench` and `cargo xtask tables`.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use planepack_datasets::{datasets_dir, elem_of, load, Manifest};
+use planepack_harness::{ibp_study, measure, plots, registry, report, Group, Results, Settings};
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Few repetitions: a smoke run, speeds are rough.
+    #[arg(long)]
+    quick: bool,
+    /// Only datasets whose name contains one of these (comma separated).
+    #[arg(long, value_delimiter = ',')]
+    filter: Vec<String>,
+    /// Only codecs whose name contains one of these (comma separated).
+    #[arg(long, value_delimiter = ',')]
+    codecs: Vec<String>,
+    /// Output folder (default: bench-results/<machine>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Machine name to record (default: CPU model and core count).
+    #[arg(long)]
+    machine: Option<String>,
+    /// Your own .safetensors / .npy files or folders of them, instead of datasets/.
+    paths: Vec<PathBuf>,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn default_dir(machine: &str) -> PathBuf {
+    workspace_root()
+        .join("bench-results")
+        .join(planepack_harness::machine_slug(machine))
+}
+
+/// Group a file's tensors by dtype.
+fn groups_of(name: &str, category: &str, path: &Path) -> Result<Vec<Group>> {
+    let tensors = load(path)?;
+    let mut out: Vec<Group> = Vec::new();
+    for t in tensors {
+        let Some(elem) = elem_of(&t.dtype) else {
+            continue;
+        };
+        let dtype = elem.name().to_owned();
+        match out.iter_mut().find(|g| g.dtype == dtype) {
+            Some(g) => g.tensors.push((t.shape, t.data)),
+            None => out.push(Group {
+                dataset: name.to_owned(),
+                category: category.to_owned(),
+                elem,
+                dtype,
+                tensors: vec![(t.shape, t.data)],
+            }),
+        }
+    }
+    Ok(out)
+}
+
+fn user_files(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .collect();
+            entries.sort();
+            files.extend(user_files(&entries));
+        } else if matches!(
+            p.extension().and_then(|e| e.to_str()),
+            Some("safetensors" | "npy")
+        ) {
+            files.push(p.clone());
+        }
+    }
+    files
+}
+
+fn git_version() -> String {
+    std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .current_dir(workspace_root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    let machine = args
+        .machine
+        .clone()
+        .unwrap_or_else(planepack_harness::machine_name);
+    let out_dir = args.out.clone().unwrap_or_else(|| default_dir(&machine));
+    let settings = if args.quick {
+        Settings::quick()
+    } else {
+        Settings::full()
+    };
+    let device = format!("cpu: {machine}");
+
+    let mut groups = Vec::new();
+    if args.paths.is_empty() {
+        let dir = datasets_dir();
+        let manifest = Manifest::read(&dir)?;
+        for d in &manifest.datasets {
+            if !args.filter.is_empty() && !args.filter.iter().any(|f| d.name.contains(f.as_str())) {
+                continue;
+            }
+            d.verify(&dir)?;
+            groups.extend(groups_of(&d.name, &d.category, &dir.join(&d.file))?);
+        }
+    } else {
+        for f in user_files(&args.paths) {
+            let name = f
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("file")
+                .to_owned();
+            groups
+                .extend(groups_of(&name, "user", &f).with_context(|| format!("{}", f.display()))?);
+        }
+    }
+    anyhow::ensure!(!groups.is_empty(), "no tensors to measure");
+    let codecs = registry::filtered(&args.codecs);
+
+    let bar = ProgressBar::new((groups.len() * codecs.len()) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
+            .unwrap()
+            .progress_chars("=> "),
+    );
+    let mut records = Vec::new();
+    for g in &groups {
+        for c in &codecs {
+            bar.set_message(format!("{} {} {}", g.dataset, g.dtype, c.name()));
+            let mut rec = measure::measure_group(c.as_ref(), g, settings, &device)?;
+            measure::annotate(&mut rec, g)?;
+            records.push(rec);
+            bar.inc(1);
+        }
+    }
+    bar.finish_with_message("measured");
+
+    let mut command = String::from("cargo xtask bench");
+    if args.quick {
+        command += " --quick";
+    }
+    if !args.filter.is_empty() {
+        command += &format!(" --filter {}", args.filter.join(","));
+    }
+    if !args.codecs.is_empty() {
+        command += &format!(" --codecs {}", args.codecs.join(","));
+    }
+    for p in &args.paths {
+        command += &format!(" {}", p.display());
+    }
+    let results = Results {
+        machine: machine.clone(),
+        command,
+        quick: args.quick,
+        code_version: git_version(),
+        records,
+    };
+    std::fs::create_dir_all(&out_dir)?;
+    std::fs::write(
+        out_dir.join("results.json"),
+        serde_json::to_string_pretty(&results)?,
+    )?;
+    write_tables(&results, &out_dir)?;
+
+    // IBP's threshold and sampling study on the row-structured datasets.
+    if codecs.iter().any(|c| c.name() == "ibp") {
+        let mut study = Vec::new();
+        for g in groups.iter().filter(|g| {
+            matches!(
+                g.category.as_str(),
+                "embedding" | "gnn" | "kv-cache" | "user"
+            )
+        }) {
+            for (i, (shape, data)) in g.tensors.iter().enumerate() {
+                let row = shape.last().copied().unwrap_or(1) * g.elem.size();
+                if let Some(r) = ibp_study::study(
+                    &g.dataset,
+                    &format!("{}#{i} {:?}", g.dtype, shape),
+                    data,
+                    row,
+                ) {
+                    study.push(r);
+                }
+            }
+        }
+        if !study.is_empty() {
+            std::fs::write(
+                out_dir.join("ibp-study.json"),
+                serde_json::to_string_pretty(&study)?,
+            )?;
+            std::fs::write(
+                out_dir.join("ibp-study.md"),
+                ibp_study::markdown(&study, &machine),
+            )?;
+        }
+    }
+    println!("wrote {}", out_dir.display());
+    Ok(())
+}
+
+fn write_tables(results: &Results, dir: &Path) -> Result<()> {
+    std::fs::write(dir.join("results.csv"), report::csv(results))?;
+    std::fs::write(dir.join("summary.md"), report::summary(results))?;
+    plots::all(&results.records, dir)?;
+    Ok(())
+}
+
+pub fn tables(dir: Option<PathBuf>) -> Result<()> {
+    let dir = dir.unwrap_or_else(|| default_dir(&planepack_harness::machine_name()));
+    let text = std::fs::read_to_string(dir.join("results.json"))
+        .with_context(|| format!("{}/results.json", dir.display()))?;
+    let results: Results = serde_json::from_str(&text)?;
+    write_tables(&results, &dir)?;
+    println!("redrew tables and plots in {}", dir.display());
+    Ok(())
+}
