@@ -73,6 +73,10 @@ pub fn transpose8(x: u64) -> u64 {
 pub fn planes32(elems: &[u32; 32]) -> [u32; 32] {
     #[cfg(target_arch = "x86_64")]
     {
+        if avx2::available() {
+            // SAFETY: AVX2 presence checked at run time.
+            return unsafe { avx2::transpose32(elems) };
+        }
         sse2::transpose32(elems)
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -99,6 +103,10 @@ pub fn elems32(planes: &[u32; 32]) -> [u32; 32] {
 pub fn planes16(elems: &[u16; 64]) -> [u64; 16] {
     #[cfg(target_arch = "x86_64")]
     {
+        if avx2::available() {
+            // SAFETY: AVX2 presence checked at run time.
+            return unsafe { avx2::planes16(elems) };
+        }
         sse2::planes16(elems)
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -331,6 +339,105 @@ mod sse2 {
     }
 }
 
+/// AVX2 versions: the same movemask idea on 32-byte vectors, so one `movemask` yields a whole
+/// 32-bit plane. Chosen at run time (`PLANEPACK_NO_SIMD=1` disables them).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use core::arch::x86_64::*;
+
+    /// Is AVX2 usable (cached by std; one load and a test)?
+    #[inline(always)]
+    pub fn available() -> bool {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        static STATE: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 no, 2 yes
+        match STATE.load(Ordering::Relaxed) {
+            2 => true,
+            1 => false,
+            _ => {
+                let yes = std::env::var_os("PLANEPACK_NO_SIMD").is_none()
+                    && is_x86_feature_detected!("avx2");
+                STATE.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+                yes
+            }
+        }
+    }
+
+    /// 32x32 bit transpose. Caller guarantees AVX2.
+    #[target_feature(enable = "avx2")]
+    pub fn transpose32(rows: &[u32; 32]) -> [u32; 32] {
+        // SAFETY (all loads): each reads 32 bytes inside the 128-byte array.
+        let y: [__m256i; 4] = core::array::from_fn(|k| unsafe {
+            _mm256_loadu_si256(rows.as_ptr().add(8 * k) as *const __m256i)
+        });
+        // Per 128-bit lane (4 elements): dword j = byte j of the 4 elements.
+        let group = _mm256_setr_epi8(
+            0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6,
+            10, 14, 3, 7, 11, 15,
+        );
+        // Then qword b = byte b of the 8 elements of the register.
+        let pair = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        let q: [__m256i; 4] = core::array::from_fn(|k| {
+            _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(y[k], group), pair)
+        });
+        // 4x4 transpose of qwords: register b = byte b of all 32 elements.
+        let t0 = _mm256_unpacklo_epi64(q[0], q[1]);
+        let t1 = _mm256_unpackhi_epi64(q[0], q[1]);
+        let t2 = _mm256_unpacklo_epi64(q[2], q[3]);
+        let t3 = _mm256_unpackhi_epi64(q[2], q[3]);
+        let mut by = [
+            _mm256_permute2x128_si256(t0, t2, 0x20),
+            _mm256_permute2x128_si256(t1, t3, 0x20),
+            _mm256_permute2x128_si256(t0, t2, 0x31),
+            _mm256_permute2x128_si256(t1, t3, 0x31),
+        ];
+        let mut out = [0u32; 32];
+        for k in (0..8).rev() {
+            for (b, v) in by.iter_mut().enumerate() {
+                out[8 * b + k] = _mm256_movemask_epi8(*v) as u32;
+                *v = _mm256_add_epi8(*v, *v);
+            }
+        }
+        out
+    }
+
+    /// 64 elements of 16 bits to 16 planes of 64 bits. Caller guarantees AVX2.
+    #[target_feature(enable = "avx2")]
+    pub fn planes16(elems: &[u16; 64]) -> [u64; 16] {
+        // SAFETY (all loads): each reads 32 bytes inside the 128-byte array.
+        let y: [__m256i; 4] = core::array::from_fn(|k| unsafe {
+            _mm256_loadu_si256(elems.as_ptr().add(16 * k) as *const __m256i)
+        });
+        // Per lane (8 elements): low bytes, then high bytes.
+        let split = _mm256_setr_epi8(
+            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3,
+            5, 7, 9, 11, 13, 15,
+        );
+        // Qwords (lo e0-7, hi e0-7, lo e8-15, hi e8-15) -> (lo e0-7, lo e8-15, hi e0-7, hi e8-15).
+        let q: [__m256i; 4] = core::array::from_fn(|k| {
+            _mm256_permute4x64_epi64(_mm256_shuffle_epi8(y[k], split), 0xD8)
+        });
+        let mut lo = [
+            _mm256_permute2x128_si256(q[0], q[1], 0x20),
+            _mm256_permute2x128_si256(q[2], q[3], 0x20),
+        ];
+        let mut hi = [
+            _mm256_permute2x128_si256(q[0], q[1], 0x31),
+            _mm256_permute2x128_si256(q[2], q[3], 0x31),
+        ];
+        let mut planes = [0u64; 16];
+        for k in (0..8).rev() {
+            planes[k] = _mm256_movemask_epi8(lo[0]) as u32 as u64
+                | (_mm256_movemask_epi8(lo[1]) as u32 as u64) << 32;
+            planes[8 + k] = _mm256_movemask_epi8(hi[0]) as u32 as u64
+                | (_mm256_movemask_epi8(hi[1]) as u32 as u64) << 32;
+            for v in lo.iter_mut().chain(hi.iter_mut()) {
+                *v = _mm256_add_epi8(*v, *v);
+            }
+        }
+        planes
+    }
+}
+
 /// Reference definition: plane `b` bit `i` = bit `b` of `elems[i]`. Slow; for tests.
 pub fn planes_naive(elems: &[u64], width: u32) -> Vec<u128> {
     (0..width)
@@ -356,6 +463,8 @@ mod tests {
             prop_assert_eq!(p.iter().map(|&x| x as u128).collect::<Vec<_>>(), naive);
             prop_assert_eq!(elems32(&p), e);
             prop_assert_eq!(portable_planes32(&e), p);
+            #[cfg(target_arch = "x86_64")]
+            prop_assert_eq!(sse2::transpose32(&e), p);
         }
 
         #[test]
@@ -366,6 +475,8 @@ mod tests {
             prop_assert_eq!(p.iter().map(|&x| x as u128).collect::<Vec<_>>(), naive);
             prop_assert_eq!(elems16(&p), e);
             prop_assert_eq!(portable_planes16(&e), p);
+            #[cfg(target_arch = "x86_64")]
+            prop_assert_eq!(sse2::planes16(&e), p);
             prop_assert_eq!(portable_elems16(&p), e);
         }
 
