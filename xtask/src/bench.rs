@@ -217,6 +217,24 @@ fn write_tables(results: &Results, dir: &Path) -> Result<()> {
     std::fs::write(dir.join("results.csv"), report::csv(results))?;
     std::fs::write(dir.join("summary.md"), report::summary(results))?;
     plots::all(&results.records, dir)?;
+    // The README's headline comes from the full run over the committed datasets only.
+    let from_datasets = !results.quick
+        && !results.command.contains(".safetensors")
+        && !results.command.contains(" --");
+    if from_datasets {
+        let root = workspace_root();
+        let rel = dir
+            .strip_prefix(&root)
+            .unwrap_or(dir)
+            .join("ratio-by-codec.svg");
+        let table = report::headline(results, &rel.display().to_string());
+        std::fs::write(dir.join("headline.md"), &table)?;
+        let readme_path = root.join("README.md");
+        let readme = std::fs::read_to_string(&readme_path)?;
+        if let Some(new) = report::splice_headline(&readme, &table) {
+            std::fs::write(readme_path, new)?;
+        }
+    }
     Ok(())
 }
 

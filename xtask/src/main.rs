@@ -4,10 +4,12 @@
 //!   and timed; writes `bench-results/<machine>/` (results.json, results.csv, summary.md,
 //!   ibp-study.md, SVG plots).
 //! * `tables`: redraw the tables and plots from an existing `results.json`.
+//! * `criterion`: run the criterion benchmarks, write their medians to `bench-results/criterion.md`.
 //! * `datasets`: list the datasets of `datasets/manifest.toml`, verify every file (size,
 //!   SHA-256, tensors, dtypes) and print the statistics table of `datasets/README.md`.
 
 mod bench;
+mod criterion;
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
@@ -30,6 +32,12 @@ enum Command {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
+    /// Run the criterion benchmarks and write bench-results/criterion.md.
+    Criterion {
+        /// Only rewrite the table from target/criterion, do not run the benchmarks.
+        #[arg(long)]
+        no_run: bool,
+    },
     /// List and verify the datasets against datasets/manifest.toml.
     Datasets {
         /// Also print the per-dataset statistics table (markdown) for datasets/README.md.
@@ -42,6 +50,7 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Bench(args) => bench::run(args),
         Command::Tables { dir } => bench::tables(dir),
+        Command::Criterion { no_run } => criterion::run(no_run),
         Command::Datasets { stats } => datasets(stats),
     }
 }

@@ -399,3 +399,52 @@ pub fn ratio_table(r: &[Record]) -> BTreeMap<(String, String), f64> {
     }
     m
 }
+
+/// The README's headline: geomean ratio per category and single-core decode speed relative to
+/// memcpy, for every codec, with the machine and the command that produced it.
+pub fn headline(res: &Results, plot: &str) -> String {
+    let r = &res.records;
+    let cats = categories(r);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Measured by `{}` on {} (code `{}`); every figure decoded and verified bit-exact first. \
+         Geomean compression ratio per dataset category (all headers and metadata counted), and single-core \
+         decode speed as a fraction of memcpy of the same bytes in the same run.\n",
+        res.command, res.machine, res.code_version
+    );
+    let _ = write!(s, "| codec |");
+    for c in &cats {
+        let _ = write!(s, " {c} |");
+    }
+    let _ = writeln!(s, " decode GB/s | decode / memcpy |");
+    let _ = writeln!(s, "|---|{}---|---|", "---|".repeat(cats.len()));
+    for codec in codecs(r) {
+        let _ = write!(s, "| {codec} |");
+        for c in &cats {
+            let cell = category_geomean(r, c, None, &codec)
+                .map(|g| format!("{g:.3}"))
+                .unwrap_or("-".into());
+            let _ = write!(s, " {cell} |");
+        }
+        let recs: Vec<&Record> = r.iter().filter(|x| x.codec == codec).collect();
+        let dec = geomean(&recs.iter().map(|x| x.decode_gbps).collect::<Vec<_>>());
+        let rel = geomean(
+            &recs
+                .iter()
+                .map(|x| x.decode_gbps / x.memcpy_gbps)
+                .collect::<Vec<_>>(),
+        );
+        let _ = writeln!(s, " {dec:.2} | {rel:.3} |");
+    }
+    let _ = writeln!(s, "\n![ratio per codec and category]({plot})");
+    s
+}
+
+/// Replace the text between `<!-- headline:start -->` and `<!-- headline:end -->`.
+pub fn splice_headline(readme: &str, table: &str) -> Option<String> {
+    let (a, b) = ("<!-- headline:start -->", "<!-- headline:end -->");
+    let i = readme.find(a)? + a.len();
+    let j = readme.find(b)?;
+    (i <= j).then(|| format!("{}\n{}{}", &readme[..i], table, &readme[j..]))
+}

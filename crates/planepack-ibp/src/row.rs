@@ -10,7 +10,7 @@
 //! stored this way only if that is strictly smaller than the raw row; otherwise it is stored
 //! raw and its bit in the group's row bitmask is 0.
 
-use crate::bits::{ones, pdep_portable, pext_portable, BitOps, WordReader, WordWriter};
+use crate::bits::{ones, pdep_portable, pext_portable, BitOps, WordWriter};
 use crate::mask::Mask;
 
 /// The per-column constants a codec needs, derived once from a [`Mask`].
@@ -150,59 +150,134 @@ pub fn decode_row(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `BitOps::Bmi2` is only chosen when the CPU has BMI2.
         BitOps::Bmi2 => unsafe { decode_packed_bmi2(src, c, out) },
-        BitOps::Portable => decode_packed::<false>(src, c, out),
+        BitOps::Portable => decode_packed_portable(src, c, out),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "bmi2")]
 fn decode_packed_bmi2(src: &[u8], c: &Columns, out: &mut [u8]) -> Result<usize, RowError> {
-    decode_packed::<true>(src, c, out)
+    match c.b() {
+        8 => decode_packed::<8, true>(src, c, out),
+        4 => decode_packed::<4, true>(src, c, out),
+        _ => decode_packed::<2, true>(src, c, out),
+    }
+}
+
+fn decode_packed_portable(src: &[u8], c: &Columns, out: &mut [u8]) -> Result<usize, RowError> {
+    match c.b() {
+        8 => decode_packed::<8, false>(src, c, out),
+        4 => decode_packed::<4, false>(src, c, out),
+        _ => decode_packed::<2, false>(src, c, out),
+    }
+}
+
+/// The packed fields of a row: `W`-bit words, each filled from its most significant bit.
+/// `window(p)` returns 64 stream bits starting at bit `p`, most significant first (at least
+/// `W` of them valid), from at most three words.
+struct Fields<'a, const B: usize> {
+    words: &'a [u8],
+}
+
+impl<'a, const B: usize> Fields<'a, B> {
+    #[inline(always)]
+    fn word(&self, k: usize) -> u64 {
+        match self.words.get(k * B..k * B + B) {
+            Some(w) => match B {
+                8 => u64::from_le_bytes(w.try_into().unwrap()),
+                4 => u32::from_le_bytes(w.try_into().unwrap()) as u64,
+                _ => u16::from_le_bytes(w.try_into().unwrap()) as u64,
+            },
+            None => 0,
+        }
+    }
+
+    /// Field of `n` bits (1..=W) at stream bit `p`.
+    #[inline(always)]
+    fn get(&self, p: usize, n: u32) -> u64 {
+        let w = (B * 8) as u32;
+        let k = p / (B * 8);
+        let o = (p % (B * 8)) as u32;
+        // Left-align words k, k+1 (and k+2 for 16-bit words) into one 64-bit window.
+        let window = match B {
+            8 => {
+                let hi = self.word(k);
+                if o == 0 {
+                    hi
+                } else {
+                    (hi << o) | (self.word(k + 1) >> (64 - o))
+                }
+            }
+            4 => ((self.word(k) << 32) | self.word(k + 1)) << o,
+            _ => ((self.word(k) << 48) | (self.word(k + 1) << 32) | (self.word(k + 2) << 16)) << o,
+        };
+        debug_assert!(n >= 1 && n <= w);
+        window >> (64 - n)
+    }
 }
 
 #[inline(always)]
-fn decode_packed<const BMI2: bool>(
+fn decode_packed<const B: usize, const BMI2: bool>(
     src: &[u8],
     c: &Columns,
     out: &mut [u8],
 ) -> Result<usize, RowError> {
-    let (b, v, h) = (c.b(), c.v(), c.header_bytes());
+    let (v, h) = (c.v(), c.header_bytes());
+    let w = (B * 8) as u32;
     let head = src
         .get(..h)
         .ok_or("row header runs past the end of the data")?;
     if v % 8 != 0 && head[v / 8] >> (v % 8) != 0 || head[v.div_ceil(8)..].iter().any(|&x| x != 0) {
         return Err("participation bitmap padding is not zero");
     }
-    let mut r = WordReader::new(&src[h..], c.width);
+    // Reads past the end of `src` yield zeros; the length check after the loop rejects them.
+    let f = Fields::<B> { words: &src[h..] };
+    let mut p = 0usize;
+    let mut hw = 0u64;
+    // Equal-length slices: the compiler drops the per-index bounds checks.
+    let (fbits, select, bitval) = (&c.field_bits[..v], &c.select[..v], &c.bitval[..v]);
+    let out = &mut out[..v * B];
     for j in 0..v {
-        let x = if head[j / 8] >> (j % 8) & 1 == 1 {
-            let f = r.read(c.field_bits[j]);
+        if j % 64 == 0 {
+            // The next 64 participation bits (zero past the header).
+            let mut bytes = [0u8; 8];
+            let chunk = &head[j / 8..(j / 8 + 8).min(h)];
+            bytes[..chunk.len()].copy_from_slice(chunk);
+            hw = u64::from_le_bytes(bytes);
+        }
+        let x = if hw >> (j % 64) & 1 == 1 {
+            let n = fbits[j];
+            let field = if n == 0 { 0 } else { f.get(p, n) };
+            p += n as usize;
             let spread = if BMI2 {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: instantiated with BMI2 = true only from `decode_packed_bmi2`.
                 unsafe {
-                    crate::bits::bmi2::pdep(f, c.select[j])
+                    crate::bits::bmi2::pdep(field, select[j])
                 }
                 #[cfg(not(target_arch = "x86_64"))]
-                pdep_portable(f, c.select[j])
+                pdep_portable(field, select[j])
             } else {
-                pdep_portable(f, c.select[j])
+                pdep_portable(field, select[j])
             };
-            c.bitval[j] | spread
+            bitval[j] | spread
         } else {
-            r.read(c.width)
+            let x = f.get(p, w);
+            p += w as usize;
+            x
         };
-        out[j * b..j * b + b].copy_from_slice(&x.to_le_bytes()[..b]);
+        out[j * B..j * B + B].copy_from_slice(&x.to_le_bytes()[..B]);
     }
-    if r.overran() {
+    let d = p.div_ceil(B * 8) * B;
+    if h + d > src.len() {
         return Err("packed row runs past the end of the data");
     }
-    if r.read_rest_of_word() != 0 {
-        return Err("padding bits of the last word are not zero");
-    }
-    let used = h + r.bytes_used();
-    if used >= c.row_bytes() {
+    if h + d >= c.row_bytes() {
         return Err("row marked compressed is not smaller than the raw row");
     }
-    Ok(used)
+    // The rest of the last word is padding and must be zero.
+    if p % (B * 8) != 0 && f.get(p, w - (p % (B * 8)) as u32) != 0 {
+        return Err("padding bits of the last word are not zero");
+    }
+    Ok(h + d)
 }
