@@ -13,7 +13,7 @@
 
 use crate::{Lz4, Zstd};
 use planepack_core::codec::check_output_len;
-use planepack_core::error::take;
+use planepack_core::error::stream_header;
 use planepack_core::transpose::transpose8;
 use planepack_core::{Codec, ElemType, Error, Result};
 
@@ -145,19 +145,7 @@ struct Parsed {
 }
 
 fn parse(input: &[u8], expect_inner: Inner) -> Result<Parsed> {
-    let h = take(input, 0, HEADER, "shuffle header")?;
-    if h[0..4] != MAGIC {
-        return Err(Error::BadMagic {
-            expected: MAGIC,
-            found: h[0..4].try_into().unwrap(),
-        });
-    }
-    if h[4] != 1 {
-        return Err(Error::UnsupportedVersion {
-            format: "shuffle",
-            version: h[4],
-        });
-    }
+    let h = stream_header(input, HEADER, MAGIC, 1, "shuffle")?;
     let kind = match h[5] {
         0 => ShuffleKind::Byte,
         1 => ShuffleKind::Bit,

@@ -7,7 +7,7 @@
 //! appended verbatim. An element is "zero" only if every bit is zero (-0.0 is not zero).
 
 use planepack_core::codec::check_output_len;
-use planepack_core::error::take;
+use planepack_core::error::{stream_header, take};
 use planepack_core::{Codec, ElemType, Error, Result};
 
 const MAGIC: [u8; 4] = *b"PPZV";
@@ -19,19 +19,7 @@ const GROUP: usize = 32;
 pub struct Zvc;
 
 fn parse(input: &[u8]) -> Result<(usize, usize)> {
-    let h = take(input, 0, HEADER, "ZVC header")?;
-    if h[0..4] != MAGIC {
-        return Err(Error::BadMagic {
-            expected: MAGIC,
-            found: h[0..4].try_into().unwrap(),
-        });
-    }
-    if h[4] != 1 {
-        return Err(Error::UnsupportedVersion {
-            format: "ZVC",
-            version: h[4],
-        });
-    }
+    let h = stream_header(input, HEADER, MAGIC, 1, "ZVC")?;
     let size = h[5] as usize;
     if !matches!(size, 1 | 2 | 4) || h[6] != 0 || h[7] != 0 {
         return Err(Error::corrupt_at("bad element size or reserved bytes", 5));

@@ -27,7 +27,7 @@ use block::{write, zvc_bits, RAW_BITS};
 use geometry::{Geometry, BLOCK_BYTES, W16, W32, W8};
 use planepack_core::bitio::{BitReader, BitWriter};
 use planepack_core::codec::check_output_len;
-use planepack_core::error::take;
+use planepack_core::error::{stream_header, take};
 use planepack_core::{Codec, ElemType, Error, Result};
 use rayon::prelude::*;
 
@@ -74,20 +74,7 @@ impl Header {
 
 /// Parse and check the 16-byte stream header.
 pub fn parse_header(input: &[u8]) -> Result<Header> {
-    let h = take(input, 0, HEADER_BYTES, "bit-plane stream header")?;
-    let magic: [u8; 4] = h[0..4].try_into().unwrap();
-    if magic != MAGIC {
-        return Err(Error::BadMagic {
-            expected: MAGIC,
-            found: magic,
-        });
-    }
-    if h[4] != VERSION {
-        return Err(Error::UnsupportedVersion {
-            format: "bit-plane",
-            version: h[4],
-        });
-    }
+    let h = stream_header(input, HEADER_BYTES, MAGIC, VERSION, "bit-plane")?;
     let width = h[5] as u32;
     if !matches!(width, 8 | 16 | 32) {
         return Err(Error::corrupt_at(

@@ -91,3 +91,29 @@ pub fn take<'a>(input: &'a [u8], offset: usize, n: usize, what: &'static str) ->
         }),
     }
 }
+
+/// Take a stream's fixed-size header and check its 4-byte magic and 1-byte version (the first
+/// five bytes of every planepack stream header).
+pub fn stream_header<'a>(
+    input: &'a [u8],
+    len: usize,
+    magic: [u8; 4],
+    version: u8,
+    format: &'static str,
+) -> Result<&'a [u8]> {
+    let h = take(input, 0, len.max(5), format)?;
+    let found: [u8; 4] = h[0..4].try_into().unwrap();
+    if found != magic {
+        return Err(Error::BadMagic {
+            expected: magic,
+            found,
+        });
+    }
+    if h[4] != version {
+        return Err(Error::UnsupportedVersion {
+            format,
+            version: h[4],
+        });
+    }
+    Ok(h)
+}

@@ -24,7 +24,7 @@ pub use mask::{preprocess, Mask, Preprocessed, Sample, Threshold};
 pub use row::Columns;
 
 use planepack_core::codec::check_output_len;
-use planepack_core::error::take;
+use planepack_core::error::{stream_header, take};
 use planepack_core::{Codec, ElemType, Error, Result};
 
 /// A 2-D view of raw bytes: `count` rows of `columns` chunks of `width` bits.
@@ -274,19 +274,7 @@ struct StreamHeader {
 }
 
 fn parse(input: &[u8]) -> Result<StreamHeader> {
-    let h = take(input, 0, HEADER, "IBP stream header")?;
-    if h[0..4] != MAGIC {
-        return Err(Error::BadMagic {
-            expected: MAGIC,
-            found: h[0..4].try_into().unwrap(),
-        });
-    }
-    if h[4] != 1 {
-        return Err(Error::UnsupportedVersion {
-            format: "IBP",
-            version: h[4],
-        });
-    }
+    let h = stream_header(input, HEADER, MAGIC, 1, "IBP")?;
     let width = h[5] as u32;
     if !matches!(width, 16 | 32 | 64) || h[6] != 0 || h[7] != 0 {
         return Err(Error::corrupt_at("bad chunk width or reserved bytes", 5));
