@@ -231,7 +231,7 @@ fn write_tables(results: &Results, dir: &Path) -> Result<()> {
         std::fs::write(dir.join("headline.md"), &table)?;
         let readme_path = root.join("README.md");
         let readme = std::fs::read_to_string(&readme_path)?;
-        if let Some(new) = report::splice_headline(&readme, &table) {
+        if let Some(new) = report::splice(&readme, "headline", &table) {
             std::fs::write(readme_path, new)?;
         }
     }

@@ -40,7 +40,7 @@ enum Command {
     },
     /// List and verify the datasets against datasets/manifest.toml.
     Datasets {
-        /// Also print the per-dataset statistics table (markdown) for datasets/README.md.
+        /// Also compute the per-dataset statistics and write them into datasets/README.md.
         #[arg(long)]
         stats: bool,
     },
@@ -72,11 +72,11 @@ fn datasets(stats: bool) -> Result<()> {
         }
     }
     if stats {
-        println!("\n| dataset | dtypes | tensors | zero elements | byte entropy, bits (low byte first) | of raw |");
-        println!("|---|---|---|---|---|---|");
+        let mut table = String::from(
+            "| dataset | dtype | tensors | zero elements | byte entropy, bits (low byte first) | of raw |\n|---|---|---|---|---|---|\n",
+        );
         for d in &manifest.datasets {
             let tensors = load(&dir.join(&d.file))?;
-            let mut cells = Vec::new();
             for dtype in &d.dtypes {
                 let Some(size) = dtype_size(dtype) else {
                     continue;
@@ -84,21 +84,23 @@ fn datasets(stats: bool) -> Result<()> {
                 let of: Vec<_> = tensors.iter().filter(|t| &t.dtype == dtype).collect();
                 let s = TensorStats::of(of.iter().copied(), size);
                 let ent: Vec<String> = s.byte_entropy.iter().map(|h| format!("{h:.2}")).collect();
-                cells.push((
-                    dtype.clone(),
-                    of.len(),
-                    s.zero_fraction,
-                    ent.join(" / "),
-                    s.entropy_fraction(),
-                ));
-            }
-            for (dtype, n, zero, ent, frac) in cells {
-                println!(
-                    "| {} | {dtype} | {n} | {:.1}% | {ent} | {:.0}% |",
+                table += &format!(
+                    "| {} | {dtype} | {} | {:.1}% | {} | {:.0}% |\n",
                     d.name,
-                    100.0 * zero,
-                    100.0 * frac
+                    of.len(),
+                    100.0 * s.zero_fraction,
+                    ent.join(" / "),
+                    100.0 * s.entropy_fraction()
                 );
+            }
+        }
+        print!("\n{table}");
+        let readme = dir.join("README.md");
+        let text = std::fs::read_to_string(&readme)?;
+        match planepack_harness::report::splice(&text, "stats", &table) {
+            Some(new) => std::fs::write(&readme, new)?,
+            None => {
+                bail!("datasets/README.md has no <!-- stats:start --> / <!-- stats:end --> markers")
             }
         }
     }

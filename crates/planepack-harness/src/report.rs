@@ -131,6 +131,15 @@ pub fn summary(res: &Results) -> String {
          are real tensors (see `datasets/README.md`).\n"
     );
 
+    let gpu: Vec<&Record> = r.iter().filter(|x| x.gpu_decode_gbps.is_some()).collect();
+    if gpu.is_empty() {
+        let _ = writeln!(
+            s,
+            "GPU decode: not measured in this run (this build has no GPU decoder yet, so no adapter was \
+             used); every transfer figure below uses the CPU decode speed measured here.\n"
+        );
+    }
+
     // Headline: geomean ratio per category.
     let _ = writeln!(s, "## Compression ratio, geometric mean per category\n");
     let _ = write!(s, "| codec |");
@@ -441,10 +450,14 @@ pub fn headline(res: &Results, plot: &str) -> String {
     s
 }
 
-/// Replace the text between `<!-- headline:start -->` and `<!-- headline:end -->`.
-pub fn splice_headline(readme: &str, table: &str) -> Option<String> {
-    let (a, b) = ("<!-- headline:start -->", "<!-- headline:end -->");
-    let i = readme.find(a)? + a.len();
-    let j = readme.find(b)?;
-    (i <= j).then(|| format!("{}\n{}{}", &readme[..i], table, &readme[j..]))
+/// Replace the text between `<!-- NAME:start -->` and `<!-- NAME:end -->` (generated sections
+/// of hand-written markdown files).
+pub fn splice(text: &str, name: &str, content: &str) -> Option<String> {
+    let (a, b) = (
+        format!("<!-- {name}:start -->"),
+        format!("<!-- {name}:end -->"),
+    );
+    let i = text.find(&a)? + a.len();
+    let j = text.find(&b)?;
+    (i <= j).then(|| format!("{}\n{}{}", &text[..i], content, &text[j..]))
 }
