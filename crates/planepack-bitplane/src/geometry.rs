@@ -34,6 +34,8 @@ pub trait Plane:
     fn get(r: &mut BitReader, n: u32) -> Self;
     /// The low bits of a peeked word.
     fn from_u64(v: u64) -> Self;
+    /// The low 64 bits.
+    fn low_u64(self) -> u64;
 }
 
 macro_rules! impl_plane {
@@ -68,6 +70,10 @@ macro_rules! impl_plane {
             #[inline(always)]
             fn from_u64(v: u64) -> Self {
                 v as $t
+            }
+            #[inline(always)]
+            fn low_u64(self) -> u64 {
+                self as u64
             }
         }
     };

@@ -91,20 +91,21 @@ impl Sink for BitWriter<'_> {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn flush_run<S: Sink>(run: u32, run_field: u32, sink: &mut S) {
     match run {
         0 => {}
         1 => sink.code(ZERO1),
-        _ => {
-            sink.code(RUN);
-            sink.put((run - 2) as u64, run_field);
-        }
+        // Code and field in one write: the field follows the code's bits.
+        _ => sink.put(
+            RUN.bits | ((run - 2) as u64) << RUN.len,
+            RUN.len + run_field,
+        ),
     }
 }
 
 /// Code `planes` (index 0 = least significant plane; each with `p_bits` significant bits).
-#[inline]
+#[inline(always)]
 pub(crate) fn encode_planes<P: Plane, S: Sink>(planes: &[P], p_bits: u32, sink: &mut S) {
     let run_field = bits_for(planes.len() as u32 - 1);
     let two_field = bits_for(p_bits - 1);
@@ -130,13 +131,10 @@ pub(crate) fn encode_planes<P: Plane, S: Sink>(planes: &[P], p_bits: u32, sink: 
             let tz = dbx.trailing_zeros();
             match dbx.count_ones() {
                 2 if dbx >> tz == three => {
-                    sink.code(TWO_ONES);
-                    sink.put(tz as u64, two_field);
+                    sink.put(TWO_ONES.bits | (tz as u64) << 5, 5 + two_field)
                 }
-                1 => {
-                    sink.code(ONE_ONE);
-                    sink.put(tz as u64, one_field);
-                }
+                1 => sink.put(ONE_ONE.bits | (tz as u64) << 5, 5 + one_field),
+                _ if p_bits <= 63 => sink.put(RAW.bits | P::low_u64(dbx) << 1, 1 + p_bits),
                 _ => {
                     sink.code(RAW);
                     sink.put_plane(dbx, p_bits);
