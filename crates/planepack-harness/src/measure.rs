@@ -22,7 +22,7 @@ impl Settings {
     pub fn full() -> Self {
         Settings {
             min_runs: 5,
-            min_seconds: 0.5,
+            min_seconds: 0.3,
             max_runs: 40,
         }
     }
