@@ -192,27 +192,49 @@ impl<'a, const B: usize> Fields<'a, B> {
         }
     }
 
-    /// Field of `n` bits (1..=W) at stream bit `p`.
+    /// 64 stream bits from bit `p`, most significant first (at least `W` of them valid).
     #[inline(always)]
-    fn get(&self, p: usize, n: u32) -> u64 {
-        let w = (B * 8) as u32;
+    fn window(&self, p: usize) -> u64 {
         let k = p / (B * 8);
         let o = (p % (B * 8)) as u32;
-        // Left-align words k, k+1 (and k+2 for 16-bit words) into one 64-bit window.
-        let window = match B {
-            8 => {
-                let hi = self.word(k);
-                if o == 0 {
-                    hi
-                } else {
-                    (hi << o) | (self.word(k + 1) >> (64 - o))
+        // Fast path: the words needed are all inside the data (one bounds check).
+        let span = if B == 2 { 6 } else { 2 * B };
+        if let Some(bytes) = self.words.get(k * B..k * B + span) {
+            return match B {
+                8 => {
+                    let hi = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as u128;
+                    let lo = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as u128;
+                    (((hi << 64) | lo) << o >> 64) as u64
                 }
+                4 => {
+                    let hi = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as u64;
+                    let lo = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as u64;
+                    ((hi << 32) | lo) << o
+                }
+                _ => {
+                    let w = |i: usize| {
+                        u16::from_le_bytes(bytes[2 * i..2 * i + 2].try_into().unwrap()) as u64
+                    };
+                    ((w(0) << 48) | (w(1) << 32) | (w(2) << 16)) << o
+                }
+            };
+        }
+        // Near the end: words past the data read as zero.
+        match B {
+            8 => {
+                let (hi, lo) = (self.word(k) as u128, self.word(k + 1) as u128);
+                (((hi << 64) | lo) << o >> 64) as u64
             }
             4 => ((self.word(k) << 32) | self.word(k + 1)) << o,
             _ => ((self.word(k) << 48) | (self.word(k + 1) << 32) | (self.word(k + 2) << 16)) << o,
-        };
-        debug_assert!(n >= 1 && n <= w);
-        window >> (64 - n)
+        }
+    }
+
+    /// Field of `n` bits (1..=W) at stream bit `p`.
+    #[inline(always)]
+    fn get(&self, p: usize, n: u32) -> u64 {
+        debug_assert!(n >= 1 && n as usize <= B * 8);
+        self.window(p) >> (64 - n)
     }
 }
 
