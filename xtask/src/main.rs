@@ -83,7 +83,11 @@ fn datasets(stats: bool) -> Result<()> {
                 };
                 let of: Vec<_> = tensors.iter().filter(|t| &t.dtype == dtype).collect();
                 let s = TensorStats::of(of.iter().copied(), size);
-                let ent: Vec<String> = s.byte_entropy.iter().map(|h| format!("{:.2}", h.abs())).collect();
+                let ent: Vec<String> = s
+                    .byte_entropy
+                    .iter()
+                    .map(|h| format!("{:.2}", h.abs()))
+                    .collect();
                 table += &format!(
                     "| {} | {dtype} | {} | {:.1}% | {} | {:.0}% |\n",
                     d.name,
