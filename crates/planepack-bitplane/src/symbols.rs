@@ -196,6 +196,8 @@ pub(crate) struct PlaneDecoder<'a, P: Plane> {
     left: usize,
     prev: P,
     p_bits: u32,
+    /// `P::ones(p_bits)`: the all-ones plane, also the mask of a raw plane.
+    all: P,
     run_field: u32,
     two_field: u32,
     one_field: u32,
@@ -209,6 +211,7 @@ impl<'a, P: Plane> PlaneDecoder<'a, P> {
             left: planes,
             prev: P::ZERO,
             p_bits,
+            all: P::ones(p_bits),
             run_field: bits_for(planes as u32 - 1),
             two_field: bits_for(p_bits - 1),
             one_field: bits_for(p_bits),
@@ -229,7 +232,7 @@ impl<'a, P: Plane> PlaneDecoder<'a, P> {
         let dbx = if w & 1 == 1 {
             if self.p_bits <= 55 {
                 r.skip(1 + self.p_bits);
-                P::from_u64(w >> 1) & P::ones(self.p_bits)
+                P::from_u64(w >> 1) & self.all
             } else {
                 r.skip(1);
                 P::get(r, self.p_bits)
@@ -254,7 +257,7 @@ impl<'a, P: Plane> PlaneDecoder<'a, P> {
             match (w >> 3) & 3 {
                 0 => {
                     r.skip(5);
-                    P::ones(self.p_bits)
+                    self.all
                 }
                 2 => {
                     r.skip(5);
