@@ -1,7 +1,7 @@
 //! Single-core throughput probe on synthetic data, for profiling (not a result: figures come
 //! from the criterion bench and the harness on real tensors).
 //!
-//! `cargo run --release -p planepack-bitplane --example probe -- [f32|bf16] [pattern] [enc|dec] [reps]`
+//! `cargo run --release -p planepack-bitplane --example bitplane_probe -- [f32|bf16] [pattern] [enc|dec] [reps]`
 use planepack_bitplane::BitPlane;
 use planepack_core::testdata::{generate, Pattern};
 use planepack_core::{Codec, ElemType};

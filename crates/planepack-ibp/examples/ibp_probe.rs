@@ -1,5 +1,5 @@
 //! Throughput probe for profiling IBP decode on a dataset tensor (figures: `cargo xtask criterion`).
-//! `cargo run --release -p planepack-ibp --example probe -- embedding/minilm-word-embeddings-fp32.safetensors word_embeddings.rows [reps]`
+//! `cargo run --release -p planepack-ibp --example ibp_probe -- embedding/minilm-word-embeddings-fp32.safetensors word_embeddings.rows [reps]`
 use planepack_ibp::{compress, preprocess, Columns, Layout, Rows, Sample, Threshold};
 use std::time::Instant;
 
