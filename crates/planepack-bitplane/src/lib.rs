@@ -255,14 +255,18 @@ type ChunkDecoder = fn(&[u8], usize, usize, &mut [u8]) -> Result<()>;
 
 /// The chunk decoder for an element width, compiled for the best instruction set this CPU has.
 fn chunk_decoder(width: u32) -> ChunkDecoder {
-    let v3 = simd::has_v3();
-    match (width, v3) {
-        (32, false) => decode_chunk::<W32>,
-        (16, false) => decode_chunk::<W16>,
-        (_, false) => decode_chunk::<W8>,
-        (32, true) => simd::decode_chunk_v3::<W32>,
-        (16, true) => simd::decode_chunk_v3::<W16>,
-        (_, true) => simd::decode_chunk_v3::<W8>,
+    #[cfg(target_arch = "x86_64")]
+    if simd::has_v3() {
+        return match width {
+            32 => simd::decode_chunk_v3::<W32>,
+            16 => simd::decode_chunk_v3::<W16>,
+            _ => simd::decode_chunk_v3::<W8>,
+        };
+    }
+    match width {
+        32 => decode_chunk::<W32>,
+        16 => decode_chunk::<W16>,
+        _ => decode_chunk::<W8>,
     }
 }
 
@@ -289,11 +293,6 @@ mod simd {
         })
     }
 
-    #[cfg(not(target_arch = "x86_64"))]
-    pub fn has_v3() -> bool {
-        false
-    }
-
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
     fn decode_chunk_v3_inner<G: super::Geometry>(
@@ -314,16 +313,6 @@ mod simd {
     ) -> planepack_core::Result<()> {
         // SAFETY: only handed out by `chunk_decoder` after `has_v3()` confirmed the features.
         unsafe { decode_chunk_v3_inner::<G>(chunk, offset, index, out) }
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    pub fn decode_chunk_v3<G: super::Geometry>(
-        chunk: &[u8],
-        offset: usize,
-        index: usize,
-        out: &mut [u8],
-    ) -> planepack_core::Result<()> {
-        super::decode_chunk::<G>(chunk, offset, index, out)
     }
 
     #[cfg(target_arch = "x86_64")]

@@ -142,35 +142,7 @@ pub fn summary(res: &Results) -> String {
 
     // Headline: geomean ratio per category.
     let _ = writeln!(s, "## Compression ratio, geometric mean per category\n");
-    let _ = write!(s, "| codec |");
-    for c in &cats {
-        let _ = write!(s, " {c} |");
-    }
-    let _ = writeln!(s, " decode GB/s (geomean) | decode / memcpy |");
-    let _ = writeln!(s, "|---|{}---|---|", "---|".repeat(cats.len()));
-    for codec in &codecs {
-        let _ = write!(s, "| {codec} |");
-        for c in &cats {
-            match category_geomean(r, c, None, codec) {
-                Some(g) => {
-                    let _ = write!(s, " {g:.3} |");
-                }
-                None => {
-                    let _ = write!(s, " - |");
-                }
-            }
-        }
-        let recs: Vec<&Record> = r.iter().filter(|x| &x.codec == codec).collect();
-        let dec = geomean(&recs.iter().map(|x| x.decode_gbps).collect::<Vec<_>>());
-        let rel = geomean(
-            &recs
-                .iter()
-                .map(|x| x.decode_gbps / x.memcpy_gbps)
-                .collect::<Vec<_>>(),
-        );
-        let _ = writeln!(s, " {dec:.2} | {rel:.3} |");
-    }
-
+    s += &ratio_speed_table(r);
     // Against the papers.
     let _ = writeln!(
         s,
@@ -409,19 +381,11 @@ pub fn ratio_table(r: &[Record]) -> BTreeMap<(String, String), f64> {
     m
 }
 
-/// The README's headline: geomean ratio per category and single-core decode speed relative to
-/// memcpy, for every codec, with the machine and the command that produced it.
-pub fn headline(res: &Results, plot: &str) -> String {
-    let r = &res.records;
+/// Geomean ratio per category for every codec, with single-core decode GB/s and decode over
+/// memcpy (geomeans over all groups): the headline of both the summary and the README.
+pub fn ratio_speed_table(r: &[Record]) -> String {
     let cats = categories(r);
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "Measured by `{}` on {} (code `{}`); every figure decoded and verified bit-exact first. \
-         Geomean compression ratio per dataset category (all headers and metadata counted), and single-core \
-         decode speed as a fraction of memcpy of the same bytes in the same run.\n",
-        res.command, res.machine, res.code_version
-    );
     let _ = write!(s, "| codec |");
     for c in &cats {
         let _ = write!(s, " {c} |");
@@ -446,6 +410,22 @@ pub fn headline(res: &Results, plot: &str) -> String {
         );
         let _ = writeln!(s, " {dec:.2} | {rel:.3} |");
     }
+    s
+}
+
+/// The README's headline: geomean ratio per category and single-core decode speed relative to
+/// memcpy, for every codec, with the machine and the command that produced it.
+pub fn headline(res: &Results, plot: &str) -> String {
+    let r = &res.records;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Measured by `{}` on {} (code `{}`); every figure decoded and verified bit-exact first. \
+         Geomean compression ratio per dataset category (all headers and metadata counted), and single-core \
+         decode speed as a fraction of memcpy of the same bytes in the same run.\n",
+        res.command, res.machine, res.code_version
+    );
+    s += &ratio_speed_table(r);
     let _ = writeln!(s, "\n![ratio per codec and category]({plot})");
     s
 }
