@@ -43,7 +43,7 @@ fn bench(c: &mut Criterion) {
         ),
     ] {
         let data = real_tensor(file, dtype);
-        let mut g = c.benchmark_group(format!("{label}"));
+        let mut g = c.benchmark_group(label.to_string());
         g.throughput(Throughput::Bytes(data.len() as u64));
         g.sample_size(10)
             .warm_up_time(Duration::from_millis(500))

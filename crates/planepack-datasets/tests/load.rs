@@ -27,7 +27,7 @@ fn npy_header_and_data() {
     // A 2x3 little-endian float32 array, written by hand (format version 1.0).
     let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
     let mut h = header.to_string();
-    while (10 + h.len() + 1) % 64 != 0 {
+    while !(10 + h.len() + 1).is_multiple_of(64) {
         h.push(' ');
     }
     h.push('\n');
@@ -52,7 +52,7 @@ fn npy_header_and_data() {
 #[test]
 fn npy_rejects_big_endian_and_garbage() {
     let mut h = "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }".to_string();
-    while (10 + h.len() + 1) % 64 != 0 {
+    while !(10 + h.len() + 1).is_multiple_of(64) {
         h.push(' ');
     }
     h.push('\n');

@@ -63,7 +63,7 @@ pub const SAMPLES: [(&str, Sample); 7] = [
 pub fn study(dataset: &str, tensor: &str, data: &[u8], row_bytes: usize) -> Option<StudyRow> {
     let width = [64u32, 32, 16]
         .into_iter()
-        .find(|w| row_bytes % (*w as usize / 8) == 0)?;
+        .find(|w| row_bytes.is_multiple_of(*w as usize / 8))?;
     let rows = Rows::new(
         &data[..data.len() / row_bytes * row_bytes],
         row_bytes,

@@ -74,14 +74,20 @@ impl BitOps {
 
 #[cfg(target_arch = "x86_64")]
 pub mod bmi2 {
-    /// `pext` instruction. Caller guarantees BMI2.
+    /// `pext` instruction.
+    ///
+    /// # Safety
+    /// The CPU must support BMI2 (see [`super::BitOps::detect`]).
     #[inline]
     #[target_feature(enable = "bmi2")]
     pub fn pext(x: u64, m: u64) -> u64 {
         core::arch::x86_64::_pext_u64(x, m)
     }
 
-    /// `pdep` instruction. Caller guarantees BMI2.
+    /// `pdep` instruction.
+    ///
+    /// # Safety
+    /// The CPU must support BMI2 (see [`super::BitOps::detect`]).
     #[inline]
     #[target_feature(enable = "bmi2")]
     pub fn pdep(x: u64, m: u64) -> u64 {

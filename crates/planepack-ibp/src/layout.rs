@@ -98,7 +98,7 @@ impl CompressedRows {
                 "row bitmask length does not match the row count",
             ));
         }
-        if self.rows % 32 != 0
+        if !self.rows.is_multiple_of(32)
             && self
                 .row_bitmask
                 .last()

@@ -46,7 +46,7 @@ impl<'a> Rows<'a> {
                 "IBP chunk width {width} (16, 32 or 64)"
             )));
         }
-        if row_bytes == 0 || row_bytes % b != 0 || data.len() % row_bytes != 0 {
+        if row_bytes == 0 || !row_bytes.is_multiple_of(b) || !data.len().is_multiple_of(row_bytes) {
             return Err(Error::Unsupported(format!(
                 "{} bytes are not whole rows of {row_bytes} bytes in {b}-byte chunks",
                 data.len()
@@ -111,7 +111,7 @@ impl KvStream {
         check_output_len(self.cols.row_bytes(), row)?;
         let (n, packed) = row::encode_row(row, &self.cols, &mut self.scratch);
         let i = self.rows.rows;
-        if i % 32 == 0 {
+        if i.is_multiple_of(32) {
             self.rows.row_bitmask.push(0);
         }
         self.rows.row_bitmask[i / 32] |= (packed as u32) << (i % 32);
@@ -176,10 +176,10 @@ impl Default for Ibp {
 impl Ibp {
     fn pick_width(&self, row_bytes: usize) -> Option<u32> {
         match self.width {
-            Some(w) => (row_bytes % (w as usize / 8) == 0).then_some(w),
+            Some(w) => row_bytes.is_multiple_of(w as usize / 8).then_some(w),
             None => [64u32, 32, 16]
                 .into_iter()
-                .find(|w| row_bytes % (*w as usize / 8) == 0),
+                .find(|w| row_bytes.is_multiple_of(*w as usize / 8)),
         }
     }
 

@@ -298,7 +298,7 @@ fn decode_packed<const B: usize, const BMI2: bool>(
         return Err("row marked compressed is not smaller than the raw row");
     }
     // The rest of the last word is padding and must be zero.
-    if p % (B * 8) != 0 && f.get(p, w - (p % (B * 8)) as u32) != 0 {
+    if !p.is_multiple_of(B * 8) && f.get(p, w - (p % (B * 8)) as u32) != 0 {
         return Err("padding bits of the last word are not zero");
     }
     Ok(h + d)
