@@ -1,6 +1,6 @@
 //! SVG plots, drawn from the records with plotters.
 
-use crate::report::{categories, codecs, geomean, ratio_table};
+use crate::report::{categories, codecs, geomean_by, ratio_table, select};
 use crate::Record;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
@@ -51,15 +51,12 @@ pub fn ratio_vs_decode(r: &[Record], category: &str, path: &Path) -> Result<()> 
     let cs = codecs(r);
     let mut pts = Vec::new();
     for (i, c) in cs.iter().enumerate() {
-        let recs: Vec<&Record> = r
-            .iter()
-            .filter(|x| x.category == category && &x.codec == c)
-            .collect();
+        let recs = select(r, Some(category), c);
         if recs.is_empty() {
             continue;
         }
-        let ratio = geomean(&recs.iter().map(|x| x.ratio).collect::<Vec<_>>());
-        let dec = geomean(&recs.iter().map(|x| x.decode_gbps).collect::<Vec<_>>());
+        let ratio = geomean_by(&recs, |x| x.ratio);
+        let dec = geomean_by(&recs, |x| x.decode_gbps);
         pts.push((dec, ratio, c.clone(), i));
     }
     let xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
@@ -204,20 +201,12 @@ pub fn effective_bandwidth(r: &[Record], category: &str, path: &Path) -> Result<
     let links: Vec<f64> = (1..=70).map(|g| g as f64).collect();
     let mut series = Vec::new();
     for (i, c) in cs.iter().enumerate() {
-        let recs: Vec<&Record> = r
-            .iter()
-            .filter(|x| x.category == category && &x.codec == c)
-            .collect();
+        let recs = select(r, Some(category), c);
         if recs.is_empty() {
             continue;
         }
-        let ratio = geomean(&recs.iter().map(|x| x.ratio).collect::<Vec<_>>());
-        let b = geomean(
-            &recs
-                .iter()
-                .map(|x| x.decode_allcore_gbps)
-                .collect::<Vec<_>>(),
-        );
+        let ratio = geomean_by(&recs, |x| x.ratio);
+        let b = geomean_by(&recs, |x| x.decode_allcore_gbps);
         let pts: Vec<(f64, f64)> = links
             .iter()
             .map(|&g| (g, planepack_core::transfer::effective_gbps(ratio, g, b)))

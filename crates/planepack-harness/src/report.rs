@@ -16,30 +16,41 @@ pub fn geomean(v: &[f64]) -> f64 {
 /// The link the summary's "best by effective bandwidth" column uses.
 pub const SUMMARY_LINK: &str = "pcie4-x16-typical";
 
-/// Codecs in first-seen order.
-pub fn codecs(r: &[Record]) -> Vec<String> {
+/// Distinct values of `key` over the records, in first-seen order.
+fn first_seen<K: Ord + Clone>(r: &[Record], key: impl Fn(&Record) -> K) -> Vec<K> {
     let mut seen = BTreeSet::new();
     r.iter()
-        .filter(|x| seen.insert(x.codec.clone()))
-        .map(|x| x.codec.clone())
+        .map(key)
+        .filter(|k| seen.insert(k.clone()))
         .collect()
 }
 
-/// (dataset, dtype) groups in first-seen order.
+/// Codecs in first-seen order.
+pub fn codecs(r: &[Record]) -> Vec<String> {
+    first_seen(r, |x| x.codec.clone())
+}
+
+/// (category, dataset, dtype) groups in first-seen order.
 pub fn groups(r: &[Record]) -> Vec<(String, String, String)> {
-    let mut seen = BTreeSet::new();
-    r.iter()
-        .filter(|x| seen.insert((x.dataset.clone(), x.dtype.clone())))
-        .map(|x| (x.category.clone(), x.dataset.clone(), x.dtype.clone()))
-        .collect()
+    first_seen(r, |x| {
+        (x.category.clone(), x.dataset.clone(), x.dtype.clone())
+    })
 }
 
 pub fn categories(r: &[Record]) -> Vec<String> {
-    let mut seen = BTreeSet::new();
+    first_seen(r, |x| x.category.clone())
+}
+
+/// The records of `codec`, optionally only those of `category`.
+pub fn select<'a>(r: &'a [Record], category: Option<&str>, codec: &str) -> Vec<&'a Record> {
     r.iter()
-        .filter(|x| seen.insert(x.category.clone()))
-        .map(|x| x.category.clone())
+        .filter(|x| x.codec == codec && category.is_none_or(|c| x.category == c))
         .collect()
+}
+
+/// Geometric mean of `f` over `recs`.
+pub fn geomean_by(recs: &[&Record], f: impl Fn(&Record) -> f64) -> f64 {
+    geomean(&recs.iter().map(|x| f(x)).collect::<Vec<_>>())
 }
 
 /// CSV with one line per record.
@@ -288,10 +299,10 @@ pub fn summary(res: &Results) -> String {
     let _ = writeln!(s);
     let _ = writeln!(s, "|---|{}", "---|".repeat(LINKS.len()));
     for c in &codecs {
-        let recs: Vec<&Record> = r.iter().filter(|x| &x.codec == c).collect();
+        let recs = select(r, None, c);
         let _ = write!(s, "| {c} |");
         for l in LINKS {
-            let g = geomean(&recs.iter().map(|x| eff(x, l.gbps)).collect::<Vec<_>>());
+            let g = geomean_by(&recs, |x| eff(x, l.gbps));
             let _ = write!(s, " {g:.1} ({:.2}x) |", g / l.gbps);
         }
         let _ = writeln!(s);
@@ -314,15 +325,10 @@ pub fn summary(res: &Results) -> String {
     let _ = writeln!(s);
     let _ = writeln!(s, "|---|{}", "---|".repeat(LINKS.len()));
     for c in &codecs {
-        let recs: Vec<&Record> = r.iter().filter(|x| &x.codec == c).collect();
+        let recs = select(r, None, c);
         let _ = write!(s, "| {c} |");
         for l in LINKS {
-            let g = geomean(
-                &recs
-                    .iter()
-                    .map(|x| effective_gbps(x.ratio, l.gbps, 64.0))
-                    .collect::<Vec<_>>(),
-            );
+            let g = geomean_by(&recs, |x| effective_gbps(x.ratio, l.gbps, 64.0));
             let _ = write!(s, " {g:.1} ({:.2}x) |", g / l.gbps);
         }
         let _ = writeln!(s);
@@ -400,14 +406,9 @@ pub fn ratio_speed_table(r: &[Record]) -> String {
                 .unwrap_or("-".into());
             let _ = write!(s, " {cell} |");
         }
-        let recs: Vec<&Record> = r.iter().filter(|x| x.codec == codec).collect();
-        let dec = geomean(&recs.iter().map(|x| x.decode_gbps).collect::<Vec<_>>());
-        let rel = geomean(
-            &recs
-                .iter()
-                .map(|x| x.decode_gbps / x.memcpy_gbps)
-                .collect::<Vec<_>>(),
-        );
+        let recs = select(r, None, &codec);
+        let dec = geomean_by(&recs, |x| x.decode_gbps);
+        let rel = geomean_by(&recs, |x| x.decode_gbps / x.memcpy_gbps);
         let _ = writeln!(s, " {dec:.2} | {rel:.3} |");
     }
     s
