@@ -12,6 +12,27 @@ fn words32(bytes: &[u8]) -> Vec<u32> {
         .collect()
 }
 
+/// Encode `row` with `mask` on every pext/pdep implementation: the row must pack into exactly
+/// the reference's bytes (`hex`, as the reference prints them) and decode back. Returns the bytes.
+fn check_vector(mask: &Mask, row: &[u8], hex: &[&str]) -> Vec<u8> {
+    let expected_len = hex.concat().len() / 2;
+    let mut last = Vec::new();
+    for ops in ops() {
+        let cols = Columns::with_ops(mask, ops);
+        let mut out = vec![0u8; row.len()];
+        let (n, packed) = encode_row(row, &cols, &mut out);
+        assert!(packed);
+        assert_eq!(n, expected_len);
+        let got: String = out[..n].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(got, hex.concat());
+        let mut back = vec![0u8; row.len()];
+        assert_eq!(decode_row(&out[..n], true, &cols, &mut back), Ok(n));
+        assert_eq!(back, row);
+        last = out[..n].to_vec();
+    }
+    last
+}
+
 fn ops() -> Vec<BitOps> {
     let mut v = vec![BitOps::Portable];
     if BitOps::detect() != BitOps::Portable {
@@ -36,26 +57,17 @@ fn reference_vector_w32() {
         0x7FFFFFFF,
     ];
     let row: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    for ops in ops() {
-        let cols = Columns::with_ops(&mask, ops);
-        let mut out = vec![0u8; 32];
-        let (n, packed) = encode_row(&row, &cols, &mut out);
-        assert!(packed);
-        assert_eq!(n, 24);
-        assert_eq!(
-            words32(&out[..n]),
-            vec![0x000000fb, 0x1234abcd, 0x40001111, 0xffffabcd, 0x01020304, 0xfffffffc]
-        );
-        // Spelled as the reference prints the bytes:
-        let hex: String = out[..n].iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(
-            hex,
-            ["fb000000", "cdab3412", "11110040", "cdabffff", "04030201", "fcffffff"].concat()
-        );
-        let mut back = vec![0u8; 32];
-        assert_eq!(decode_row(&out[..n], true, &cols, &mut back), Ok(24));
-        assert_eq!(back, row);
-    }
+    let out = check_vector(
+        &mask,
+        &row,
+        &[
+            "fb000000", "cdab3412", "11110040", "cdabffff", "04030201", "fcffffff",
+        ],
+    );
+    assert_eq!(
+        words32(&out),
+        vec![0x000000fb, 0x1234abcd, 0x40001111, 0xffffabcd, 0x01020304, 0xfffffffc]
+    );
 }
 
 #[test]
@@ -72,19 +84,9 @@ fn reference_vector_w64() {
         0x4000000000000001,
     ];
     let row: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    for ops in ops() {
-        let cols = Columns::with_ops(&mask, ops);
-        let mut out = vec![0u8; 32];
-        let (n, packed) = encode_row(&row, &cols, &mut out);
-        assert!(packed);
-        assert_eq!(n, 24);
-        let hex: String = out[..n].iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(
-            hex,
-            ["0700000000000000", "0040cdab78563412", "0000010000000000"].concat()
-        );
-        let mut back = vec![0u8; 32];
-        assert_eq!(decode_row(&out[..n], true, &cols, &mut back), Ok(24));
-        assert_eq!(back, row);
-    }
+    check_vector(
+        &mask,
+        &row,
+        &["0700000000000000", "0040cdab78563412", "0000010000000000"],
+    );
 }
