@@ -103,23 +103,22 @@ pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) ->
         .collect::<planepack_core::Result<_>>()?;
     // Verify before any figure counts.
     let mut outs: Vec<Vec<u8>> = g.tensors.iter().map(|t| vec![0u8; t.1.len()]).collect();
+    type Decoder<'c> = &'c dyn Fn(&[u8], &mut [u8]) -> planepack_core::Result<()>;
+    let decoders: [(&str, Decoder); 2] = [
+        ("decode", &|c, o| codec.decode(c, o)),
+        ("parallel decode", &|c, o| codec.decode_parallel(c, o)),
+    ];
     for (((shape, data), enc), out) in g.tensors.iter().zip(&encoded).zip(&mut outs) {
-        codec.decode(enc, out)?;
-        if out != data {
-            bail!(
-                "{name} does not round-trip on {} ({:?} {shape:?}): decoded bytes differ",
-                g.dataset,
-                g.dtype
-            );
-        }
-        out.fill(0);
-        codec.decode_parallel(enc, out)?;
-        if out != data {
-            bail!(
-                "{name} parallel decode does not round-trip on {} ({:?})",
-                g.dataset,
-                g.dtype
-            );
+        for (what, decode) in decoders {
+            out.fill(0);
+            decode(enc, out)?;
+            if out != data {
+                bail!(
+                    "{name} does not round-trip on {} ({:?} {shape:?}): {what} gives different bytes",
+                    g.dataset,
+                    g.dtype
+                );
+            }
         }
     }
     let raw = g.raw_bytes();
