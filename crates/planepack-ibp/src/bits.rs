@@ -147,82 +147,73 @@ impl<'a> WordWriter<'a> {
     }
 }
 
-/// Reads fields MSB-first from `W`-bit little-endian words. Past the end it reads zeros and
-/// sets [`WordReader::overran`].
-pub struct WordReader<'a> {
-    data: &'a [u8],
-    pos: usize,
-    width: u32,
-    acc: u128,
-    avail: u32,
-    overran: bool,
-}
-
-impl<'a> WordReader<'a> {
-    pub fn new(data: &'a [u8], width: u32) -> Self {
-        WordReader {
-            data,
-            pos: 0,
-            width,
-            acc: 0,
-            avail: 0,
-            overran: false,
-        }
-    }
-
-    #[inline(always)]
-    fn refill(&mut self) {
-        let b = (self.width / 8) as usize;
-        let word = match self.data.get(self.pos..self.pos + b) {
-            Some(bytes) => {
-                let mut w = [0u8; 8];
-                w[..b].copy_from_slice(bytes);
-                u64::from_le_bytes(w)
-            }
-            None => {
-                self.overran = true;
-                0
-            }
-        };
-        self.pos += b;
-        self.acc = (self.acc << self.width) | word as u128;
-        self.avail += self.width;
-    }
-
-    /// Read `n <= 64` bits.
-    #[inline(always)]
-    pub fn read(&mut self, n: u32) -> u64 {
-        if n == 0 {
-            return 0;
-        }
-        while self.avail < n {
-            self.refill();
-        }
-        self.avail -= n;
-        let v = (self.acc >> self.avail) as u64 & ones(n);
-        self.acc &= (1u128 << self.avail) - 1;
-        v
-    }
-
-    /// The unread bits of the current word (its padding, for the last word of a row).
-    pub fn read_rest_of_word(&mut self) -> u64 {
-        let n = self.avail;
-        self.read(n)
-    }
-
-    /// Bytes of whole words consumed so far.
-    pub fn bytes_used(&self) -> usize {
-        self.pos
-    }
-
-    pub fn overran(&self) -> bool {
-        self.overran
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Independent reader of the word stream, the writer's test oracle (the row decoder in
+    /// `row.rs` has its own width-specialised reader).
+    /// Reads fields MSB-first from `W`-bit little-endian words. Past the end it reads zeros and
+    /// sets [`WordReader::overran`].
+    struct WordReader<'a> {
+        data: &'a [u8],
+        pos: usize,
+        width: u32,
+        acc: u128,
+        avail: u32,
+        overran: bool,
+    }
+
+    impl<'a> WordReader<'a> {
+        fn new(data: &'a [u8], width: u32) -> Self {
+            WordReader {
+                data,
+                pos: 0,
+                width,
+                acc: 0,
+                avail: 0,
+                overran: false,
+            }
+        }
+
+        #[inline(always)]
+        fn refill(&mut self) {
+            let b = (self.width / 8) as usize;
+            let word = match self.data.get(self.pos..self.pos + b) {
+                Some(bytes) => {
+                    let mut w = [0u8; 8];
+                    w[..b].copy_from_slice(bytes);
+                    u64::from_le_bytes(w)
+                }
+                None => {
+                    self.overran = true;
+                    0
+                }
+            };
+            self.pos += b;
+            self.acc = (self.acc << self.width) | word as u128;
+            self.avail += self.width;
+        }
+
+        /// Read `n <= 64` bits.
+        #[inline(always)]
+        fn read(&mut self, n: u32) -> u64 {
+            if n == 0 {
+                return 0;
+            }
+            while self.avail < n {
+                self.refill();
+            }
+            self.avail -= n;
+            let v = (self.acc >> self.avail) as u64 & ones(n);
+            self.acc &= (1u128 << self.avail) - 1;
+            v
+        }
+
+        fn overran(&self) -> bool {
+            self.overran
+        }
+    }
     use proptest::prelude::*;
 
     proptest! {
