@@ -3,8 +3,9 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use planepack_datasets::{datasets_dir, elem_of, load, Manifest};
-use planepack_harness::{ibp_study, measure, plots, registry, report, Group, Results, Settings};
+use planepack_datasets::{datasets_dir, Manifest};
+use planepack_harness::input::{groups_of, tensor_files};
+use planepack_harness::{ibp_study, measure, plots, registry, report, Results, Settings};
 use std::path::{Path, PathBuf};
 
 #[derive(Args)]
@@ -36,51 +37,6 @@ fn default_dir(machine: &str) -> PathBuf {
     workspace_root()
         .join("bench-results")
         .join(planepack_harness::machine_slug(machine))
-}
-
-/// Group a file's tensors by dtype.
-fn groups_of(name: &str, category: &str, path: &Path) -> Result<Vec<Group>> {
-    let tensors = load(path)?;
-    let mut out: Vec<Group> = Vec::new();
-    for t in tensors {
-        let Some(elem) = elem_of(&t.dtype) else {
-            continue;
-        };
-        let dtype = elem.name().to_owned();
-        match out.iter_mut().find(|g| g.dtype == dtype) {
-            Some(g) => g.tensors.push((t.shape, t.data)),
-            None => out.push(Group {
-                dataset: name.to_owned(),
-                category: category.to_owned(),
-                elem,
-                dtype,
-                tensors: vec![(t.shape, t.data)],
-            }),
-        }
-    }
-    Ok(out)
-}
-
-fn user_files(paths: &[PathBuf]) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for p in paths {
-        if p.is_dir() {
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path())
-                .collect();
-            entries.sort();
-            files.extend(user_files(&entries));
-        } else if matches!(
-            p.extension().and_then(|e| e.to_str()),
-            Some("safetensors" | "npy")
-        ) {
-            files.push(p.clone());
-        }
-    }
-    files
 }
 
 fn git_version() -> String {
@@ -119,7 +75,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             groups.extend(groups_of(&d.name, &d.category, &dir.join(&d.file))?);
         }
     } else {
-        for f in user_files(&args.paths) {
+        for f in tensor_files(&args.paths) {
             let name = f
                 .file_stem()
                 .and_then(|s| s.to_str())

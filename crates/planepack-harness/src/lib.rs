@@ -9,6 +9,7 @@
 //! without measuring again.
 
 pub mod ibp_study;
+pub mod input;
 pub mod measure;
 pub mod plots;
 pub mod record;

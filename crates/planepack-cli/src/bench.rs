@@ -1,0 +1,110 @@
+//! `planepack bench`: the comparison harness on the user's own files.
+
+use crate::fail::{Code, Fail};
+use crate::print_out;
+use clap::Args;
+use planepack_harness::input::{groups_of, tensor_files};
+use planepack_harness::{measure, registry, Settings};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// .safetensors / .npy files or folders of them.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Only codecs whose name contains one of these (comma separated), e.g. `bitplane,zstd`.
+    #[arg(long, value_delimiter = ',')]
+    pub codecs: Vec<String>,
+    /// Few repetitions: rough speeds, quick answer.
+    #[arg(long)]
+    pub quick: bool,
+    /// Print the measurements as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: BenchArgs) -> Result<(), Fail> {
+    for f in &a.files {
+        if !f.exists() {
+            return Err(Fail::new(
+                Code::Io,
+                format!("{}: no such file or folder", f.display()),
+            ));
+        }
+    }
+    let files = tensor_files(&a.files);
+    if files.is_empty() {
+        return Err(Fail::new(
+            Code::InvalidInput,
+            "no .safetensors or .npy files given",
+        ));
+    }
+    let mut groups = Vec::new();
+    for f in &files {
+        let name = f
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("file")
+            .to_owned();
+        groups.extend(
+            groups_of(&name, "user", f)
+                .map_err(|e| Fail::new(Code::InvalidInput, format!("{}: {e:#}", f.display())))?,
+        );
+    }
+    if groups.is_empty() {
+        return Err(Fail::new(
+            Code::InvalidInput,
+            "no tensors of a dtype the codecs take (F32, F16, BF16, 8-bit)",
+        ));
+    }
+    let codecs = registry::filtered(&a.codecs);
+    let settings = if a.quick {
+        Settings::quick()
+    } else {
+        Settings::full()
+    };
+    let device = format!("cpu: {}", planepack_harness::machine_name());
+    let bar = indicatif::ProgressBar::new((groups.len() * codecs.len()) as u64);
+    let mut records = Vec::new();
+    for g in &groups {
+        for c in &codecs {
+            bar.set_message(format!("{} {} {}", g.dataset, g.dtype, c.name()));
+            let rec = measure::measure_group(c.as_ref(), g, settings, &device).map_err(|e| {
+                Fail::new(Code::Internal, format!("{} {}: {e:#}", g.dataset, c.name()))
+            })?;
+            records.push(rec);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    if a.json {
+        let s = serde_json::to_string_pretty(&records)
+            .map_err(|e| Fail::new(Code::Internal, e.to_string()))?;
+        return print_out(&(s + "\n"));
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{device}; single-core medians; decode/memcpy measured interleaved in the same run"
+    );
+    let _ = writeln!(
+        s,
+        "{:24} {:5} {:18} {:>8} {:>10} {:>10} {:>10}",
+        "file", "dtype", "codec", "ratio", "enc GB/s", "dec GB/s", "dec/memcpy"
+    );
+    for r in &records {
+        let _ = writeln!(
+            s,
+            "{:24} {:5} {:18} {:>8.3} {:>10.2} {:>10.2} {:>10.3}",
+            r.dataset,
+            r.dtype,
+            r.codec,
+            r.ratio,
+            r.encode_gbps,
+            r.decode_gbps,
+            r.decode_gbps / r.memcpy_gbps
+        );
+    }
+    print_out(&s)
+}

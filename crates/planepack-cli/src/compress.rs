@@ -1,0 +1,330 @@
+//! `planepack compress` and `planepack decompress`.
+
+use crate::fail::{Code, Fail};
+use crate::output::{check_free, persist, temp_beside};
+use crate::{files_under, npy_name, print_out};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use planepack_container::{
+    compress as write_container, CodecId, CompressOptions, Container, Policy, TensorReport,
+};
+use std::collections::BTreeMap;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct CompressArgs {
+    /// A .safetensors or .npy file, or a folder (searched recursively).
+    pub input: PathBuf,
+    /// Output file (default INPUT.ppk); for a folder input, the output folder (default INPUT.ppk).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Codec for every tensor, or `auto` to choose per tensor.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "bitplane", "ibp", "zstd", "lz4", "zvc", "raw"])]
+    pub codec: String,
+    /// With `auto`: choose by modelled transfer time over a link of this many GB/s (equation 2
+    /// of PlaneZip, with each codec's decode speed measured on the tensor). Without it, `auto`
+    /// chooses the best ratio.
+    #[arg(long, value_name = "GBPS")]
+    pub link: Option<f64>,
+    /// With `--link`: the decoder's throughput in GB/s for the model (a GPU decoder, a
+    /// compression engine) instead of each codec's single-core CPU decode speed measured on
+    /// the tensor.
+    #[arg(long, value_name = "GBPS", requires = "link")]
+    pub engine: Option<f64>,
+    /// Replace existing outputs.
+    #[arg(long)]
+    pub force: bool,
+    /// Print a JSON report on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Args)]
+pub struct DecompressArgs {
+    /// A .ppk container, or a folder of them (searched recursively).
+    pub input: PathBuf,
+    /// Output file (default: INPUT without .ppk); for a folder input, the output folder.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Replace existing outputs.
+    #[arg(long)]
+    pub force: bool,
+    /// No progress bar.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Input/output pairs: one file, or every matching file under a folder mapped to the same
+/// relative path under the output folder.
+fn plan(
+    input: &Path,
+    output: Option<&Path>,
+    keep: impl Fn(&Path) -> bool,
+    rename: impl Fn(&Path) -> Option<PathBuf>,
+    what: &str,
+) -> Result<Vec<(PathBuf, PathBuf)>, Fail> {
+    if !input.exists() {
+        return Err(Fail::new(
+            Code::Io,
+            format!("{}: no such file or folder", input.display()),
+        ));
+    }
+    if !input.is_dir() {
+        let out = match output {
+            Some(o) => o.to_owned(),
+            None => rename(input).ok_or_else(|| {
+                Fail::new(
+                    Code::Usage,
+                    format!("{}: name the output with -o", input.display()),
+                )
+            })?,
+        };
+        return Ok(vec![(input.to_owned(), out)]);
+    }
+    let root = match output {
+        Some(o) => o.to_owned(),
+        None => rename(input).ok_or_else(|| {
+            Fail::new(
+                Code::Usage,
+                format!("{}: name the output folder with -o", input.display()),
+            )
+        })?,
+    };
+    let files = files_under(input, keep)?;
+    if files.is_empty() {
+        return Err(Fail::new(
+            Code::InvalidInput,
+            format!("{}: no {what} files in this folder", input.display()),
+        ));
+    }
+    files
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(input).unwrap_or(&f).to_owned();
+            let out = rename(&rel).map(|r| root.join(r));
+            out.map(|o| (f, o))
+                .ok_or_else(|| Fail::new(Code::Internal, "output name"))
+        })
+        .collect()
+}
+
+fn bar(total: u64, quiet: bool) -> ProgressBar {
+    let b = ProgressBar::new(total);
+    if quiet {
+        b.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    b.set_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+        )
+        .unwrap()
+        .progress_chars("=> "),
+    );
+    b
+}
+
+fn total_size(pairs: &[(PathBuf, PathBuf)]) -> u64 {
+    pairs
+        .iter()
+        .map(|(i, _)| std::fs::metadata(i).map(|m| m.len()).unwrap_or(0))
+        .sum()
+}
+
+fn ensure_parent(out: &Path, create: bool) -> Result<(), Fail> {
+    if let Some(p) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if create {
+            std::fs::create_dir_all(p).map_err(|e| Fail::io(p, e))?;
+        } else if !p.is_dir() {
+            return Err(Fail::new(
+                Code::Io,
+                format!(
+                    "{}: cannot write: folder {} does not exist",
+                    out.display(),
+                    p.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[derive(serde::Serialize)]
+struct FileReport {
+    input: PathBuf,
+    output: PathBuf,
+    original_bytes: u64,
+    container_bytes: u64,
+    ratio: f64,
+    tensors: Vec<TensorReport>,
+}
+
+pub fn compress(a: CompressArgs) -> Result<(), Fail> {
+    let positive = |g: Option<f64>| g.is_none_or(|g| g.is_finite() && g > 0.0);
+    if !positive(a.link) || !positive(a.engine) {
+        return Err(Fail::new(
+            Code::Usage,
+            "--link and --engine take a positive number of GB/s",
+        ));
+    }
+    let policy = match (a.codec.as_str(), a.link) {
+        ("auto", Some(gbps)) => Policy::Link {
+            gbps,
+            engine_gbps: a.engine,
+        },
+        ("auto", None) => Policy::BestRatio,
+        (_, Some(_)) => {
+            return Err(Fail::new(
+                Code::Usage,
+                "--link applies to --codec auto only",
+            ))
+        }
+        (name, None) => Policy::Fixed(
+            CodecId::from_name(name)
+                .ok_or_else(|| Fail::new(Code::Usage, format!("unknown codec {name}")))?,
+        ),
+    };
+    let is_tensor_file = |p: &Path| {
+        matches!(
+            p.extension().and_then(|e| e.to_str()),
+            Some("safetensors" | "npy")
+        )
+    };
+    let add_ppk = |p: &Path| {
+        let mut s = p.as_os_str().to_owned();
+        s.push(".ppk");
+        Some(PathBuf::from(s))
+    };
+    let pairs = plan(
+        &a.input,
+        a.output.as_deref(),
+        is_tensor_file,
+        add_ppk,
+        ".safetensors or .npy",
+    )?;
+    check_free(
+        &pairs.iter().map(|p| p.1.clone()).collect::<Vec<_>>(),
+        a.force,
+    )?;
+    let folder = a.input.is_dir();
+    let progress = bar(total_size(&pairs), a.quiet);
+    let mut reports = Vec::new();
+    for (input, out) in &pairs {
+        progress.set_message(input.display().to_string());
+        let file = std::fs::File::open(input).map_err(|e| Fail::io(input, e))?;
+        ensure_parent(out, folder)?;
+        let tmp = temp_beside(out)?;
+        let opts = CompressOptions {
+            policy,
+            npy_name: npy_name(input),
+        };
+        let tensors = {
+            let mut w = BufWriter::with_capacity(1 << 20, tmp.as_file());
+            write_container(&file, &mut w, &opts, |n| progress.inc(n))
+                .map_err(|e| Fail::at(input, e))?
+        };
+        tmp.as_file().sync_all().map_err(|e| Fail::io(out, e))?;
+        // Re-read what was written: the metadata must parse before the file gets its name.
+        let written = Container::open(tmp.path(), &opts.npy_name).map_err(|e| {
+            Fail::new(
+                Code::Internal,
+                format!("{}: written container does not parse: {e}", out.display()),
+            )
+        })?;
+        let container_bytes = written.file_len();
+        let original_bytes = written.header.original_len;
+        drop(written);
+        persist(tmp, out, a.force)?;
+        reports.push(FileReport {
+            input: input.clone(),
+            output: out.clone(),
+            original_bytes,
+            container_bytes,
+            ratio: original_bytes as f64 / container_bytes.max(1) as f64,
+            tensors,
+        });
+    }
+    progress.finish_and_clear();
+    let mut text = String::new();
+    if a.json {
+        text = serde_json::to_string_pretty(&reports)
+            .map_err(|e| Fail::new(Code::Internal, e.to_string()))?
+            + "\n";
+    } else {
+        for r in &reports {
+            let mut by_codec: BTreeMap<&str, usize> = BTreeMap::new();
+            for t in &r.tensors {
+                *by_codec.entry(t.codec.name()).or_default() += 1;
+            }
+            let codecs: Vec<String> = by_codec.iter().map(|(c, n)| format!("{c} x{n}")).collect();
+            text += &format!(
+                "{} -> {}: {} -> {} bytes, ratio {:.3} ({} tensors: {})\n",
+                r.input.display(),
+                r.output.display(),
+                r.original_bytes,
+                r.container_bytes,
+                r.ratio,
+                r.tensors.len(),
+                codecs.join(", ")
+            );
+        }
+    }
+    print_out(&text)
+}
+
+pub fn decompress(a: DecompressArgs) -> Result<(), Fail> {
+    let is_container = |p: &Path| p.extension().and_then(|e| e.to_str()) == Some("ppk");
+    let strip_ppk = |p: &Path| {
+        let s = p.to_str()?;
+        s.strip_suffix(".ppk")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    };
+    let pairs = plan(
+        &a.input,
+        a.output.as_deref(),
+        is_container,
+        strip_ppk,
+        ".ppk",
+    )?;
+    check_free(
+        &pairs.iter().map(|p| p.1.clone()).collect::<Vec<_>>(),
+        a.force,
+    )?;
+    let folder = a.input.is_dir();
+    let progress = bar(0, a.quiet);
+    let mut containers = Vec::new();
+    // Open every container first: a corrupt one fails before anything is written.
+    for (input, out) in &pairs {
+        let c = Container::open(input, &npy_name(input)).map_err(|e| Fail::at(input, e))?;
+        progress.inc_length(c.header.original_len);
+        containers.push((input, out, c));
+    }
+    for (input, out, c) in &containers {
+        progress.set_message(input.display().to_string());
+        ensure_parent(out, folder)?;
+        let tmp = temp_beside(out)?;
+        {
+            let mut w = BufWriter::with_capacity(1 << 20, tmp.as_file());
+            c.decompress_to(&mut w, |n| progress.inc(n))
+                .map_err(|e| Fail::at(input, e))?;
+        }
+        progress.inc(c.header.preamble_len);
+        tmp.as_file().sync_all().map_err(|e| Fail::io(out, e))?;
+        persist(tmp, out, a.force)?;
+    }
+    progress.finish_and_clear();
+    let mut text = String::new();
+    for (input, out, c) in &containers {
+        text += &format!(
+            "{} -> {}: {} bytes\n",
+            input.display(),
+            out.display(),
+            c.header.original_len
+        );
+    }
+    print_out(&text)
+}

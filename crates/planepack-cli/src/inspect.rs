@@ -1,0 +1,241 @@
+//! `planepack inspect`: what is in a container, or what each codec would make of a plain file.
+
+use crate::fail::{Code, Fail};
+use crate::{npy_name, print_out};
+use clap::Args;
+use planepack_container::select::{choose, Candidate, Policy};
+use planepack_container::write::{read_source, ReadAt};
+use planepack_container::{CodecId, Container};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// A .ppk container, or a plain .safetensors / .npy file.
+    pub file: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// For a container: also decode every tensor and check both checksums.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    name: String,
+    dtype: String,
+    shape: Vec<usize>,
+    /// The codec used (container) or the one with the best ratio (plain file).
+    codec: CodecId,
+    raw_bytes: u64,
+    compressed_bytes: u64,
+    ratio: f64,
+    /// Plain files: every codec's outcome.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    candidates: Vec<Candidate>,
+}
+
+#[derive(serde::Serialize)]
+struct Report {
+    file: PathBuf,
+    kind: &'static str,
+    file_bytes: u64,
+    /// For a container: the original file's size; for a plain file: the container size with
+    /// the best codec per tensor.
+    other_file_bytes: u64,
+    raw_tensor_bytes: u64,
+    compressed_tensor_bytes: u64,
+    tensors: Vec<Row>,
+}
+
+fn ratio(raw: u64, comp: u64) -> f64 {
+    if comp == 0 {
+        1.0
+    } else {
+        raw as f64 / comp as f64
+    }
+}
+
+pub fn run(a: InspectArgs) -> Result<(), Fail> {
+    let path = &a.file;
+    let mut magic = [0u8; 4];
+    let file = std::fs::File::open(path).map_err(|e| Fail::io(path, e))?;
+    let len = ReadAt::size(&file).map_err(|e| Fail::at(path, e))?;
+    if len >= 4 {
+        ReadAt::read_exact_at(&file, 0, &mut magic).map_err(|e| Fail::at(path, e))?;
+    }
+    let report = if magic == planepack_container::format::MAGIC {
+        container(path, a.verify)?
+    } else {
+        plain(path, &file)?
+    };
+    if a.json {
+        let s = serde_json::to_string_pretty(&report)
+            .map_err(|e| Fail::new(Code::Internal, e.to_string()))?;
+        print_out(&(s + "\n"))
+    } else {
+        print_out(&table(&report))
+    }
+}
+
+fn container(path: &Path, verify: bool) -> Result<Report, Fail> {
+    let c = Container::open(path, &npy_name(path)).map_err(|e| Fail::at(path, e))?;
+    if verify {
+        c.verify().map_err(|e| Fail::at(path, e))?;
+    }
+    let tensors: Vec<Row> = c
+        .source
+        .tensors
+        .iter()
+        .zip(&c.entries)
+        .map(|(t, e)| Row {
+            name: t.name.clone(),
+            dtype: t.dtype.clone(),
+            shape: t.shape.clone(),
+            codec: e.codec,
+            raw_bytes: e.raw_len,
+            compressed_bytes: e.payload_len,
+            ratio: ratio(e.raw_len, e.payload_len),
+            candidates: vec![],
+        })
+        .collect();
+    Ok(Report {
+        file: path.to_owned(),
+        kind: "container",
+        file_bytes: c.file_len(),
+        other_file_bytes: c.header.original_len,
+        raw_tensor_bytes: tensors.iter().map(|t| t.raw_bytes).sum(),
+        compressed_tensor_bytes: tensors.iter().map(|t| t.compressed_bytes).sum(),
+        tensors,
+    })
+}
+
+fn plain(path: &Path, file: &std::fs::File) -> Result<Report, Fail> {
+    let (source, _) = read_source(file, &npy_name(path)).map_err(|e| Fail::at(path, e))?;
+    let mut rows = Vec::new();
+    let (mut data, mut scratch) = (Vec::new(), Vec::new());
+    for span in &source.tensors {
+        data.clear();
+        data.resize(span.len as usize, 0);
+        ReadAt::read_exact_at(file, span.offset, &mut data).map_err(|e| Fail::at(path, e))?;
+        let choice =
+            choose(Policy::BestRatio, span, &data, &mut scratch).map_err(|e| Fail::at(path, e))?;
+        rows.push(Row {
+            name: span.name.clone(),
+            dtype: span.dtype.clone(),
+            shape: span.shape.clone(),
+            codec: choice.codec,
+            raw_bytes: span.len,
+            compressed_bytes: choice.payload.len() as u64,
+            ratio: ratio(span.len, choice.payload.len() as u64),
+            candidates: choice.candidates,
+        });
+    }
+    let comp: u64 = rows.iter().map(|r| r.compressed_bytes).sum();
+    let meta = planepack_container::format::HEADER_LEN as u64
+        + source.preamble_len
+        + (rows.len() * (planepack_container::format::ENTRY_LEN)) as u64
+        + 8;
+    Ok(Report {
+        file: path.to_owned(),
+        kind: source_kind(&source),
+        file_bytes: source.file_len,
+        other_file_bytes: meta + comp,
+        raw_tensor_bytes: rows.iter().map(|r| r.raw_bytes).sum(),
+        compressed_tensor_bytes: comp,
+        tensors: rows,
+    })
+}
+
+fn source_kind(s: &planepack_container::Source) -> &'static str {
+    match s.kind {
+        planepack_container::SourceKind::Safetensors => "safetensors",
+        planepack_container::SourceKind::Npy => "npy",
+    }
+}
+
+fn table(r: &Report) -> String {
+    let mut s = String::new();
+    let plain = r.kind != "container";
+    let _ = writeln!(
+        s,
+        "{} ({}, {} bytes)",
+        r.file.display(),
+        r.kind,
+        r.file_bytes
+    );
+    let name_w = r
+        .tensors
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 48);
+    let mut head = format!(
+        "{:name_w$}  {:6}  {:18}  {:8}  {:>12}  {:>12}  {:>7}",
+        "name",
+        "dtype",
+        "shape",
+        if plain { "best" } else { "codec" },
+        "raw",
+        "compressed",
+        "ratio"
+    );
+    if plain {
+        for c in CodecId::ALL.iter().filter(|c| **c != CodecId::Raw) {
+            head += &format!("  {:>8}", c.name());
+        }
+    }
+    let _ = writeln!(s, "{head}");
+    for t in &r.tensors {
+        let shape = format!("{:?}", t.shape);
+        let mut line = format!(
+            "{:name_w$}  {:6}  {:18}  {:8}  {:>12}  {:>12}  {:>7.3}",
+            t.name,
+            t.dtype,
+            shape,
+            t.codec.name(),
+            t.raw_bytes,
+            t.compressed_bytes,
+            t.ratio
+        );
+        if plain {
+            for c in CodecId::ALL.iter().filter(|c| **c != CodecId::Raw) {
+                let cell = t
+                    .candidates
+                    .iter()
+                    .find(|x| x.codec == *c)
+                    .map(|x| format!("{:.3}", ratio(t.raw_bytes, x.payload_len)))
+                    .unwrap_or("-".into());
+                line += &format!("  {cell:>8}");
+            }
+        }
+        let _ = writeln!(s, "{line}");
+    }
+    let _ = writeln!(
+        s,
+        "total: {} tensors, {} raw bytes -> {} compressed (ratio {:.3})",
+        r.tensors.len(),
+        r.raw_tensor_bytes,
+        r.compressed_tensor_bytes,
+        ratio(r.raw_tensor_bytes, r.compressed_tensor_bytes)
+    );
+    if plain {
+        let _ =
+            writeln!(s,
+            "as a container with the best codec per tensor: {} bytes (ratio {:.3} over the file)",
+            r.other_file_bytes,
+            ratio(r.file_bytes, r.other_file_bytes)
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "original file {} bytes, container {} bytes (ratio {:.3})",
+            r.other_file_bytes,
+            r.file_bytes,
+            ratio(r.other_file_bytes, r.file_bytes)
+        );
+    }
+    s
+}

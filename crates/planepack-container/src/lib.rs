@@ -1,0 +1,67 @@
+//! planepack's file container (`.ppk`): a user's `.safetensors` or `.npy` file with every tensor
+//! compressed by the codec that suits it, and enough checksums that corruption is found before
+//! wrong data leaves the tool.
+//!
+//! Why a container of our own rather than compressing the whole file with one codec:
+//!
+//! * **Per-tensor codecs.** Embeddings, activations and masks want different codecs; `auto`
+//!   picks per tensor by ratio or by modelled transfer time on a link ([`select`]).
+//! * **Byte-for-byte round trip.** The original file's header is kept verbatim (JSON key order,
+//!   padding, `__metadata__` and all), so `decompress` gives back exactly the input file, not a
+//!   re-serialisation of its tensors.
+//! * **Random access.** A fixed-size entry per tensor (offsets, sizes, codec, two checksums)
+//!   lets a reader memory-map the file and decode one tensor without reading the others.
+//! * **Detected corruption.** The header, the original file header and the entry table are
+//!   covered by one xxh3-64 checksum; every tensor by an xxh3-64 of its compressed bytes
+//!   (checked before decoding) and of its raw bytes (checked after decoding). There are no
+//!   unchecked bytes: no padding, and the file must end exactly where the last payload ends.
+//!
+//! The byte layout is specified in `docs/format-container.md`.
+//!
+//! Modules: [`source`] parses the input files (which bytes are header, which are tensors),
+//! [`format`] is the on-disk header and entry table, [`codecs`] maps codec ids to codecs,
+//! [`select`] chooses a codec per tensor, [`write`] compresses a file, [`read`] opens,
+//! verifies and decompresses one.
+
+pub mod codecs;
+pub mod format;
+pub mod read;
+pub mod select;
+pub mod source;
+pub mod write;
+
+pub use codecs::CodecId;
+pub use format::{Entry, Header, SourceKind};
+pub use read::{Backing, Container};
+pub use select::{Choice, Policy};
+pub use source::{Source, TensorSpan};
+pub use write::{compress, CompressOptions, TensorReport};
+
+/// What can go wrong, by whose fault: the category decides the command's exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input file is not something we can compress (not safetensors or .npy, a header
+    /// that lies about offsets or dtypes, an unsupported dtype).
+    #[error("{0}")]
+    InvalidInput(String),
+    /// A compressed file that fails a structural check or a checksum.
+    #[error("{0}")]
+    Corrupt(String),
+    /// A codec refused to encode a tensor (for example LZ4's 4 GiB block limit).
+    #[error("tensor {tensor:?}: {codec}: {source}")]
+    Codec {
+        tensor: String,
+        codec: String,
+        source: planepack_core::Error,
+    },
+    /// Reading or writing failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// 64-bit checksum used everywhere in the container: xxh3-64 with seed 0.
+pub fn checksum(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
+}

@@ -1,0 +1,215 @@
+//! Choosing a codec per tensor.
+//!
+//! `auto` encodes the tensor with every codec, decodes each result (which both verifies it and
+//! times the decoder on this very tensor), and keeps:
+//!
+//! * without a link: the smallest payload (raw wins ties, then the order of [`CodecId::ALL`]);
+//! * with a link of γ GB/s: the smallest one-direction transfer time of PlaneZip's equation (2),
+//!   `min(m/γ, max(m/(c·γ), m/B))`, where `m` is the raw size, `c` the ratio and `B` the
+//!   measured single-core decode throughput of that codec on that tensor. Raw (`m/γ`) is
+//!   a candidate like any other, so compression is bypassed when it does not pay.
+//!
+//! B is measured on this machine's CPU unless the caller states an engine speed: a single CPU
+//! core decodes at about 1 GB/s, so on a PCIe link of 24 GB/s the measured B says compression
+//! never pays, which is the truth for a CPU decoder. With a GPU decoder or a hardware engine
+//! (PlaneZip assumes 64 GB/s), pass its speed. Small tensors are timed three times and the
+//! fastest run counts.
+
+use crate::codecs::{elem_for, CodecId};
+use crate::source::TensorSpan;
+use crate::{Error, Result};
+use planepack_core::ElemType;
+use std::time::Instant;
+
+/// How the writer picks a codec.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Policy {
+    /// The same codec for every tensor.
+    Fixed(CodecId),
+    /// Per tensor, the smallest payload.
+    BestRatio,
+    /// Per tensor, the fastest transfer over a link of `gbps` GB/s (10^9 bytes/s). The codec
+    /// throughput B is `engine_gbps` when given (a GPU decoder, PlaneZip's 64 GB/s engine),
+    /// else each codec's decode speed measured here on the tensor.
+    Link { gbps: f64, engine_gbps: Option<f64> },
+}
+
+/// One candidate's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Candidate {
+    pub codec: CodecId,
+    pub payload_len: u64,
+    /// Measured decode throughput on this tensor, GB/s of raw output.
+    pub decode_gbps: f64,
+    /// Modelled transfer seconds on the policy's link (0 without a link).
+    pub transfer_seconds: f64,
+}
+
+/// The chosen codec and its payload.
+#[derive(Debug)]
+pub struct Choice {
+    pub codec: CodecId,
+    pub elem: ElemType,
+    pub payload: Vec<u8>,
+    /// Every codec tried (one for a fixed policy).
+    pub candidates: Vec<Candidate>,
+}
+
+/// Encode `data` (the bytes of `span`) with `codec`, appending to `out`.
+pub fn encode(
+    codec: CodecId,
+    span: &TensorSpan,
+    data: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<ElemType> {
+    let elem = elem_for(&span.dtype, span.dtype_bits);
+    match codec.codec() {
+        None => out.extend_from_slice(data),
+        Some(c) => {
+            let shape = row_shape(span, elem);
+            c.encode_shaped(data, elem, &shape, out)
+                .map_err(|source| Error::Codec {
+                    tensor: span.name.clone(),
+                    codec: codec.name().into(),
+                    source,
+                })?
+        }
+    }
+    Ok(elem)
+}
+
+/// The shape in codec elements: rows are the tensor's last dimension, as bytes over the
+/// element width (a 64-bit dtype's row is twice as many 32-bit words).
+fn row_shape(span: &TensorSpan, elem: ElemType) -> Vec<usize> {
+    let row_bits = span.shape.last().copied().unwrap_or(1) * span.dtype_bits;
+    let e = elem.bits() as usize;
+    if span.shape.len() < 2 || row_bits == 0 || !row_bits.is_multiple_of(e) {
+        return vec![span.len as usize / elem.size()];
+    }
+    let row = row_bits / e;
+    vec![span.len as usize / elem.size() / row, row]
+}
+
+/// Decode `payload` into `out` (which has the raw length).
+pub fn decode(codec: CodecId, payload: &[u8], out: &mut [u8]) -> Result<()> {
+    match codec.codec() {
+        None => {
+            if payload.len() != out.len() {
+                return Err(Error::Corrupt("stored payload has the wrong length".into()));
+            }
+            out.copy_from_slice(payload);
+            Ok(())
+        }
+        Some(c) => c
+            .decode(payload, out)
+            .map_err(|e| Error::Corrupt(format!("{}: {e}", codec.name()))),
+    }
+}
+
+/// Pick a codec for one tensor and return its verified payload. `scratch` is reused for the
+/// verifying decodes.
+pub fn choose(
+    policy: Policy,
+    span: &TensorSpan,
+    data: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Result<Choice> {
+    let candidates: Vec<CodecId> = match policy {
+        Policy::Fixed(c) => vec![c],
+        _ => CodecId::ALL.to_vec(),
+    };
+    let m = data.len() as f64;
+    let mut best: Option<(f64, Choice)> = None;
+    let mut tried = Vec::new();
+    let mut payload = Vec::new();
+    for codec in candidates {
+        payload.clear();
+        let elem = match encode(codec, span, data, &mut payload) {
+            Ok(e) => e,
+            // In auto mode a codec that cannot take this tensor is just not a candidate.
+            Err(e) if !matches!(policy, Policy::Fixed(_)) => {
+                let _ = e;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let seconds = verify_and_time(codec, span, data, &payload, scratch)?;
+        let decode_gbps = if seconds > 0.0 {
+            m / seconds / 1e9
+        } else {
+            f64::INFINITY
+        };
+        let ratio = if payload.is_empty() {
+            1.0
+        } else {
+            m / payload.len() as f64
+        };
+        let transfer_seconds = match policy {
+            Policy::Link { gbps, .. } if codec == CodecId::Raw => m / (gbps * 1e9),
+            Policy::Link { gbps, engine_gbps } => {
+                let codec_seconds = engine_gbps.map_or(seconds, |b| m / (b * 1e9));
+                (m / (ratio * gbps * 1e9)).max(codec_seconds)
+            }
+            _ => 0.0,
+        };
+        tried.push(Candidate {
+            codec,
+            payload_len: payload.len() as u64,
+            decode_gbps,
+            transfer_seconds,
+        });
+        let score = match policy {
+            Policy::Link { .. } => transfer_seconds,
+            _ => payload.len() as f64,
+        };
+        if best.as_ref().is_none_or(|(s, _)| score < *s) {
+            let old = best.take().map(|(_, c)| c.payload).unwrap_or_default();
+            best = Some((
+                score,
+                Choice {
+                    codec,
+                    elem,
+                    payload: std::mem::replace(&mut payload, old),
+                    candidates: Vec::new(),
+                },
+            ));
+        }
+    }
+    let (_, mut choice) = best.ok_or_else(|| Error::Codec {
+        tensor: span.name.clone(),
+        codec: "auto".into(),
+        source: planepack_core::Error::Unsupported("no codec could encode this tensor".into()),
+    })?;
+    choice.candidates = tried;
+    Ok(choice)
+}
+
+/// Decode `payload` and compare with `data` (a codec bug must never reach a file); returns
+/// the decode time in seconds (fastest of three for tensors under 4 MiB).
+fn verify_and_time(
+    codec: CodecId,
+    span: &TensorSpan,
+    data: &[u8],
+    payload: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Result<f64> {
+    scratch.clear();
+    scratch.resize(data.len(), 0);
+    let runs = if data.len() < 4 << 20 { 3 } else { 1 };
+    let mut fastest = f64::INFINITY;
+    for _ in 0..runs {
+        let t = Instant::now();
+        decode(codec, payload, scratch)?;
+        fastest = fastest.min(t.elapsed().as_secs_f64());
+    }
+    if scratch[..] != data[..] {
+        return Err(Error::Codec {
+            tensor: span.name.clone(),
+            codec: codec.name().into(),
+            source: planepack_core::Error::Unsupported(
+                "decoding the fresh payload did not give the input back (codec bug)".into(),
+            ),
+        });
+    }
+    Ok(fastest)
+}
