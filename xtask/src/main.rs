@@ -5,11 +5,15 @@
 //!   ibp-study.md, SVG plots).
 //! * `tables`: redraw the tables and plots from an existing `results.json`.
 //! * `criterion`: run the criterion benchmarks, write their medians to `bench-results/criterion.md`.
+//! * `trace`: keep/swap/drop planning on training-step traces -> bench-results/trace/.
+//! * `cli-memory`: peak resident memory of the `planepack` command on a 2 GiB file.
 //! * `datasets`: list the datasets of `datasets/manifest.toml`, verify every file (size,
 //!   SHA-256, tensors, dtypes) and print the statistics table of `datasets/README.md`.
 
 mod bench;
+mod climem;
 mod criterion;
+mod trace;
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
@@ -38,6 +42,23 @@ enum Command {
         #[arg(long)]
         no_run: bool,
     },
+    /// Peak resident memory of `planepack compress` / `decompress` on a large file
+    /// (bench-results/cli-memory.md and the README).
+    CliMemory {
+        /// Size of the test file in MiB.
+        #[arg(long, default_value_t = 2048)]
+        mib: usize,
+        /// Codecs to run (comma separated).
+        #[arg(long, value_delimiter = ',', default_value = "bitplane,zstd,auto")]
+        codecs: Vec<String>,
+    },
+    /// Keep/swap/drop planning and simulation on the training-step traces
+    /// (bench-results/trace/).
+    Trace {
+        /// Only this platform preset (A100-40GB, H100-SXM, H200-SXM).
+        #[arg(long)]
+        platform: Option<String>,
+    },
     /// List and verify the datasets against datasets/manifest.toml.
     Datasets {
         /// Also compute the per-dataset statistics and write them into datasets/README.md.
@@ -52,6 +73,15 @@ fn main() -> Result<()> {
         Command::Tables { dir } => bench::tables(dir),
         Command::Criterion { no_run } => criterion::run(no_run),
         Command::Datasets { stats } => datasets(stats),
+        Command::Trace { platform } => trace::run(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+            platform,
+        ),
+        Command::CliMemory { mib, codecs } => climem::run(
+            mib,
+            &codecs,
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+        ),
     }
 }
 

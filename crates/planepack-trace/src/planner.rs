@@ -1,0 +1,182 @@
+//! A greedy keep/swap/drop planner under an activation-memory budget.
+//!
+//! Start with every activation kept. While the simulated peak is over the budget, look at the
+//! op window with the most memory, take the largest activations resident there (not already
+//! dropped), and try each move: keep → swap, keep → drop, swap → drop. Every move is simulated
+//! in full; the winner is the one that costs the least step time per byte of excess removed
+//! (excess = bytes over budget summed over op windows), so free swaps (hidden behind compute)
+//! go first, then cheap recomputations, then swaps that stall. Compression enters through the
+//! transfer times: cheaper transfers make more swaps free, and the planner picks them.
+//!
+//! Prefetches are scheduled as late as possible on the ideal timeline: going through the
+//! swapped tensors from the last deadline back, each H2D must end before its first backward
+//! use and before the next transfer in the queue starts; it is issued at the last op that
+//! starts before that latest start (never before its last forward use ends).
+
+use crate::sim::{simulate, Decision, Outcome, Plan, Setup};
+
+/// How many of the largest resident activations to try per step.
+pub const CANDIDATES: usize = 8;
+
+/// A plan and how it did.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub plan: Plan,
+    pub outcome: Outcome,
+    /// False when no move could bring the peak under the budget (the plan is the best found).
+    pub feasible: bool,
+    pub iterations: usize,
+}
+
+/// Latest-possible prefetch ops for the swapped activations of `decisions`.
+pub fn schedule_prefetch(setup: &Setup, decisions: &[Decision]) -> Vec<usize> {
+    let t = setup.trace;
+    let mut ideal_start = Vec::with_capacity(t.ops.len());
+    let mut now = 0.0;
+    for &d in &setup.op_seconds {
+        ideal_start.push(now);
+        now += d;
+    }
+    let mut prefetch = vec![0usize; t.activations.len()];
+    let mut swapped: Vec<usize> = (0..decisions.len())
+        .filter(|&i| decisions[i] == Decision::Swap)
+        .collect();
+    swapped.sort_by_key(|&i| std::cmp::Reverse((t.activations[i].first_backward_use, i)));
+    let mut next_start = f64::INFINITY;
+    for i in swapped {
+        let a = &t.activations[i];
+        let latest_end = ideal_start[a.first_backward_use].min(next_start);
+        let latest_start = latest_end - setup.h2d_seconds[i];
+        next_start = latest_start;
+        // Last op starting at or before latest_start.
+        let k = ideal_start
+            .partition_point(|&s| s <= latest_start)
+            .saturating_sub(1);
+        prefetch[i] = k.clamp(a.last_forward_use + 1, a.first_backward_use);
+    }
+    prefetch
+}
+
+fn plan_of(setup: &Setup, decisions: Vec<Decision>) -> Plan {
+    let prefetch_at = schedule_prefetch(setup, &decisions);
+    Plan {
+        decisions,
+        prefetch_at,
+    }
+}
+
+/// Plan under `budget` bytes of activation memory.
+pub fn plan(setup: &Setup, budget: u64) -> Planned {
+    let n = setup.trace.activations.len();
+    let mut current = plan_of(setup, vec![Decision::Keep; n]);
+    let mut out = simulate(setup, &current);
+    let mut iterations = 0;
+    loop {
+        if out.peak_bytes <= budget {
+            return Planned {
+                plan: current,
+                outcome: out,
+                feasible: true,
+                iterations,
+            };
+        }
+        iterations += 1;
+        let excess = out.excess(budget);
+        let worst = (0..out.memory_per_op.len())
+            .max_by_key(|&k| out.memory_per_op[k])
+            .unwrap_or(0);
+        let mut resident: Vec<usize> = (0..n)
+            .filter(|&i| current.decisions[i] != Decision::Drop && out.resident_during(i, worst))
+            .collect();
+        resident.sort_by_key(|&i| std::cmp::Reverse(setup.trace.activations[i].bytes));
+        resident.truncate(CANDIDATES);
+        let mut best: Option<(f64, u128, Plan, Outcome)> = None;
+        for i in resident {
+            let moves: &[Decision] = match current.decisions[i] {
+                Decision::Keep => &[Decision::Swap, Decision::Drop],
+                Decision::Swap => &[Decision::Drop],
+                Decision::Drop => &[],
+            };
+            for &m in moves {
+                let mut d = current.decisions.clone();
+                d[i] = m;
+                let p = plan_of(setup, d);
+                let o = simulate(setup, &p);
+                let e = o.excess(budget);
+                if e >= excess {
+                    continue;
+                }
+                let removed = excess - e;
+                let cost = (o.step_seconds - out.step_seconds).max(0.0) / removed as f64;
+                let better = match &best {
+                    None => true,
+                    Some((c, r, _, _)) => cost < *c || (cost == *c && removed > *r),
+                };
+                if better {
+                    best = Some((cost, removed, p, o));
+                }
+            }
+        }
+        match best {
+            Some((_, _, p, o)) => {
+                current = p;
+                out = o;
+            }
+            None => {
+                return Planned {
+                    plan: current,
+                    outcome: out,
+                    feasible: false,
+                    iterations,
+                }
+            }
+        }
+    }
+}
+
+/// [`plan`], then also every plan in `others` re-simulated on `setup` (for example the plan
+/// made without compression): the best that meets the budget wins. Greedy choices are not
+/// optimal, and a planner that knows the compressed costs should never do worse than the
+/// uncompressed plan with compressed transfers.
+pub fn plan_best(setup: &Setup, budget: u64, others: &[&Plan]) -> Planned {
+    let mut best = plan(setup, budget);
+    for p in others {
+        let o = simulate(setup, p);
+        let fits = o.peak_bytes <= budget;
+        if (fits && !best.feasible)
+            || (fits == best.feasible && o.step_seconds < best.outcome.step_seconds)
+        {
+            best = Planned {
+                plan: (*p).clone(),
+                outcome: o,
+                feasible: fits,
+                iterations: best.iterations,
+            };
+        }
+    }
+    best
+}
+
+/// The least activation memory any keep/swap/drop plan can have: during each op, the tensors
+/// it produces or reads in the forward pass and those it needs in the backward pass must be
+/// resident. A budget below this is infeasible for every planner.
+pub fn memory_lower_bound(t: &crate::Trace) -> u64 {
+    let n = t.ops.len();
+    let mut diff = vec![0i128; n + 1];
+    for a in &t.activations {
+        for (s, e) in [
+            (a.producer, a.last_forward_use),
+            (a.first_backward_use, a.last_backward_use),
+        ] {
+            diff[s] += a.bytes as i128;
+            diff[e + 1] -= a.bytes as i128;
+        }
+    }
+    let mut cur = 0i128;
+    let mut max = 0i128;
+    for d in diff.iter().take(n) {
+        cur += d;
+        max = max.max(cur);
+    }
+    max as u64
+}

@@ -1,0 +1,242 @@
+//! A discrete-event simulator of one training step under a keep/swap/drop plan.
+//!
+//! Resources: the compute stream (ops in trace order, recomputations inserted before the
+//! backward op that needs a dropped tensor), the device-to-host link and the host-to-device
+//! link, each a FIFO server whose service time per tensor is equation (2) ([`crate::cost`]);
+//! the codec engine is inside that cost, one per direction. Events follow from the order:
+//!
+//! * a swapped tensor joins the D2H queue when its producer ends; its memory is freed when the
+//!   transfer ends or its last forward use ends, whichever is later;
+//! * its H2D transfer is issued when compute reaches the plan's prefetch op, and starts when
+//!   the link is free and the D2H copy is complete; memory is taken from the start;
+//! * a backward op waits for every swapped tensor it needs (the wait is a *stall*) and first
+//!   recomputes every dropped one (its producer's time, on the compute stream);
+//! * every tensor occupies memory from the start of its producer to the end of its last
+//!   backward use, except while swapped out or dropped.
+//!
+//! Memory is accounted per op window (from the end of the previous op to the end of this one,
+//! stalls and recomputation included); a tensor resident at any moment of a window counts for
+//! the whole window, which is the conservative reading of a budget.
+
+use crate::trace::{Phase, Trace};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Keep,
+    Swap,
+    Drop,
+}
+
+/// Decisions per activation and, for swapped ones, the op at whose start the prefetch is issued.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub decisions: Vec<Decision>,
+    pub prefetch_at: Vec<usize>,
+}
+
+/// A trace with its op times and per-activation transfer times (each direction).
+#[derive(Debug, Clone)]
+pub struct Setup<'a> {
+    pub trace: &'a Trace,
+    pub op_seconds: Vec<f64>,
+    pub d2h_seconds: Vec<f64>,
+    pub h2d_seconds: Vec<f64>,
+}
+
+impl<'a> Setup<'a> {
+    /// Op times from `platform`; transfers by equation (2) with `ratios` (1.0 = uncompressed).
+    pub fn new(trace: &'a Trace, platform: &crate::Platform, ratios: &[f64]) -> Setup<'a> {
+        let x: Vec<f64> = trace
+            .activations
+            .iter()
+            .zip(ratios)
+            .map(|(a, &c)| {
+                crate::cost::transfer_seconds(a.bytes, c, platform.pcie_gbps, platform.engine_gbps)
+            })
+            .collect();
+        Setup {
+            trace,
+            op_seconds: platform.op_times(trace),
+            d2h_seconds: x.clone(),
+            h2d_seconds: x,
+        }
+    }
+
+    pub fn ideal_seconds(&self) -> f64 {
+        self.op_seconds.iter().sum()
+    }
+}
+
+/// What one simulated step did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub step_seconds: f64,
+    /// All ops back to back with unlimited memory.
+    pub ideal_seconds: f64,
+    pub stall_seconds: f64,
+    pub recompute_seconds: f64,
+    /// (step - ideal) / ideal.
+    pub overhead: f64,
+    pub peak_bytes: u64,
+    #[serde(skip)]
+    pub memory_per_op: Vec<u64>,
+    /// Per activation: resident intervals (seconds).
+    #[serde(skip)]
+    pub resident: Vec<[(f64, f64); 2]>,
+    /// Per activation: H2D end (swapped) and start of its first backward use.
+    #[serde(skip)]
+    pub h2d_end: Vec<f64>,
+    #[serde(skip)]
+    pub first_use_start: Vec<f64>,
+    /// Op windows' end times.
+    #[serde(skip)]
+    pub op_end: Vec<f64>,
+    pub swapped_bytes: u64,
+    pub dropped_bytes: u64,
+}
+
+impl Outcome {
+    /// Sum over op windows of the bytes above `budget`.
+    pub fn excess(&self, budget: u64) -> u128 {
+        self.memory_per_op
+            .iter()
+            .map(|&m| m.saturating_sub(budget) as u128)
+            .sum()
+    }
+
+    /// Does activation `a`'s residency overlap op window `k`?
+    pub fn resident_during(&self, a: usize, k: usize) -> bool {
+        let lo = if k == 0 { 0.0 } else { self.op_end[k - 1] };
+        let hi = self.op_end[k];
+        self.resident[a]
+            .iter()
+            .any(|&(s, e)| e > s && s < hi && e > lo)
+    }
+}
+
+/// Simulate one step.
+pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
+    let t = setup.trace;
+    let (n, na) = (t.ops.len(), t.activations.len());
+    let mut produced_swaps: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut prefetches: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut needs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, a) in t.activations.iter().enumerate() {
+        match plan.decisions[i] {
+            Decision::Keep => {}
+            Decision::Swap => {
+                produced_swaps[a.producer].push(i);
+                // Never before the producer has run; never after the use.
+                let at = plan.prefetch_at[i].clamp(a.producer + 1, a.first_backward_use);
+                prefetches[at].push(i);
+                needs[a.first_backward_use].push(i);
+            }
+            Decision::Drop => needs[a.first_backward_use].push(i),
+        }
+    }
+    for p in &mut prefetches {
+        p.sort_by_key(|&i| (t.activations[i].first_backward_use, i));
+    }
+    let (mut d2h_end, mut h2d_start, mut h2d_end) = (vec![0.0; na], vec![0.0; na], vec![0.0; na]);
+    let mut recompute_start = vec![0.0; na];
+    let (mut start, mut end) = (vec![0.0; n], vec![0.0; n]);
+    let (mut now, mut d2h_free, mut h2d_free) = (0.0f64, 0.0f64, 0.0f64);
+    let (mut stall, mut recompute) = (0.0, 0.0);
+    for k in 0..n {
+        let mut s = now;
+        for &i in &prefetches[k] {
+            let st = s.max(h2d_free).max(d2h_end[i]);
+            h2d_start[i] = st;
+            h2d_end[i] = st + setup.h2d_seconds[i];
+            h2d_free = h2d_end[i];
+        }
+        if t.ops[k].phase == Phase::Backward {
+            for &i in &needs[k] {
+                if plan.decisions[i] == Decision::Swap && h2d_end[i] > s {
+                    stall += h2d_end[i] - s;
+                    s = h2d_end[i];
+                }
+            }
+            for &i in &needs[k] {
+                if plan.decisions[i] == Decision::Drop {
+                    recompute_start[i] = s;
+                    let r = setup.op_seconds[t.activations[i].producer];
+                    s += r;
+                    recompute += r;
+                }
+            }
+        }
+        start[k] = s;
+        end[k] = s + setup.op_seconds[k];
+        now = end[k];
+        for &i in &produced_swaps[k] {
+            let st = end[k].max(d2h_free);
+            d2h_end[i] = st + setup.d2h_seconds[i];
+            d2h_free = d2h_end[i];
+        }
+    }
+
+    let mut resident = Vec::with_capacity(na);
+    let mut first_use_start = Vec::with_capacity(na);
+    let (mut swapped_bytes, mut dropped_bytes) = (0, 0);
+    for (i, a) in t.activations.iter().enumerate() {
+        let born = start[a.producer];
+        let gone = end[a.last_backward_use];
+        first_use_start.push(start[a.first_backward_use]);
+        resident.push(match plan.decisions[i] {
+            Decision::Keep => [(born, gone), (0.0, 0.0)],
+            Decision::Swap => {
+                swapped_bytes += a.bytes;
+                [
+                    (born, d2h_end[i].max(end[a.last_forward_use])),
+                    (h2d_start[i], gone),
+                ]
+            }
+            Decision::Drop => {
+                dropped_bytes += a.bytes;
+                [(born, end[a.last_forward_use]), (recompute_start[i], gone)]
+            }
+        });
+    }
+    // Memory per op window via a difference array over window indices.
+    let mut diff = vec![0i128; n + 1];
+    for (i, a) in t.activations.iter().enumerate() {
+        for &(s, e) in &resident[i] {
+            if e <= s {
+                continue;
+            }
+            // First window whose end is after s; last window whose start is before e.
+            let k1 = end.partition_point(|&x| x <= s);
+            let k2 = end.partition_point(|&x| x < e).min(n - 1);
+            if k1 <= k2 {
+                diff[k1] += a.bytes as i128;
+                diff[k2 + 1] -= a.bytes as i128;
+            }
+        }
+    }
+    let mut memory_per_op = Vec::with_capacity(n);
+    let mut cur = 0i128;
+    for d in diff.iter().take(n) {
+        cur += d;
+        memory_per_op.push(cur as u64);
+    }
+    let ideal = setup.ideal_seconds();
+    let step = now;
+    Outcome {
+        step_seconds: step,
+        ideal_seconds: ideal,
+        stall_seconds: stall,
+        recompute_seconds: recompute,
+        overhead: (step - ideal) / ideal,
+        peak_bytes: memory_per_op.iter().copied().max().unwrap_or(0),
+        memory_per_op,
+        resident,
+        h2d_end,
+        first_use_start,
+        op_end: end,
+        swapped_bytes,
+        dropped_bytes,
+    }
+}

@@ -1,0 +1,232 @@
+//! The simulator's and the planner's invariants, on the real model traces and on a trace small
+//! enough to check by hand.
+
+use planepack_trace::cost::transfer_seconds;
+use planepack_trace::planner::{memory_lower_bound, plan, plan_best};
+use planepack_trace::platform::A100_40GB;
+use planepack_trace::sim::{simulate, Decision, Plan, Setup};
+use planepack_trace::{Activation, Op, Phase, Trace};
+use std::path::Path;
+
+fn traces(dtype: &str) -> Vec<Trace> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/traces");
+    let mut v: Vec<Trace> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_str().unwrap().ends_with(&format!("-{dtype}.json")))
+        .map(|p| Trace::load(&p).unwrap())
+        .collect();
+    v.sort_by(|a, b| a.model.cmp(&b.model));
+    assert_eq!(v.len(), 5, "five model traces per dtype");
+    v
+}
+
+fn keep_all(t: &Trace) -> Plan {
+    Plan {
+        decisions: vec![Decision::Keep; t.activations.len()],
+        prefetch_at: vec![0; t.activations.len()],
+    }
+}
+
+/// A typical compression ratio for every activation.
+fn ratios(t: &Trace, c: f64) -> Vec<f64> {
+    vec![c; t.activations.len()]
+}
+
+#[test]
+fn memory_never_exceeds_the_budget_and_time_adds_up() {
+    for t in traces("bf16") {
+        for c in [1.0, 1.6] {
+            let setup = Setup::new(&t, &A100_40GB, &ratios(&t, c));
+            let peak = simulate(&setup, &keep_all(&t)).peak_bytes;
+            for f in [0.3, 0.5, 0.8] {
+                let budget = (peak as f64 * f) as u64;
+                let p = plan(&setup, budget);
+                if budget >= memory_lower_bound(&t) {
+                    assert!(p.feasible, "{} c={c} at {f}", t.model);
+                } else {
+                    assert!(
+                        !p.feasible,
+                        "{} c={c} at {f}: below the lower bound",
+                        t.model
+                    );
+                    continue;
+                }
+                assert!(p.outcome.peak_bytes <= budget, "{} c={c} at {f}", t.model);
+                // Step time = ideal + stalls + recomputation, nothing unaccounted.
+                let o = &p.outcome;
+                let sum = o.ideal_seconds + o.stall_seconds + o.recompute_seconds;
+                assert!((o.step_seconds - sum).abs() <= 1e-9 * sum, "{}", t.model);
+                // Every swapped tensor is back before its first backward use.
+                for (i, d) in p.plan.decisions.iter().enumerate() {
+                    if *d == Decision::Swap {
+                        assert!(o.first_use_start[i] >= o.h2d_end[i], "{} act {i}", t.model);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn unlimited_memory_means_no_overhead() {
+    for t in traces("fp32") {
+        let setup = Setup::new(&t, &A100_40GB, &ratios(&t, 1.5));
+        let p = plan(&setup, u64::MAX);
+        assert!(p.plan.decisions.iter().all(|d| *d == Decision::Keep));
+        assert_eq!(p.outcome.overhead, 0.0);
+        assert_eq!(p.outcome.step_seconds, setup.ideal_seconds());
+    }
+}
+
+#[test]
+fn ratio_one_is_no_compression() {
+    for t in traces("bf16") {
+        let none = Setup::new(&t, &A100_40GB, &ratios(&t, 1.0));
+        let peak = simulate(&none, &keep_all(&t)).peak_bytes;
+        let a = plan(&none, peak / 2);
+        // Ratios at or below 1 take the bypass: exactly the uncompressed costs.
+        let expanding = Setup::new(&t, &A100_40GB, &ratios(&t, 0.9));
+        assert_eq!(expanding.d2h_seconds, none.d2h_seconds);
+        let b = plan(&expanding, peak / 2);
+        assert_eq!(a.plan, b.plan);
+        assert_eq!(a.outcome.step_seconds, b.outcome.step_seconds);
+        // And a real ratio only helps the replanned step.
+        let comp = Setup::new(&t, &A100_40GB, &ratios(&t, 1.7));
+        let re = plan_best(&comp, peak / 2, &[&a.plan]);
+        assert!(re.feasible);
+        assert!(
+            re.outcome.step_seconds <= a.outcome.step_seconds * (1.0 + 1e-12),
+            "{}",
+            t.model
+        );
+    }
+}
+
+#[test]
+fn a_faster_link_never_makes_a_plan_slower() {
+    for t in traces("bf16") {
+        let base = Setup::new(&t, &A100_40GB.with_link(12.0), &ratios(&t, 1.0));
+        let peak = simulate(&base, &keep_all(&t)).peak_bytes;
+        let p = plan(&base, peak * 3 / 10).plan;
+        assert!(
+            p.decisions.contains(&Decision::Swap),
+            "{}: the test needs swaps",
+            t.model
+        );
+        let mut last = f64::INFINITY;
+        for link in [4.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0] {
+            for c in [1.0, 1.4, 2.0] {
+                let s = Setup::new(&t, &A100_40GB.with_link(link), &ratios(&t, c));
+                let step = simulate(&s, &p).step_seconds;
+                if c == 1.0 {
+                    assert!(step <= last * (1.0 + 1e-12), "{} at {link} GB/s", t.model);
+                    last = step;
+                }
+            }
+        }
+    }
+}
+
+/// Two forward ops, two backward ops, one 24 MB activation: times by hand.
+fn tiny() -> Trace {
+    let op = |id, phase| Op {
+        id,
+        name: "mm".into(),
+        phase,
+        flops: 0,
+        bytes: 0,
+        seconds: Some(1e-3),
+    };
+    Trace {
+        format: "planepack-trace/1".into(),
+        model: "tiny".into(),
+        description: String::new(),
+        dtype: "bf16".into(),
+        batch: 1,
+        ops: vec![
+            op(0, Phase::Forward),
+            op(1, Phase::Forward),
+            op(2, Phase::Backward),
+            op(3, Phase::Backward),
+        ],
+        activations: vec![Activation {
+            id: 0,
+            bytes: 24_000_000,
+            dtype: "bf16".into(),
+            producer: 0,
+            last_forward_use: 0,
+            first_backward_use: 3,
+            last_backward_use: 3,
+            saved_by: "mm".into(),
+        }],
+    }
+}
+
+#[test]
+fn hand_checked_swap_and_drop() {
+    let t = tiny();
+    t.validate().unwrap();
+    // 24 MB over 24 GB/s = 1 ms each way.
+    assert_eq!(transfer_seconds(24_000_000, 1.0, 24.0, 64.0), 1e-3);
+    assert_eq!(transfer_seconds(24_000_000, 2.0, 24.0, 64.0), 0.5e-3);
+    // Engine-bound: ratio 4 would give 0.25 ms on the link, the engine needs 0.375 ms.
+    assert_eq!(transfer_seconds(24_000_000, 4.0, 24.0, 64.0), 0.375e-3);
+    let setup = Setup::new(&t, &A100_40GB, &[1.0]);
+    // Swap, prefetch issued at op 2: D2H 1-2 ms, H2D 2-3 ms, op 3 starts at 3 ms: no stall.
+    let swap = simulate(
+        &setup,
+        &Plan {
+            decisions: vec![Decision::Swap],
+            prefetch_at: vec![2],
+        },
+    );
+    assert_eq!(swap.stall_seconds, 0.0);
+    assert_eq!(swap.step_seconds, 4e-3);
+    // Memory: op 0 and op 1 (the D2H ends with op 1), op 3; not op 2's window... except that
+    // the H2D runs during op 2.
+    assert_eq!(
+        swap.memory_per_op,
+        vec![24_000_000, 24_000_000, 24_000_000, 24_000_000]
+    );
+    // Prefetch issued only at op 3: a full 1 ms stall.
+    let late = simulate(
+        &setup,
+        &Plan {
+            decisions: vec![Decision::Swap],
+            prefetch_at: vec![3],
+        },
+    );
+    assert!((late.stall_seconds - 1e-3).abs() < 1e-15);
+    assert!((late.step_seconds - 5e-3).abs() < 1e-15);
+    // Drop: recompute op 0 (1 ms) before op 3; free during ops 1 and 2.
+    let drop = simulate(
+        &setup,
+        &Plan {
+            decisions: vec![Decision::Drop],
+            prefetch_at: vec![0],
+        },
+    );
+    assert_eq!(drop.recompute_seconds, 1e-3);
+    assert_eq!(drop.memory_per_op, vec![24_000_000, 0, 0, 24_000_000]);
+    // The planner, with room for nothing at ops 1-2, picks the free swap... which here is not
+    // free of memory (the transfers overlap ops 1 and 2), so it must drop.
+    let p = plan(&setup, 0);
+    assert!(!p.feasible, "a budget of 0 cannot hold op 0's output");
+    let p = plan(&setup, 23_999_999);
+    assert!(!p.feasible);
+}
+
+#[test]
+fn traces_with_broken_ordering_are_rejected() {
+    let mut t = tiny();
+    t.activations[0].first_backward_use = 1; // a forward op
+    assert!(t.validate().is_err());
+    let mut t = tiny();
+    t.ops[3].phase = Phase::Forward;
+    assert!(t.validate().is_err());
+    let mut t = tiny();
+    t.activations[0].last_backward_use = 9;
+    assert!(t.validate().is_err());
+}
