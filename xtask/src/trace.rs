@@ -181,7 +181,9 @@ pub fn run(root: &Path, platform_name: Option<String>) -> Result<()> {
     // The reproduction table goes into the README when every platform was run.
     if platform_name.is_none() {
         let start = md.find("## Reproduction").context("reproduction section")?;
-        let end = md[start + 3..].find("\n## ").map_or(md.len(), |i| start + 3 + i);
+        let end = md[start + 3..]
+            .find("\n## ")
+            .map_or(md.len(), |i| start + 3 + i);
         let section = md[start..end].replacen("## ", "### ", 1);
         let readme = root.join("README.md");
         let text = std::fs::read_to_string(&readme)?;

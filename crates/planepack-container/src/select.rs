@@ -127,10 +127,7 @@ pub fn choose(
         let elem = match encode(codec, span, data, &mut payload) {
             Ok(e) => e,
             // In auto mode a codec that cannot take this tensor is just not a candidate.
-            Err(e) if !matches!(policy, Policy::Fixed(_)) => {
-                let _ = e;
-                continue;
-            }
+            Err(_) if !matches!(policy, Policy::Fixed(_)) => continue,
             Err(e) => return Err(e),
         };
         let seconds = verify_and_time(codec, span, data, &payload, scratch)?;
