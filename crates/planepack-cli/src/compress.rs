@@ -59,8 +59,25 @@ pub struct DecompressArgs {
 }
 
 /// Input/output pairs: one file, or every matching file under a folder mapped to the same
-/// relative path under the output folder.
+/// relative path under the output folder. Existing outputs are refused here, before any work,
+/// unless `force`.
 fn plan(
+    input: &Path,
+    output: Option<&Path>,
+    keep: impl Fn(&Path) -> bool,
+    rename: impl Fn(&Path) -> Option<PathBuf>,
+    what: &str,
+    force: bool,
+) -> Result<Vec<(PathBuf, PathBuf)>, Fail> {
+    let pairs = pairs_of(input, output, keep, rename, what)?;
+    check_free(
+        &pairs.iter().map(|p| p.1.clone()).collect::<Vec<_>>(),
+        force,
+    )?;
+    Ok(pairs)
+}
+
+fn pairs_of(
     input: &Path,
     output: Option<&Path>,
     keep: impl Fn(&Path) -> bool,
@@ -204,9 +221,6 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
         is_tensor_file,
         add_ppk,
         ".safetensors or .npy",
-    )?;
-    check_free(
-        &pairs.iter().map(|p| p.1.clone()).collect::<Vec<_>>(),
         a.force,
     )?;
     let folder = a.input.is_dir();
@@ -289,9 +303,6 @@ pub fn decompress(a: DecompressArgs) -> Result<(), Fail> {
         is_container,
         strip_ppk,
         ".ppk",
-    )?;
-    check_free(
-        &pairs.iter().map(|p| p.1.clone()).collect::<Vec<_>>(),
         a.force,
     )?;
     let folder = a.input.is_dir();
