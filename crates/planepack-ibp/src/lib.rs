@@ -303,6 +303,114 @@ fn parse(input: &[u8]) -> Result<StreamHeader> {
     })
 }
 
+/// Everything of a stream before its rows, checked.
+struct StreamMeta {
+    header: StreamHeader,
+    mask: Mask,
+    bitmask: Vec<u32>,
+    rows_offset: usize,
+}
+
+fn read_meta(compressed: &[u8]) -> Result<StreamMeta> {
+    let h = parse(compressed)?;
+    let b = (h.width / 8) as usize;
+    let mut pos = HEADER;
+    let meta = take(compressed, pos, 2 * h.columns * b, "IBP mask and bitval")?;
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w[..b].copy_from_slice(&meta[i * b..i * b + b]);
+        u64::from_le_bytes(w)
+    };
+    let mask = Mask {
+        width: h.width,
+        mask: (0..h.columns).map(word).collect(),
+        bitval: (h.columns..2 * h.columns).map(word).collect(),
+    };
+    if mask.mask.iter().zip(&mask.bitval).any(|(m, v)| v & !m != 0) {
+        return Err(Error::corrupt("bitval has bits outside the mask"));
+    }
+    pos += meta.len();
+    let bm = take(compressed, pos, h.rows.div_ceil(32) * 4, "IBP row bitmask")?;
+    let bitmask: Vec<u32> = bm
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    if h.rows % 32 != 0 && bitmask.last().is_some_and(|w| w >> (h.rows % 32) != 0) {
+        return Err(Error::corrupt("row bitmask has bits set past the last row"));
+    }
+    pos += bm.len();
+    Ok(StreamMeta {
+        header: h,
+        mask,
+        bitmask,
+        rows_offset: pos,
+    })
+}
+
+/// Where everything of an `Ibp` stream is, for decoders that work on many rows at once (the
+/// GPU): the stream stores condensed rows without offsets, so they are found here by reading
+/// each row's participation bitmap (no decoding), with every structural check of the CPU
+/// decoder.
+#[derive(Debug, Clone)]
+pub struct StreamLayout {
+    /// Chunk width `W`.
+    pub width: u32,
+    /// Chunks per row `V`.
+    pub columns: usize,
+    pub rows: usize,
+    pub raw_len: usize,
+    pub mask: Mask,
+    /// Byte offset of the mask words (the bitval words follow).
+    pub mask_offset: usize,
+    /// Byte offset of the row bitmask (`ceil(N/32)` u32 words).
+    pub bitmask_offset: usize,
+    pub bitmask: Vec<u32>,
+    /// `rows + 1` byte offsets: row `i` is stored at `row_offsets[i] .. row_offsets[i + 1]`.
+    pub row_offsets: Vec<usize>,
+    /// Byte offset of the tail bytes (`raw_len - rows * V * B` of them, to the end).
+    pub tail_offset: usize,
+}
+
+/// Parse and check an `Ibp` stream's layout.
+pub fn stream_layout(compressed: &[u8]) -> Result<StreamLayout> {
+    let m = read_meta(compressed)?;
+    let cols = Columns::new(&m.mask);
+    // Every stored row takes at least one byte: a row count beyond the bytes left is a lie
+    // (checked before allocating for it).
+    if m.header.rows > compressed.len() - m.rows_offset {
+        return Err(Error::corrupt("more rows than bytes left in the stream"));
+    }
+    let mut row_offsets = Vec::with_capacity(m.header.rows + 1);
+    let mut pos = m.rows_offset;
+    row_offsets.push(pos);
+    for i in 0..m.header.rows {
+        let packed = m.bitmask[i / 32] >> (i % 32) & 1 == 1;
+        pos += row::stored_len(&compressed[pos..], packed, &cols)
+            .map_err(|e| Error::corrupt_at(format!("row {i}: {e}"), pos))?;
+        row_offsets.push(pos);
+    }
+    let tail = m.header.raw_len - m.header.rows * cols.row_bytes();
+    take(compressed, pos, tail, "IBP tail bytes")?;
+    if pos + tail != compressed.len() {
+        return Err(Error::TrailingBytes {
+            extra: compressed.len() - pos - tail,
+        });
+    }
+    let b = (m.header.width / 8) as usize;
+    Ok(StreamLayout {
+        width: m.header.width,
+        columns: m.header.columns,
+        rows: m.header.rows,
+        raw_len: m.header.raw_len,
+        mask: m.mask,
+        mask_offset: HEADER,
+        bitmask_offset: HEADER + 2 * m.header.columns * b,
+        bitmask: m.bitmask,
+        row_offsets,
+        tail_offset: pos,
+    })
+}
+
 impl Codec for Ibp {
     fn name(&self) -> String {
         match (self.width, self.threshold) {
@@ -345,34 +453,14 @@ impl Codec for Ibp {
     }
 
     fn decode(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
-        let h = parse(compressed)?;
+        let StreamMeta {
+            header: h,
+            mask,
+            bitmask,
+            rows_offset,
+        } = read_meta(compressed)?;
         check_output_len(h.raw_len, out)?;
-        let b = (h.width / 8) as usize;
-        let mut pos = HEADER;
-        let meta = take(compressed, pos, 2 * h.columns * b, "IBP mask and bitval")?;
-        let word = |i: usize| {
-            let mut w = [0u8; 8];
-            w[..b].copy_from_slice(&meta[i * b..i * b + b]);
-            u64::from_le_bytes(w)
-        };
-        let mask = Mask {
-            width: h.width,
-            mask: (0..h.columns).map(word).collect(),
-            bitval: (h.columns..2 * h.columns).map(word).collect(),
-        };
-        if mask.mask.iter().zip(&mask.bitval).any(|(m, v)| v & !m != 0) {
-            return Err(Error::corrupt("bitval has bits outside the mask"));
-        }
-        pos += meta.len();
-        let bm = take(compressed, pos, h.rows.div_ceil(32) * 4, "IBP row bitmask")?;
-        let bitmask: Vec<u32> = bm
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        if h.rows % 32 != 0 && bitmask.last().is_some_and(|w| w >> (h.rows % 32) != 0) {
-            return Err(Error::corrupt("row bitmask has bits set past the last row"));
-        }
-        pos += bm.len();
+        let mut pos = rows_offset;
         let cols = Columns::new(&mask);
         let rb = cols.row_bytes();
         let body = if h.rows == 0 {

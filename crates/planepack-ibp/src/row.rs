@@ -91,6 +91,40 @@ pub fn packed_size(row: &[u8], c: &Columns) -> usize {
     c.header_bytes() + align(bits.div_ceil(8), b)
 }
 
+/// Bytes a stored row occupies at the start of `src`, read from its participation bitmap alone
+/// (no decoding): what a parallel decoder needs to place every row of a condensed group. The
+/// checks are the structural ones of [`decode_row`]: zero bitmap padding, the row smaller than
+/// raw, and inside `src`.
+pub fn stored_len(src: &[u8], compressed: bool, c: &Columns) -> Result<usize, RowError> {
+    let raw = c.row_bytes();
+    let len = if compressed {
+        let h = c.header_bytes();
+        let bitmap = src
+            .get(..h)
+            .ok_or("row bitmap runs past the end of the data")?;
+        let mut bits = 0usize;
+        for j in 0..c.v() {
+            let takes_part = bitmap[j / 8] >> (j % 8) & 1 == 1;
+            bits += if takes_part { c.field_bits[j] } else { c.width } as usize;
+        }
+        let v = c.v();
+        if (v..h * 8).any(|j| bitmap[j / 8] >> (j % 8) & 1 == 1) {
+            return Err("row bitmap padding is not zero");
+        }
+        let len = h + align(bits.div_ceil(8), c.b());
+        if len >= raw {
+            return Err("packed row is not smaller than the raw row");
+        }
+        len
+    } else {
+        raw
+    };
+    if len > src.len() {
+        return Err("row runs past the end of the data");
+    }
+    Ok(len)
+}
+
 /// Size the row takes: `min(H + D, V*B)`.
 pub fn stored_size(row: &[u8], c: &Columns) -> usize {
     packed_size(row, c).min(c.row_bytes())

@@ -1,0 +1,146 @@
+//! The WGSL kernels, how they are assembled, and their validation and translation by naga.
+//!
+//! Each decoder is one kernel file plus one of two scan files (`shaders/scan_subgroup.wgsl`,
+//! `shaders/scan_workgroup.wgsl`) that provide the entry point and a workgroup prefix sum: the
+//! subgroup path for adapters with `Features::SUBGROUP`, the workgroup-memory path for the
+//! others. Both are validated here for every backend wgpu targets (SPIR-V for Vulkan, MSL for
+//! Metal, HLSL for DX12), so a shader one backend cannot take fails in our tests and in
+//! `cargo xtask shaders`, not on a user's machine. No `override` constants are used, so no
+//! pipeline-constant pass is needed before the writers.
+
+use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
+
+/// A decoder kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    BitPlane,
+    Ibp,
+    Copy,
+}
+
+/// How a kernel computes its prefix sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScanPath {
+    Subgroup,
+    Workgroup,
+}
+
+const BITPLANE: &str = include_str!("../../../shaders/bitplane.wgsl");
+const IBP: &str = include_str!("../../../shaders/ibp.wgsl");
+const COPY: &str = include_str!("../../../shaders/copy.wgsl");
+const SCAN_SUBGROUP: &str = include_str!("../../../shaders/scan_subgroup.wgsl");
+const SCAN_WORKGROUP: &str = include_str!("../../../shaders/scan_workgroup.wgsl");
+
+/// The WGSL source of a kernel on a path (the copy kernel has no scan).
+pub fn source(kernel: Kernel, path: ScanPath) -> String {
+    let body = match kernel {
+        Kernel::BitPlane => BITPLANE,
+        Kernel::Ibp => IBP,
+        Kernel::Copy => return COPY.to_owned(),
+    };
+    let scan = match path {
+        ScanPath::Subgroup => SCAN_SUBGROUP,
+        ScanPath::Workgroup => SCAN_WORKGROUP,
+    };
+    format!("{body}\n{scan}")
+}
+
+/// Every shader the crate builds: (name, source, needs subgroups).
+pub fn all() -> Vec<(String, String, bool)> {
+    let mut v = Vec::new();
+    for (k, name) in [(Kernel::BitPlane, "bitplane"), (Kernel::Ibp, "ibp")] {
+        v.push((
+            format!("{name}-subgroup"),
+            source(k, ScanPath::Subgroup),
+            true,
+        ));
+        v.push((
+            format!("{name}-workgroup"),
+            source(k, ScanPath::Workgroup),
+            false,
+        ));
+    }
+    v.push((
+        "copy".into(),
+        source(Kernel::Copy, ScanPath::Workgroup),
+        false,
+    ));
+    v
+}
+
+/// Parse and validate, with subgroup operations allowed only when `subgroups`.
+pub fn validate(src: &str, subgroups: bool) -> Result<(naga::Module, ModuleInfo), String> {
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
+    let caps = if subgroups {
+        Capabilities::SUBGROUP
+    } else {
+        Capabilities::empty()
+    };
+    let mut v = Validator::new(ValidationFlags::all(), caps);
+    if subgroups {
+        v.subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+            .subgroup_operations(naga::valid::SubgroupOperationSet::all());
+    }
+    let info = v.validate(&module).map_err(|e| e.emit_to_string(src))?;
+    Ok((module, info))
+}
+
+/// Sizes of the translations of one shader.
+#[derive(Debug, Clone, Copy)]
+pub struct Translated {
+    pub spirv_words: usize,
+    pub msl_bytes: usize,
+    pub hlsl_bytes: usize,
+}
+
+/// Translate a validated module to SPIR-V, MSL and HLSL (entry point `main`).
+pub fn translate(module: &naga::Module, info: &ModuleInfo) -> Result<Translated, String> {
+    let stage = naga::ShaderStage::Compute;
+    let spv_opts = naga::back::spv::Options {
+        lang_version: (1, 3),
+        ..Default::default()
+    };
+    let spv = naga::back::spv::write_vec(
+        module,
+        info,
+        &spv_opts,
+        Some(&naga::back::spv::PipelineOptions {
+            shader_stage: stage,
+            entry_point: "main".into(),
+        }),
+    )
+    .map_err(|e| format!("SPIR-V: {e}"))?;
+    let msl_opts = naga::back::msl::Options {
+        lang_version: (2, 4),
+        ..Default::default()
+    };
+    let (msl, _) = naga::back::msl::write_string(
+        module,
+        info,
+        &msl_opts,
+        &naga::back::msl::PipelineOptions {
+            entry_point: Some((stage, "main".into())),
+            ..Default::default()
+        },
+    )
+    .map_err(|e| format!("MSL: {e}"))?;
+    let hlsl_opts = naga::back::hlsl::Options {
+        shader_model: naga::back::hlsl::ShaderModel::V6_0,
+        ..Default::default()
+    };
+    let mut hlsl = String::new();
+    naga::back::hlsl::Writer::new(
+        &mut hlsl,
+        &hlsl_opts,
+        &naga::back::hlsl::PipelineOptions {
+            entry_point: Some((stage, "main".into())),
+        },
+    )
+    .write(module, info, None)
+    .map_err(|e| format!("HLSL: {e}"))?;
+    Ok(Translated {
+        spirv_words: spv.len(),
+        msl_bytes: msl.len(),
+        hlsl_bytes: hlsl.len(),
+    })
+}

@@ -1,0 +1,105 @@
+//! Timing kernels: GPU timestamp queries where the adapter has them, wall clock otherwise.
+
+use crate::{Gpu, Prepared};
+use std::time::Instant;
+
+/// Per-run seconds of one kernel, and how they were measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Timing {
+    pub seconds: Vec<f64>,
+    pub timestamps: bool,
+}
+
+impl Timing {
+    pub fn median(&self) -> f64 {
+        let mut v = self.seconds.clone();
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() {
+            return f64::NAN;
+        }
+        v[v.len() / 2]
+    }
+}
+
+impl Gpu {
+    /// Run `p` `runs` times (after one warm-up) and time each run.
+    pub fn time(&self, p: &Prepared, runs: usize) -> Timing {
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        self.record(p, &mut enc, None);
+        self.queue.submit([enc.finish()]);
+        self.wait();
+        if self.timestamps {
+            let qs = self.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: None,
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * runs as u32,
+            });
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            for i in 0..runs {
+                self.record(p, &mut enc, Some((&qs, 2 * i as u32)));
+            }
+            let size = 16 * runs as u64;
+            let resolve = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            enc.resolve_query_set(&qs, 0..2 * runs as u32, &resolve, 0);
+            self.queue.submit([enc.finish()]);
+            let raw = self.read(&resolve, size as usize);
+            let period = self.queue.get_timestamp_period() as f64 * 1e-9;
+            let ticks: Vec<u64> = raw
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let seconds = ticks
+                .chunks_exact(2)
+                .map(|t| t[1].saturating_sub(t[0]) as f64 * period)
+                .collect();
+            return Timing {
+                seconds,
+                timestamps: true,
+            };
+        }
+        let seconds = (0..runs)
+            .map(|_| {
+                let t = Instant::now();
+                let mut enc = self.device.create_command_encoder(&Default::default());
+                self.record(p, &mut enc, None);
+                self.queue.submit([enc.finish()]);
+                self.wait();
+                t.elapsed().as_secs_f64()
+            })
+            .collect();
+        Timing {
+            seconds,
+            timestamps: false,
+        }
+    }
+
+    /// Wall-clock seconds to upload `bytes` to a new device buffer and wait for it (the
+    /// transfer a decoder saves bytes of), median of `runs`.
+    pub fn time_upload(&self, bytes: &[u8], runs: usize) -> f64 {
+        let size = bytes.len().div_ceil(4).max(1) as u64 * 4;
+        let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("upload"),
+            size,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let data = crate::words(bytes);
+        let mut v: Vec<f64> = (0..runs.max(1) + 1)
+            .map(|_| {
+                let t = Instant::now();
+                self.queue.write_buffer(&buf, 0, &data);
+                self.queue.submit([]);
+                self.wait();
+                t.elapsed().as_secs_f64()
+            })
+            .skip(1)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    }
+}

@@ -1,0 +1,330 @@
+//! GPU decodes equal the CPU reference: adversarial patterns, every tail length class, every
+//! dataset, both scan paths; mutated streams give an error (never a hang, never data the CPU
+//! decoder would refuse).
+//!
+//! Without an adapter these tests skip with a message, except in CI (`CI` set), where a
+//! missing adapter is a failure: CI installs lavapipe.
+
+use planepack_bitplane::BitPlane;
+use planepack_core::testdata::{generate, mutate, Mutation, Pattern, Rng};
+use planepack_core::{Codec, ElemType};
+use planepack_gpu::{Gpu, GpuError, GpuOptions, ScanPath};
+use planepack_ibp::Ibp;
+use std::sync::OnceLock;
+
+fn gpu() -> Option<&'static Gpu> {
+    static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
+    GPU.get_or_init(|| match Gpu::new(&GpuOptions::from_env()) {
+        Ok(g) => {
+            eprintln!("GPU tests on {}", g.describe());
+            Some(g)
+        }
+        Err(e) if std::env::var_os("CI").is_some() => {
+            panic!("CI needs a GPU adapter (lavapipe): {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping GPU tests: {e} (install mesa-vulkan-drivers for lavapipe)");
+            None
+        }
+    })
+    .as_ref()
+}
+
+/// The paths this device can run.
+fn paths(g: &Gpu) -> Vec<ScanPath> {
+    if g.has_subgroups() {
+        vec![ScanPath::Subgroup, ScanPath::Workgroup]
+    } else {
+        vec![ScanPath::Workgroup]
+    }
+}
+
+fn on_each_path(g: &Gpu, mut f: impl FnMut(ScanPath)) {
+    let before = g.path();
+    for p in paths(g) {
+        g.set_path(p).unwrap();
+        f(p);
+    }
+    g.set_path(before).unwrap();
+}
+
+#[test]
+fn bitplane_patterns_and_tails() {
+    let Some(g) = gpu() else { return };
+    let codec = BitPlane::new();
+    let mut rng = Rng(7);
+    on_each_path(g, |p| {
+        for pat in Pattern::ALL {
+            for elem in [ElemType::F32, ElemType::BF16, ElemType::F16, ElemType::U8] {
+                for len in [
+                    0usize, 1, 3, 127, 128, 129, 4095, 4096, 4097, 10_000, 70_001,
+                ] {
+                    let data = generate(pat, elem, len, rng.next_u64());
+                    let enc = codec.encode_to_vec(&data, elem).unwrap();
+                    let got = g
+                        .decode_bitplane(&enc)
+                        .unwrap_or_else(|e| panic!("{p:?} {pat:?} {elem} {len}: {e}"));
+                    assert!(got == data, "{p:?} {pat:?} {elem} {len}");
+                }
+            }
+        }
+    });
+}
+
+/// Tensors with rows: (elements per row, rows) in several element types, so that IBP meets
+/// chunk widths 64, 32 and 16, raw and packed rows, and tails.
+fn ibp_cases() -> Vec<(Vec<u8>, ElemType, Vec<usize>)> {
+    let mut v = Vec::new();
+    let mut rng = Rng(11);
+    for pat in Pattern::ALL {
+        for (elem, cols, rows) in [
+            (ElemType::F32, 64usize, 40usize),
+            (ElemType::BF16, 96, 33),
+            (ElemType::F16, 6, 100),
+            (ElemType::U8, 24, 50),
+            (ElemType::F32, 3, 17),
+            (ElemType::BF16, 2, 5),
+        ] {
+            let n = cols * rows * elem.size();
+            // Some rows share bits (a real tensor's structure), some are the pattern's.
+            let mut data = generate(pat, elem, n, rng.next_u64());
+            let row = cols * elem.size();
+            for r in (0..rows).step_by(3) {
+                let (a, b) = data.split_at_mut(r * row);
+                if r > 0 {
+                    b[..row].copy_from_slice(&a[..row]);
+                }
+            }
+            // A few bytes past the last row: a tail.
+            data.extend_from_slice(&[1, 2, 3]);
+            v.push((data, elem, vec![rows, cols]));
+        }
+    }
+    v
+}
+
+#[test]
+fn ibp_streams_and_gathers() {
+    let Some(g) = gpu() else { return };
+    let codec = Ibp::default();
+    let mut rng = Rng(3);
+    on_each_path(g, |p| {
+        for (data, elem, shape) in ibp_cases() {
+            let mut enc = Vec::new();
+            codec.encode_shaped(&data, elem, &shape, &mut enc).unwrap();
+            let row = shape[1] * elem.size();
+            match g.decode_ibp(&enc) {
+                Ok(got) => assert!(got == data, "{p:?} {elem} {shape:?}"),
+                Err(GpuError::Unsupported(_)) => {
+                    assert!(
+                        row % 4 != 0,
+                        "{p:?} {elem} {shape:?}: only odd 16-bit rows are unsupported"
+                    );
+                    continue;
+                }
+                Err(e) => panic!("{p:?} {elem} {shape:?}: {e}"),
+            }
+            let layout = planepack_ibp::stream_layout(&enc).unwrap();
+            if layout.rows == 0 {
+                continue;
+            }
+            let rows: Vec<usize> = (0..50)
+                .map(|_| rng.below(layout.rows as u64) as usize)
+                .collect();
+            let got = g.gather_ibp(&enc, &rows).unwrap();
+            let rb = layout.columns * (layout.width / 8) as usize;
+            for (k, &r) in rows.iter().enumerate() {
+                assert_eq!(
+                    &got[k * rb..(k + 1) * rb],
+                    &data[r * rb..(r + 1) * rb],
+                    "{p:?} row {r}"
+                );
+            }
+        }
+    });
+}
+
+#[test]
+fn ibp_groups_in_both_layouts() {
+    let Some(g) = gpu() else { return };
+    on_each_path(g, |p| {
+        for (data, elem, shape) in ibp_cases() {
+            let row = shape[1] * elem.size();
+            let width = [64u32, 32, 16]
+                .into_iter()
+                .find(|w| row % (*w as usize / 8) == 0);
+            let Some(width) = width.filter(|_| row % 4 == 0) else {
+                continue;
+            };
+            let body = &data[..shape[0] * row];
+            let rows = planepack_ibp::Rows::new(body, row, width).unwrap();
+            let pre = planepack_ibp::preprocess(
+                &rows,
+                planepack_ibp::Threshold::Sweep,
+                planepack_ibp::Sample::All,
+            );
+            let cols = planepack_ibp::Columns::new(&pre.mask);
+            for layout in [
+                planepack_ibp::Layout::InPlace,
+                planepack_ibp::Layout::Condensed,
+            ] {
+                let group = planepack_ibp::compress(&rows, &cols, layout);
+                let got = g
+                    .gather_rows(&group, &pre.mask, None)
+                    .unwrap_or_else(|e| panic!("{p:?} {layout:?}: {e}"));
+                assert!(got == body, "{p:?} {layout:?} {elem} {shape:?}");
+                let pick = [shape[0] - 1, 0, shape[0] / 2, 0];
+                let got = g.gather_rows(&group, &pre.mask, Some(&pick)).unwrap();
+                for (k, &r) in pick.iter().enumerate() {
+                    assert_eq!(&got[k * row..(k + 1) * row], &body[r * row..(r + 1) * row]);
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn every_dataset_decodes_bit_identically() {
+    let Some(g) = gpu() else { return };
+    let dir = planepack_datasets::datasets_dir();
+    let manifest = planepack_datasets::Manifest::read(&dir).unwrap();
+    let tensors: Vec<planepack_datasets::Tensor> = manifest
+        .datasets
+        .iter()
+        .flat_map(|d| planepack_datasets::load(&dir.join(&d.file)).unwrap())
+        .filter(|t| t.elem().is_some())
+        .collect();
+    let bp = BitPlane::new();
+    let ibp = Ibp::default();
+    let encoded: Vec<(usize, Vec<u8>, Vec<u8>)> = tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let e = t.elem().unwrap();
+            let mut b = Vec::new();
+            ibp.encode_shaped(&t.data, e, &t.shape, &mut b).unwrap();
+            (i, bp.encode_to_vec(&t.data, e).unwrap(), b)
+        })
+        .collect();
+    on_each_path(g, |p| {
+        for (i, b, ib) in &encoded {
+            let t = &tensors[*i];
+            assert!(
+                g.decode_bitplane(b).unwrap() == t.data,
+                "{p:?} bit-plane {}",
+                t.name
+            );
+            match g.decode_ibp(ib) {
+                Ok(got) => assert!(got == t.data, "{p:?} IBP {}", t.name),
+                Err(GpuError::Unsupported(m)) => eprintln!("{}: IBP on the GPU: {m}", t.name),
+                Err(e) => panic!("{p:?} IBP {}: {e}", t.name),
+            }
+        }
+    });
+}
+
+/// GPU and CPU agree on every mutated stream: the same bytes, or both an error.
+fn agree(
+    g: &Gpu,
+    codec: &dyn Codec,
+    stream: &[u8],
+    gpu_decode: impl Fn(&[u8]) -> Result<Vec<u8>, GpuError>,
+    what: &str,
+) {
+    let cpu = codec
+        .decoded_len(stream)
+        .ok()
+        .filter(|&n| n <= 1 << 24)
+        .map(|n| {
+            let mut out = vec![0u8; n];
+            codec.decode(stream, &mut out).map(|_| out)
+        });
+    let gpu = gpu_decode(stream);
+    match (cpu, gpu) {
+        (Some(Ok(a)), Ok(b)) => assert!(a == b, "{what}: GPU and CPU decode differently"),
+        (Some(Ok(_)), Err(e)) => panic!("{what}: the CPU accepts, the GPU says {e}"),
+        (_, Ok(_)) => panic!("{what}: the GPU returned data for a stream the CPU rejects"),
+        (_, Err(_)) => {}
+    }
+    let _ = g;
+}
+
+#[test]
+fn mutated_streams_are_errors_not_hangs() {
+    let Some(g) = gpu() else { return };
+    // A hung GPU would block the poll forever: the watchdog turns that into a failure.
+    planepack_core::codec::finishes_within(900, move || mutations(g));
+}
+
+fn mutations(g: &'static Gpu) {
+    let mut rng = Rng(99);
+    let bp = BitPlane::new();
+    let ibp = Ibp::default();
+    let sources: Vec<(Vec<u8>, ElemType, Vec<usize>)> =
+        ibp_cases().into_iter().step_by(5).collect();
+    on_each_path(g, |p| {
+        for (data, elem, shape) in &sources {
+            let b = bp.encode_to_vec(data, *elem).unwrap();
+            let mut i = Vec::new();
+            ibp.encode_shaped(data, *elem, shape, &mut i).unwrap();
+            for m in Mutation::ALL {
+                for _ in 0..6 {
+                    let bad = mutate(&b, m, &mut rng);
+                    agree(
+                        g,
+                        &bp,
+                        &bad,
+                        |s| g.decode_bitplane(s),
+                        &format!("{p:?} bit-plane {m:?}"),
+                    );
+                    if shape[1] * elem.size() % 4 == 0 {
+                        let bad = mutate(&i, m, &mut rng);
+                        agree(
+                            g,
+                            &ibp,
+                            &bad,
+                            |s| g.decode_ibp(s),
+                            &format!("{p:?} IBP {m:?}"),
+                        );
+                    }
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn random_streams_with_valid_headers_are_rejected() {
+    let Some(g) = gpu() else { return };
+    planepack_core::codec::finishes_within(300, move || {
+        let mut rng = Rng(5);
+        for i in 0..300 {
+            let len = 16 + rng.below(3000) as usize;
+            let mut s: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            s[..8].copy_from_slice(&[b'P', b'P', b'B', b'P', 1, [8, 16, 32][i % 3], 0, 0]);
+            s[8..16].copy_from_slice(&(rng.below(20_000)).to_le_bytes());
+            agree(
+                g,
+                &BitPlane::new(),
+                &s,
+                |x| g.decode_bitplane(x),
+                "random bit-plane",
+            );
+            let mut t: Vec<u8> = (0..len + 32).map(|_| rng.next_u64() as u8).collect();
+            t[..8].copy_from_slice(&[b'P', b'P', b'I', b'B', 1, [16, 32, 64][i % 3], 0, 0]);
+            t[8..16].copy_from_slice(&(1 + rng.below(8)).to_le_bytes());
+            t[16..24].copy_from_slice(&(rng.below(40)).to_le_bytes());
+            t[24..32].copy_from_slice(&(rng.below(4000)).to_le_bytes());
+            agree(g, &Ibp::default(), &t, |x| g.decode_ibp(x), "random IBP");
+        }
+    });
+}
+
+#[test]
+fn copy_kernel_copies() {
+    let Some(g) = gpu() else { return };
+    for len in [0usize, 1, 5, 1024, 100_003] {
+        let data = generate(Pattern::ALL[0], ElemType::U8, len, 5);
+        assert_eq!(g.copy(&data).unwrap(), data);
+    }
+}

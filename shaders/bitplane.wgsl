@@ -1,0 +1,395 @@
+// Bit-plane stream decoder (docs/format-bitplane.md), one workgroup per 4 KB chunk, one
+// invocation per 128-byte block.
+//
+// The host has checked the stream header and located every chunk (`chunk_off`, byte offsets
+// of the chunks' 16-bit length fields). Here, each invocation reads its block's 13-bit table
+// entry; a workgroup prefix sum over the payload lengths (`scan`, from scan_subgroup.wgsl or
+// scan_workgroup.wgsl) gives every block's first bit; each invocation decodes its block into
+// workgroup memory; the chunk is then written out with coalesced stores.
+//
+// Untrusted input: every read is bounds-checked (against the buffer and against the chunk's
+// own length), every loop is bounded, writes go only to this chunk's blocks, and any rule of
+// the format that is broken sets a bit in `status[0]` (the first failing block's index goes to
+// `status[1]`); the host then returns an error instead of the output.
+
+struct Params {
+    n_chunks: u32,
+    n_blocks: u32,
+    width: u32,
+    raw_len: u32,
+    chunks_x: u32,
+}
+
+@group(0) @binding(0) var<storage, read> stream: array<u32>;
+@group(0) @binding(1) var<storage, read> chunk_off: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(3) var<uniform> params: Params;
+@group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
+
+const WG: u32 = 32u;
+const ERR_BOUNDS: u32 = 1u;
+const ERR_OVERRUN: u32 = 2u;
+const ERR_TAG: u32 = 4u;
+const ERR_LENGTH: u32 = 8u;
+const ERR_SYMBOL: u32 = 16u;
+const ERR_VALUE: u32 = 32u;
+const ERR_LAYOUT: u32 = 256u;
+
+var<workgroup> tile: array<u32, 1024>;
+var<private> err: u32;
+var<private> cbase: u32;
+var<private> climit: u32;
+
+fn word(i: u32) -> u32 {
+    if (i < arrayLength(&stream)) {
+        return stream[i];
+    }
+    err = err | ERR_BOUNDS;
+    return 0u;
+}
+
+fn byte_at(b: u32) -> u32 {
+    return (word(b >> 2u) >> ((b & 3u) * 8u)) & 0xffu;
+}
+
+// `n` (0..=32) bits at bit `p` of the chunk's bit stream, least significant first.
+fn bits(p: u32, n: u32) -> u32 {
+    if (n == 0u) {
+        return 0u;
+    }
+    if (p + n > climit) {
+        err = err | ERR_OVERRUN;
+        return 0u;
+    }
+    let b = cbase + (p >> 3u);
+    let sh = (b & 3u) * 8u + (p & 7u);
+    var v = word(b >> 2u) >> sh;
+    if (sh + n > 32u) {
+        v = v | (word((b >> 2u) + 1u) << (32u - sh));
+    }
+    if (n < 32u) {
+        v = v & ((1u << n) - 1u);
+    }
+    return v;
+}
+
+fn bits_for(n: u32) -> u32 {
+    if (n <= 1u) {
+        return 0u;
+    }
+    return 32u - countLeadingZeros(n - 1u);
+}
+
+fn wmask() -> u32 {
+    if (params.width == 32u) {
+        return 0xffffffffu;
+    }
+    return (1u << params.width) - 1u;
+}
+
+// Element `i` of block-slot `j`, OR-ed into the (zeroed) tile.
+fn put(j: u32, i: u32, e: u32) {
+    let w = params.width;
+    let per = 32u / w;
+    let k = j * 32u + i / per;
+    tile[k] = tile[k] | (e << ((i % per) * w));
+}
+
+// `n` bits (0..=128) at `p` as a 128-bit value.
+fn bits128(p: u32, n: u32) -> vec4<u32> {
+    var v = vec4<u32>(0u);
+    for (var q = 0u; q < 4u; q = q + 1u) {
+        if (n > q * 32u) {
+            v[q] = bits(p + q * 32u, min(32u, n - q * 32u));
+        }
+    }
+    return v;
+}
+
+fn ones128(n: u32) -> vec4<u32> {
+    var v = vec4<u32>(0u);
+    for (var q = 0u; q < 4u; q = q + 1u) {
+        if (n >= (q + 1u) * 32u) {
+            v[q] = 0xffffffffu;
+        } else if (n > q * 32u) {
+            v[q] = (1u << (n - q * 32u)) - 1u;
+        }
+    }
+    return v;
+}
+
+fn bit128(v: vec4<u32>, i: u32) -> u32 {
+    return (v[i >> 5u] >> (i & 31u)) & 1u;
+}
+
+fn with_bit(v: vec4<u32>, i: u32) -> vec4<u32> {
+    var r = v;
+    r[i >> 5u] = r[i >> 5u] | (1u << (i & 31u));
+    return r;
+}
+
+fn popcount128(v: vec4<u32>) -> u32 {
+    return countOneBits(v.x) + countOneBits(v.y) + countOneBits(v.z) + countOneBits(v.w);
+}
+
+// Sign-extend the low `s` bits of `v` to the element width.
+fn sign_extend(v: u32, s: u32) -> u32 {
+    if (((v >> (s - 1u)) & 1u) == 1u) {
+        return (v | ~((1u << s) - 1u)) & wmask();
+    }
+    return v;
+}
+
+// Decode planes of `p_bits`-bit values starting at bit `pos`; returns the position after them.
+// planes[b] = plane b (bit i = bit b of value i).
+fn decode_planes(start: u32, p_bits: u32, planes: ptr<function, array<vec4<u32>, 32>>) -> u32 {
+    let w = params.width;
+    let run_bits = bits_for(w - 1u);
+    var pos = start;
+    var prev = vec4<u32>(0u);
+    var b = i32(w) - 1;
+    // Every symbol produces at least one plane, so this loop runs at most `w` times.
+    for (var guard = 0u; guard < 32u && b >= 0; guard = guard + 1u) {
+        var plane = vec4<u32>(0u);
+        if (bits(pos, 1u) == 1u) {
+            plane = bits128(pos + 1u, p_bits) ^ prev;
+            pos = pos + 1u + p_bits;
+        } else if (bits(pos + 1u, 1u) == 1u) {
+            // 01: a run of r >= 2 zero symbols.
+            let r = bits(pos + 2u, run_bits) + 2u;
+            pos = pos + 2u + run_bits;
+            if (i32(r) > b + 1) {
+                err = err | ERR_SYMBOL;
+                return pos;
+            }
+            for (var k = 0u; k < r; k = k + 1u) {
+                (*planes)[b] = prev;
+                b = b - 1;
+            }
+            continue;
+        } else if (bits(pos + 2u, 1u) == 1u) {
+            // 001: one zero symbol.
+            plane = prev;
+            pos = pos + 3u;
+        } else {
+            let code = bits(pos + 3u, 1u) | (bits(pos + 4u, 1u) << 1u);
+            pos = pos + 5u;
+            if (code == 0u) {
+                // 00000: all ones.
+                plane = ones128(p_bits) ^ prev;
+            } else if (code == 2u) {
+                // 00001: the plane itself is zero.
+                plane = vec4<u32>(0u);
+            } else if (code == 1u) {
+                // 00010: two adjacent ones at p, p + 1.
+                let fb = bits_for(p_bits - 1u);
+                let at = bits(pos, fb);
+                pos = pos + fb;
+                if (p_bits < 2u || at > p_bits - 2u) {
+                    err = err | ERR_SYMBOL;
+                    return pos;
+                }
+                plane = with_bit(with_bit(vec4<u32>(0u), at), at + 1u) ^ prev;
+            } else {
+                // 00011: a single one at p.
+                let fb = bits_for(p_bits);
+                let at = bits(pos, fb);
+                pos = pos + fb;
+                if (at >= p_bits) {
+                    err = err | ERR_SYMBOL;
+                    return pos;
+                }
+                plane = with_bit(vec4<u32>(0u), at) ^ prev;
+            }
+        }
+        (*planes)[b] = plane;
+        prev = plane;
+        b = b - 1;
+    }
+    return pos;
+}
+
+// Value `i` (bit b of it = bit i of plane b).
+fn value_of(planes: ptr<function, array<vec4<u32>, 32>>, i: u32) -> u32 {
+    var v = 0u;
+    for (var b = 0u; b < params.width; b = b + 1u) {
+        v = v | (bit128((*planes)[b], i) << b);
+    }
+    return v;
+}
+
+fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
+    let w = params.width;
+    let n = 1024u / w;
+    for (var k = 0u; k < 32u; k = k + 1u) {
+        tile[j * 32u + k] = 0u;
+    }
+    if (tag == 5u) {
+        return;
+    }
+    if (tag == 0u) {
+        for (var k = 0u; k < 32u; k = k + 1u) {
+            tile[j * 32u + k] = bits(start + 32u * k, 32u);
+        }
+        return;
+    }
+    if (tag == 1u) {
+        let m = bits128(start, n);
+        let k = popcount128(m);
+        if (len != n + k * w) {
+            err = err | ERR_LENGTH;
+            return;
+        }
+        var pos = start + n;
+        for (var i = 0u; i < n; i = i + 1u) {
+            if (bit128(m, i) == 1u) {
+                let e = bits(pos, w);
+                pos = pos + w;
+                if (e == 0u) {
+                    err = err | ERR_VALUE;
+                }
+                put(j, i, e);
+            }
+        }
+        return;
+    }
+    // Plane-coded modes.
+    var planes: array<vec4<u32>, 32>;
+    var pos = start;
+    var m = vec4<u32>(0u);
+    var p_bits = n;
+    var base = 0u;
+    if (tag == 4u) {
+        m = bits128(pos, n);
+        pos = pos + n;
+        p_bits = popcount128(m);
+        if (p_bits < 2u) {
+            err = err | ERR_VALUE;
+            return;
+        }
+    } else if (tag == 3u) {
+        p_bits = n - 1u;
+        if (bits(pos, 1u) == 1u) {
+            base = bits(pos + 1u, w);
+            pos = pos + 1u + w;
+        } else {
+            let code = bits(pos + 1u, 1u) | (bits(pos + 2u, 1u) << 1u);
+            pos = pos + 3u;
+            // code bits in stream order: 00 -> zero, 10 -> 4 bits, 01 -> 8 bits, 11 -> 16 bits
+            var s = 0u;
+            if (code == 2u) {
+                s = 4u;
+            } else if (code == 1u) {
+                s = 8u;
+            } else if (code == 3u) {
+                s = 16u;
+            }
+            if (s >= w) {
+                err = err | ERR_SYMBOL;
+                return;
+            }
+            if (s > 0u) {
+                base = sign_extend(bits(pos, s), s);
+                pos = pos + s;
+            }
+        }
+    }
+    pos = decode_planes(pos, p_bits, &planes);
+    if (pos - start != len) {
+        err = err | ERR_LENGTH;
+        return;
+    }
+    if (tag == 2u) {
+        for (var i = 0u; i < n; i = i + 1u) {
+            put(j, i, value_of(&planes, i));
+        }
+    } else if (tag == 3u) {
+        var e = base;
+        put(j, 0u, e);
+        for (var i = 0u; i + 1u < n; i = i + 1u) {
+            e = (e + value_of(&planes, i)) & wmask();
+            put(j, i + 1u, e);
+        }
+    } else {
+        var t = 0u;
+        for (var i = 0u; i < n; i = i + 1u) {
+            if (bit128(m, i) == 1u) {
+                let e = value_of(&planes, t);
+                t = t + 1u;
+                if (e == 0u) {
+                    err = err | ERR_VALUE;
+                }
+                put(j, i, e);
+            }
+        }
+    }
+}
+
+fn run(wg: vec3<u32>) {
+    let c = wg.y * params.chunks_x + wg.x;
+    if (c >= params.n_chunks) {
+        return;
+    }
+    err = 0u;
+    let cb = chunk_off[c];
+    let clen = byte_at(cb) | (byte_at(cb + 1u) << 8u);
+    cbase = cb + 2u;
+    climit = 0u;
+    if (clen >= 2u) {
+        climit = (clen - 2u) * 8u;
+    } else {
+        err = err | ERR_LENGTH;
+    }
+    let first = c * 32u;
+    let nb = min(32u, params.n_blocks - first);
+    let j = slot;
+    let live = j < nb;
+    var tag = 0u;
+    var len = 0u;
+    var plen = 0u;
+    if (live) {
+        let e = bits(13u * j, 13u);
+        tag = e & 7u;
+        len = e >> 3u;
+        plen = len;
+        if (tag == 0u) {
+            plen = 1024u;
+        }
+        if (tag > 5u || ((tag == 0u || tag == 5u) && len != 0u) || ((tag == 2u || tag == 3u || tag == 4u) && len >= 1024u)) {
+            err = err | ERR_TAG;
+            plen = 0u;
+        }
+    }
+    let sc = scan(plen);
+    let used = 13u * nb + sc.y;
+    if (j == 0u) {
+        if ((used + 7u) / 8u * 8u != climit) {
+            err = err | ERR_LENGTH;
+        } else if (bits(used, climit - used) != 0u) {
+            err = err | ERR_VALUE;
+        }
+    }
+    if (live && (err & ERR_TAG) == 0u) {
+        decode_block(j, tag, len, 13u * nb + sc.x);
+        // The padding bytes of the tensor's last block must be zero.
+        let rem = params.raw_len % 128u;
+        if (first + j + 1u == params.n_blocks && rem != 0u) {
+            for (var b = rem; b < 128u; b = b + 1u) {
+                if (((tile[j * 32u + b / 4u] >> ((b % 4u) * 8u)) & 0xffu) != 0u) {
+                    err = err | ERR_VALUE;
+                }
+            }
+        }
+    }
+    workgroupBarrier();
+    for (var k = 0u; k < 32u; k = k + 1u) {
+        let t = k * 32u + slot;
+        if (t / 32u < nb) {
+            out[first * 32u + t] = tile[t];
+        }
+    }
+    if (err != 0u) {
+        atomicOr(&status[0], err);
+        atomicMin(&status[1], first + j);
+    }
+}
