@@ -1,4 +1,4 @@
-// IBP row decoder (docs/format-ibp.md), one workgroup per output row.
+// IBP row decoder (docs/format-ibp.md): one workgroup per output row, or several short rows.
 //
 // The host has checked the stream (mask, bitval, row bitmask) and placed every stored row
 // (`row_span`: byte start and end of row `i` at `2 i`, `2 i + 1`; rows may be back to back, as
@@ -23,6 +23,9 @@ struct Params {
     tail_off: u32,
     tail_len: u32,
     rows_x: u32,
+    // Rows decoded by one workgroup: WG / units when a row has at most WG / 2 output words,
+    // so short rows do not leave most invocations idle; else 1.
+    rows_per_group: u32,
 }
 
 @group(0) @binding(0) var<storage, read> stream: array<u32>;
@@ -41,7 +44,7 @@ const ERR_ROW: u32 = 64u;
 const ERR_LAYOUT: u32 = 256u;
 
 var<private> err: u32;
-var<workgroup> wg_packed: u32;
+var<workgroup> seg: array<u32, WG>;
 
 fn word(i: u32) -> u32 {
     if (i < arrayLength(&stream)) {
@@ -110,23 +113,34 @@ fn field(at: u32, p: u32, n: u32) -> vec2<u32> {
     return vec2<u32>(msb_bits(at, p + n - 32u, 32u), msb_bits(at, p, n - 32u));
 }
 
-// Deposit the low bits of `f` at the set bits of `sel` (pdep), 64-bit as (low, high).
+// Deposit the low bits of `f` at the set bits of `sel` (pdep), 64-bit as (low, high). Works
+// run by run of consecutive set bits: a column mask has few runs (sign, exponent, mantissa
+// boundaries), so this loops a few times rather than once per bit.
 fn pdep(f: vec2<u32>, sel: vec2<u32>) -> vec2<u32> {
     var r = vec2<u32>(0u);
     var k = 0u;
     for (var h = 0u; h < 2u; h = h + 1u) {
         var m = sel[h];
-        for (var guard = 0u; guard < 32u && m != 0u; guard = guard + 1u) {
-            let b = countTrailingZeros(m);
-            var fb = 0u;
+        for (var guard = 0u; guard < 16u && m != 0u; guard = guard + 1u) {
+            let at = countTrailingZeros(m);
+            let len = countTrailingZeros(~(m >> at));
+            // The next `len` bits of f, from bit k (k + len <= 64).
+            var bits = 0u;
             if (k < 32u) {
-                fb = (f.x >> k) & 1u;
+                bits = f.x >> k;
+                if (k > 0u && k + len > 32u) {
+                    bits = bits | (f.y << (32u - k));
+                }
             } else {
-                fb = (f.y >> (k - 32u)) & 1u;
+                bits = f.y >> (k - 32u);
             }
-            r[h] = r[h] | (fb << b);
-            k = k + 1u;
-            m = m & (m - 1u);
+            var run = 0xffffffffu;
+            if (len < 32u) {
+                run = (1u << len) - 1u;
+            }
+            r[h] = r[h] | ((bits & run) << at);
+            m = m & ~(run << at);
+            k = k + len;
         }
     }
     return r;
@@ -161,13 +175,15 @@ fn tail() {
 }
 
 fn run(wg: vec3<u32>) {
-    let r = wg.y * params.rows_x + wg.x;
+    let g = wg.y * params.rows_x + wg.x;
+    let rpg = params.rows_per_group;
+    let body_groups = (params.n_out + rpg - 1u) / rpg;
     let has_tail = params.tail_len > 0u;
-    if (r > params.n_out || (r == params.n_out && !has_tail)) {
+    if (g > body_groups || (g == body_groups && !has_tail)) {
         return;
     }
     err = 0u;
-    if (r == params.n_out) {
+    if (g == body_groups) {
         tail();
         if (err != 0u) {
             atomicOr(&status[0], err);
@@ -178,87 +194,115 @@ fn run(wg: vec3<u32>) {
     let b = w / 8u;
     let v = params.columns;
     let row_bytes = v * b;
+    let per = select(1u, 2u, w == 16u);
+    let units = v / per;
+    // This invocation's row (k-th of the group) and its first unit.
+    var k = 0u;
+    var u0 = slot;
+    var iters = (units + WG - 1u) / WG;
+    if (rpg > 1u) {
+        k = slot / units;
+        u0 = slot % units;
+        iters = 1u;
+    }
+    let r = g * rpg + k;
+    let mine = k < rpg && r < params.n_out;
+    var row = 0u;
+    var start = 0u;
+    var stored = 0u;
+    var packed = false;
+    if (mine) {
+        row = row_ids[r];
+        if (row >= params.n_rows) {
+            err = err | ERR_ROW;
+            row = 0u;
+        }
+        start = row_span[2u * row];
+        stored = row_span[2u * row + 1u] - start;
+        packed = ((word(params.bitmask_off / 4u + row / 32u) >> (row % 32u)) & 1u) == 1u;
+    }
     let base = r * (row_bytes / 4u);
-    var row = row_ids[r];
-    if (row >= params.n_rows) {
-        err = err | ERR_ROW;
-        row = 0u;
+    let h = ((v + 7u) / 8u + b - 1u) / b * b;
+    let fields_at = start + h;
+    var running = 0u;
+    for (var it = 0u; it < iters; it = it + 1u) {
+        let u = it * WG + u0;
+        let live = mine && packed && u < units;
+        var widths = array<u32, 2>(0u, 0u);
+        var part = array<bool, 2>(false, false);
+        var sum = 0u;
+        if (live) {
+            for (var t = 0u; t < per; t = t + 1u) {
+                let j = u * per + t;
+                part[t] = ((load32(start + j / 8u) >> (j % 8u)) & 1u) == 1u;
+                var fw = w;
+                if (part[t]) {
+                    let mj = wword(params.mask_off, j);
+                    fw = w - countOneBits(mj.x) - countOneBits(mj.y);
+                }
+                widths[t] = fw;
+                sum = sum + fw;
+            }
+        }
+        let sc = scan(sum);
+        // Segment the scan by row: subtract the prefix at this row's first slot.
+        var before = 0u;
+        var total = sc.y;
+        if (rpg > 1u) {
+            seg[slot] = sc.x;
+            workgroupBarrier();
+            if (mine) {
+                before = seg[k * units];
+                if ((k + 1u) * units < WG) {
+                    total = seg[(k + 1u) * units];
+                }
+                total = total - before;
+            }
+            workgroupBarrier();
+        }
+        if (live) {
+            var p = running + sc.x - before;
+            var word_out = 0u;
+            for (var t = 0u; t < per; t = t + 1u) {
+                let j = u * per + t;
+                let f = field(fields_at, p, widths[t]);
+                p = p + widths[t];
+                var x = f;
+                if (part[t]) {
+                    let mj = wword(params.mask_off, j);
+                    let bj = wword(params.mask_off + v * b, j);
+                    x = bj | pdep(f, ~mj & width_mask());
+                }
+                if (w == 64u) {
+                    out[base + 2u * u] = x.x;
+                    out[base + 2u * u + 1u] = x.y;
+                } else if (w == 32u) {
+                    out[base + u] = x.x;
+                } else {
+                    word_out = word_out | (x.x << (16u * t));
+                }
+            }
+            if (w == 16u) {
+                out[base + u] = word_out;
+            }
+        }
+        running = running + total;
     }
-    let start = row_span[2u * row];
-    let stored = row_span[2u * row + 1u] - start;
-    // Whether the row is packed decides the whole workgroup's path (which contains barriers),
-    // so it is made uniform through workgroup memory.
-    if (slot == 0u) {
-        wg_packed = (word(params.bitmask_off / 4u + row / 32u) >> (row % 32u)) & 1u;
-    }
-    let packed = workgroupUniformLoad(&wg_packed) == 1u;
-    if (!packed) {
+    if (mine && !packed) {
         if (stored != row_bytes) {
             err = err | ERR_LENGTH;
         }
-        for (var t = slot; t < row_bytes / 4u; t = t + WG) {
+        let step = select(WG, units, rpg > 1u);
+        for (var t = u0; t < row_bytes / 4u; t = t + step) {
             out[base + t] = load32(start + 4u * t);
         }
-    } else {
-        let h = ((v + 7u) / 8u + b - 1u) / b * b;
-        let fields_at = start + h;
-        let per = select(1u, 2u, w == 16u);
-        let units = v / per;
-        var running = 0u;
-        let iters = (units + WG - 1u) / WG;
-        for (var it = 0u; it < iters; it = it + 1u) {
-            let u = it * WG + slot;
-            let live = u < units;
-            var widths = array<u32, 2>(0u, 0u);
-            var part = array<bool, 2>(false, false);
-            var sum = 0u;
-            if (live) {
-                for (var t = 0u; t < per; t = t + 1u) {
-                    let j = u * per + t;
-                    part[t] = ((load32(start + j / 8u) >> (j % 8u)) & 1u) == 1u;
-                    let mj = wword(params.mask_off, j);
-                    var fw = w;
-                    if (part[t]) {
-                        fw = w - countOneBits(mj.x) - countOneBits(mj.y);
-                    }
-                    widths[t] = fw;
-                    sum = sum + fw;
-                }
-            }
-            let sc = scan(sum);
-            if (live) {
-                var p = running + sc.x;
-                var word_out = 0u;
-                for (var t = 0u; t < per; t = t + 1u) {
-                    let j = u * per + t;
-                    let f = field(fields_at, p, widths[t]);
-                    p = p + widths[t];
-                    var x = f;
-                    if (part[t]) {
-                        let mj = wword(params.mask_off, j);
-                        let bj = wword(params.mask_off + v * b, j);
-                        x = bj | pdep(f, ~mj & width_mask());
-                    }
-                    if (w == 64u) {
-                        out[base + 2u * u] = x.x;
-                        out[base + 2u * u + 1u] = x.y;
-                    } else if (w == 32u) {
-                        out[base + u] = x.x;
-                    } else {
-                        word_out = word_out | (x.x << (16u * t));
-                    }
-                }
-                if (w == 16u) {
-                    out[base + u] = word_out;
-                }
-            }
-            running = running + sc.y;
-        }
+    }
+    if (mine && packed && u0 == 0u) {
         // The row's length follows from its fields; its padding must be zero.
         let d = (running + w - 1u) / w * b;
         if (h + d != stored || stored >= row_bytes) {
             err = err | ERR_LENGTH;
-        } else if (slot == 0u) {
+        } else {
             let pad = d * 8u - running;
             let rest = field(fields_at, running, pad);
             if (rest.x != 0u || rest.y != 0u) {

@@ -5,6 +5,8 @@
 //!   ibp-study.md, SVG plots).
 //! * `tables`: redraw the tables and plots from an existing `results.json`.
 //! * `criterion`: run the criterion benchmarks, write their medians to `bench-results/criterion.md`.
+//! * `shaders`: naga validation and SPIR-V/MSL/HLSL translation of every WGSL kernel.
+//! * `gpu-bench`: GPU decode against the copy kernel on the same device -> bench-results/gpu-*/.
 //! * `trace`: keep/swap/drop planning on training-step traces -> bench-results/trace/.
 //! * `cli-memory`: peak resident memory of the `planepack` command on a 2 GiB file.
 //! * `datasets`: list the datasets of `datasets/manifest.toml`, verify every file (size,
@@ -13,6 +15,7 @@
 mod bench;
 mod climem;
 mod criterion;
+mod gpu;
 mod trace;
 
 use anyhow::{bail, Result};
@@ -59,6 +62,24 @@ enum Command {
         #[arg(long)]
         platform: Option<String>,
     },
+    /// Validate every WGSL kernel with naga and translate it to SPIR-V, MSL and HLSL.
+    Shaders,
+    /// GPU decode speed against the copy kernel on the same device, every dataset
+    /// (bench-results/gpu-<adapter>/).
+    GpuBench {
+        /// Output folder (default: bench-results/gpu-<adapter>).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        /// Also write the GPU decode speeds into this CPU results folder's results.json.
+        #[arg(long)]
+        results: Option<std::path::PathBuf>,
+        /// Timed runs per kernel and tensor.
+        #[arg(long, default_value_t = 7)]
+        runs: usize,
+        /// Only datasets whose name contains one of these (comma separated).
+        #[arg(long, value_delimiter = ',')]
+        filter: Vec<String>,
+    },
     /// List and verify the datasets against datasets/manifest.toml.
     Datasets {
         /// Also compute the per-dataset statistics and write them into datasets/README.md.
@@ -73,6 +94,19 @@ fn main() -> Result<()> {
         Command::Tables { dir } => bench::tables(dir),
         Command::Criterion { no_run } => criterion::run(no_run),
         Command::Datasets { stats } => datasets(stats),
+        Command::Shaders => gpu::shaders(),
+        Command::GpuBench {
+            out,
+            results,
+            runs,
+            filter,
+        } => gpu::bench(
+            out,
+            results,
+            runs,
+            &filter,
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+        ),
         Command::Trace { platform } => trace::run(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
             platform,

@@ -533,7 +533,10 @@ impl Gpu {
             spans.push(u32_of(e, "stream")?);
         }
         let n_out = u32_of(ids.len(), "row count")?;
-        let groups = n_out + u32::from(tail_len > 0);
+        // Short rows: several per workgroup (the kernel's WG is 64 invocations).
+        let units = (l.columns / if l.width == 16 { 2 } else { 1 }).max(1) as u32;
+        let rows_per_group = if units <= 32 { 64 / units } else { 1 };
+        let groups = n_out.div_ceil(rows_per_group) + u32::from(tail_len > 0);
         let pipeline = self.pipeline(Kernel::Ibp, path);
         let (gx, gy) = self.grid(groups);
         let s = self.storage(l.bytes, "stream")?;
@@ -551,7 +554,7 @@ impl Gpu {
             u32_of(tail_off, "stream")?,
             u32_of(tail_len, "tail")?,
             gx,
-            0,
+            rows_per_group,
             0,
             0,
         ]);

@@ -146,9 +146,29 @@ pub fn summary(res: &Results) -> String {
     if gpu.is_empty() {
         let _ = writeln!(
             s,
-            "GPU decode: not measured in this run (this build has no GPU decoder yet, so no adapter was \
-             used); every transfer figure below uses the CPU decode speed measured here.\n"
+            "GPU decode: not measured for these records (`cargo xtask gpu-bench --results <this \
+             folder>` adds it); every transfer figure below uses the CPU decode speed measured here.\n"
         );
+    } else {
+        let _ = writeln!(
+            s,
+            "GPU decode (WGSL kernels through wgpu, `cargo xtask gpu-bench`; the device and the \
+             copy-kernel reference are in the gpu-bench folder's gpu.md), GB/s of raw output:\n"
+        );
+        let _ = writeln!(s, "| dataset | dtype | codec | GPU decode GB/s | CPU 1-core decode GB/s | device |\n|---|---|---|---|---|---|");
+        for x in &gpu {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.3} | {:.3} | {} |",
+                x.dataset,
+                x.dtype,
+                x.codec,
+                x.gpu_decode_gbps.unwrap_or(0.0),
+                x.decode_gbps,
+                x.gpu_device.clone().unwrap_or_default()
+            );
+        }
+        let _ = writeln!(s);
     }
 
     // Headline: geomean ratio per category.

@@ -161,6 +161,22 @@ fn codec_stream_round_trips_every_pattern() {
                     data,
                     "{elem} {p:?} {len}"
                 );
+                // The layout a parallel decoder uses places every row where the sequential
+                // decoder finds it: rows tile the body, the tail runs to the end.
+                let l = planepack_ibp::stream_layout(&enc).unwrap();
+                let rb = l.columns * (l.width / 8) as usize;
+                let cols = planepack_ibp::Columns::new(&l.mask);
+                for i in 0..l.rows {
+                    let (s, e) = (l.row_offsets[i], l.row_offsets[i + 1]);
+                    let mut row = vec![0u8; rb];
+                    let packed = l.bitmask[i / 32] >> (i % 32) & 1 == 1;
+                    let used =
+                        planepack_ibp::row::decode_row(&enc[s..], packed, &cols, &mut row).unwrap();
+                    assert_eq!(used, e - s);
+                    assert_eq!(row, data[i * rb..(i + 1) * rb]);
+                }
+                assert_eq!(l.tail_offset, l.row_offsets[l.rows]);
+                assert_eq!(enc.len() - l.tail_offset, l.raw_len - l.rows * rb);
                 let enc = codec.encode_to_vec(&data, elem).unwrap();
                 assert_eq!(codec.decode_to_vec(&enc).unwrap(), data);
             }

@@ -1,0 +1,301 @@
+//! `cargo xtask shaders` and `cargo xtask gpu-bench`.
+//!
+//! `shaders`: naga parses, validates (with exactly the capabilities each needs) and translates
+//! every kernel to SPIR-V, MSL and HLSL; any failure fails the command.
+//!
+//! `gpu-bench`: on the adapter wgpu picks (lavapipe here; any GPU elsewhere), every dataset's
+//! tensors are encoded on the CPU, decoded on the GPU (checked bit-identical), and timed
+//! against the copy kernel writing the same bytes, on the same device, in the same run:
+//! decode throughput as a fraction of copy throughput. Also the upload of the raw bytes and of
+//! the compressed bytes (+ decode), and the pipelined figure. Writes
+//! `bench-results/gpu-<adapter>/gpu.md` and `gpu.json`, and puts the GPU decode speed into the
+//! records of the CPU results (`--results`) so the harness tables show it.
+
+use anyhow::{Context, Result};
+use planepack_core::Codec;
+use planepack_datasets::{datasets_dir, Manifest};
+use planepack_gpu::{Gpu, GpuOptions, ScanPath};
+use planepack_harness::input::groups_of;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+pub fn shaders() -> Result<()> {
+    println!(
+        "| shader | subgroups | SPIR-V words | MSL bytes | HLSL bytes |\n|---|---|---|---|---|"
+    );
+    for (name, src, subgroups) in planepack_gpu::shaders::all() {
+        let (module, info) = planepack_gpu::shaders::validate(&src, subgroups)
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let t = planepack_gpu::shaders::translate(&module, &info)
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        println!(
+            "| {name} | {} | {} | {} | {} |",
+            if subgroups { "yes" } else { "no" },
+            t.spirv_words,
+            t.msl_bytes,
+            t.hlsl_bytes
+        );
+    }
+    Ok(())
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    dataset: String,
+    dtype: String,
+    codec: String,
+    path: String,
+    raw_bytes: u64,
+    compressed_bytes: u64,
+    decode_seconds: f64,
+    copy_seconds: f64,
+    decode_gbps: f64,
+    copy_gbps: f64,
+    decode_over_copy: f64,
+    upload_raw_seconds: f64,
+    upload_compressed_seconds: f64,
+    /// Sum over tensors of max(upload compressed, decode): upload of tensor i+1 overlapped
+    /// with the decode of tensor i.
+    pipelined_seconds: f64,
+    timestamps: bool,
+}
+
+fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.to_ascii_lowercase().chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_owned()
+}
+
+pub fn bench(
+    out: Option<PathBuf>,
+    results: Option<PathBuf>,
+    runs: usize,
+    filter: &[String],
+    root: &Path,
+) -> Result<()> {
+    let gpu = Gpu::new(&GpuOptions::from_env())?;
+    let device = gpu.describe();
+    println!("GPU: {device}");
+    let out = out.unwrap_or_else(|| {
+        root.join("bench-results")
+            .join(format!("gpu-{}", slug(gpu.adapter_name())))
+    });
+    let dir = datasets_dir();
+    let manifest = Manifest::read(&dir)?;
+    let codecs: Vec<(Box<dyn Codec>, &str)> = vec![
+        (Box::new(planepack_bitplane::BitPlane::new()), "bitplane"),
+        (Box::new(planepack_ibp::Ibp::default()), "ibp"),
+    ];
+    let mut paths = vec![ScanPath::Workgroup];
+    if gpu.has_subgroups() {
+        paths.insert(0, ScanPath::Subgroup);
+    }
+    let mut rows = Vec::new();
+    for d in &manifest.datasets {
+        if !filter.is_empty() && !filter.iter().any(|f| d.name.contains(f.as_str())) {
+            continue;
+        }
+        for g in groups_of(&d.name, &d.category, &dir.join(&d.file))? {
+            for (codec, name) in &codecs {
+                let encoded: Vec<Vec<u8>> = g
+                    .tensors
+                    .iter()
+                    .map(|(shape, data)| {
+                        let mut e = Vec::new();
+                        codec.encode_shaped(data, g.elem, shape, &mut e).map(|_| e)
+                    })
+                    .collect::<planepack_core::Result<_>>()?;
+                for &path in &paths {
+                    let mut r = Row {
+                        dataset: g.dataset.clone(),
+                        dtype: g.dtype.clone(),
+                        codec: name.to_string(),
+                        path: format!("{path:?}").to_lowercase(),
+                        raw_bytes: 0,
+                        compressed_bytes: 0,
+                        decode_seconds: 0.0,
+                        copy_seconds: 0.0,
+                        decode_gbps: 0.0,
+                        copy_gbps: 0.0,
+                        decode_over_copy: 0.0,
+                        upload_raw_seconds: 0.0,
+                        upload_compressed_seconds: 0.0,
+                        pipelined_seconds: 0.0,
+                        timestamps: gpu.has_timestamps(),
+                    };
+                    let mut skipped = false;
+                    for ((_, data), enc) in g.tensors.iter().zip(&encoded) {
+                        let prepared = match *name {
+                            "bitplane" => gpu.prepare_bitplane(enc, path),
+                            _ => gpu.prepare_ibp(enc, None, path),
+                        };
+                        let prepared = match prepared {
+                            Ok(p) => p,
+                            Err(planepack_gpu::GpuError::Unsupported(_)) => {
+                                skipped = true;
+                                continue;
+                            }
+                            Err(e) => return Err(e.into()),
+                        };
+                        let got = gpu.run(&prepared)?;
+                        anyhow::ensure!(
+                            &got == data,
+                            "{} {} {name}: GPU decode differs",
+                            g.dataset,
+                            g.dtype
+                        );
+                        let dec = gpu.time(&prepared, runs).median();
+                        let copy = gpu.time(&gpu.prepare_copy(data)?, runs).median();
+                        let up_raw = gpu.time_upload(data, runs);
+                        let up_comp = gpu.time_upload(enc, runs);
+                        r.raw_bytes += data.len() as u64;
+                        r.compressed_bytes += enc.len() as u64;
+                        r.decode_seconds += dec;
+                        r.copy_seconds += copy;
+                        r.upload_raw_seconds += up_raw;
+                        r.upload_compressed_seconds += up_comp;
+                        r.pipelined_seconds += up_comp.max(dec);
+                    }
+                    if r.raw_bytes == 0 {
+                        continue;
+                    }
+                    let _ = skipped;
+                    r.decode_gbps = r.raw_bytes as f64 / r.decode_seconds / 1e9;
+                    r.copy_gbps = r.raw_bytes as f64 / r.copy_seconds / 1e9;
+                    r.decode_over_copy = r.copy_seconds / r.decode_seconds;
+                    println!(
+                        "{} {} {name} {}: {:.3} GB/s, {:.3} of copy",
+                        r.dataset, r.dtype, r.path, r.decode_gbps, r.decode_over_copy
+                    );
+                    rows.push(r);
+                }
+            }
+        }
+    }
+    std::fs::create_dir_all(&out)?;
+    std::fs::write(
+        out.join("gpu.json"),
+        serde_json::to_string_pretty(&serde_json::json!({
+            "device": device,
+            "runs": runs,
+            "rows": rows,
+        }))?,
+    )?;
+    let md = markdown(&rows, &device, runs);
+    std::fs::write(out.join("gpu.md"), &md)?;
+    // The summary goes into the README when every dataset was measured.
+    if filter.is_empty() {
+        if let (Some(a), Some(b)) = (md.find("## Summary"), md.find("## Per dataset")) {
+            let section = format!(
+                "Device: {device}.\n\n{}",
+                md[a..b].replacen("## Summary", "", 1).trim()
+            );
+            let readme = root.join("README.md");
+            let text = std::fs::read_to_string(&readme)?;
+            if let Some(new) =
+                planepack_harness::report::splice(&text, "GPU", &format!("{section}\n"))
+            {
+                std::fs::write(&readme, new)?;
+            }
+        }
+    }
+    if let Some(res) = results {
+        patch_results(&res, &rows, gpu.adapter_name())?;
+    }
+    println!("wrote {}", out.display());
+    Ok(())
+}
+
+fn geomean(v: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = v.collect();
+    (v.iter().map(|x| x.ln()).sum::<f64>() / v.len().max(1) as f64).exp()
+}
+
+fn markdown(rows: &[Row], device: &str, runs: usize) -> String {
+    let mut s = format!(
+        "# GPU decode\n\nDevice: {device}.\nGenerated by `cargo xtask gpu-bench`. Every tensor of every \
+         dataset is encoded on the CPU, decoded on the GPU and checked bit-identical, then the decode \
+         kernel and the copy kernel (same output bytes, same device, same run) are each timed {runs} \
+         times; medians are summed over a dataset's tensors. `decode / copy` is decode throughput \
+         over copy throughput. Uploads are wall-clock `write_buffer` + wait; `pipelined` overlaps \
+         the upload of one tensor with the decode of the previous (modelled from the measured \
+         times: wgpu has one queue, so the overlap itself is not observed).\n\n"
+    );
+    let _ = writeln!(s, "## Summary\n");
+    let _ = writeln!(
+        s,
+        "Per dataset: geometric mean over datasets (each dataset weighs the same; small tensors, \
+         where fixed launch costs dominate both kernels, count as much as large ones). All bytes: \
+         total copy time over total decode time, so the large tensors (embeddings, GNN features, \
+         KV caches) dominate. Targets (issue 6, lavapipe): decode / copy >= 0.25 for IBP and >= 0.10 \
+         for the bit-plane codec.\n"
+    );
+    let _ = writeln!(s, "| codec | path | decode GB/s (per dataset) | decode / copy (per dataset) | decode / copy (all bytes) | target |\n|---|---|---|---|---|---|");
+    for codec in ["ibp", "bitplane"] {
+        for path in ["subgroup", "workgroup"] {
+            let sel: Vec<&Row> = rows
+                .iter()
+                .filter(|r| r.codec == codec && r.path == path)
+                .collect();
+            if sel.is_empty() {
+                continue;
+            }
+            let copy: f64 = sel.iter().map(|r| r.copy_seconds).sum();
+            let dec: f64 = sel.iter().map(|r| r.decode_seconds).sum();
+            let _ = writeln!(
+                s,
+                "| {codec} | {path} | {:.3} | {:.3} | {:.3} | {} |",
+                geomean(sel.iter().map(|r| r.decode_gbps)),
+                geomean(sel.iter().map(|r| r.decode_over_copy)),
+                copy / dec,
+                if codec == "ibp" { ">= 0.25" } else { ">= 0.10" }
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n## Per dataset\n\n| dataset | dtype | codec | path | ratio | decode GB/s | copy GB/s | decode / copy | upload raw ms | upload compressed + decode ms | pipelined ms |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            r.dataset,
+            r.dtype,
+            r.codec,
+            r.path,
+            r.raw_bytes as f64 / r.compressed_bytes as f64,
+            r.decode_gbps,
+            r.copy_gbps,
+            r.decode_over_copy,
+            r.upload_raw_seconds * 1e3,
+            (r.upload_compressed_seconds + r.decode_seconds) * 1e3,
+            r.pipelined_seconds * 1e3
+        );
+    }
+    s
+}
+
+/// Put the GPU decode speed (the device's default path) into the harness records.
+fn patch_results(path: &Path, rows: &[Row], adapter: &str) -> Result<()> {
+    let file = path.join("results.json");
+    let text = std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
+    let mut res: planepack_harness::Results = serde_json::from_str(&text)?;
+    for rec in &mut res.records {
+        let hit = rows
+            .iter()
+            .find(|r| r.dataset == rec.dataset && r.dtype == rec.dtype && r.codec == rec.codec);
+        if let Some(r) = hit {
+            rec.gpu_decode_gbps = Some(r.decode_gbps);
+            rec.gpu_device = Some(format!("{adapter} ({} path)", r.path));
+        }
+    }
+    std::fs::write(&file, serde_json::to_string_pretty(&res)?)?;
+    Ok(())
+}
