@@ -87,45 +87,58 @@ fn wmask() -> u32 {
     return (1u << params.width) - 1u;
 }
 
-// Element `i` of block-slot `j`, OR-ed into the (zeroed) tile.
-fn put(j: u32, i: u32, e: u32) {
+// Elements live in the workgroup tile, block-slot `j` at words `32 j ..`: element `i` is
+// bits `(i % per) W ..` of word `i / per`, `per = 32 / W`. No private arrays are indexed
+// dynamically (they spill on GPUs and crawl on lavapipe): planes go straight into the tile.
+
+fn get_elem(j: u32, i: u32) -> u32 {
+    let w = params.width;
+    let per = 32u / w;
+    return (tile[j * 32u + i / per] >> ((i % per) * w)) & wmask();
+}
+
+fn set_elem(j: u32, i: u32, e: u32) {
     let w = params.width;
     let per = 32u / w;
     let k = j * 32u + i / per;
-    tile[k] = tile[k] | (e << ((i % per) * w));
+    let sh = (i % per) * w;
+    tile[k] = (tile[k] & ~(wmask() << sh)) | (e << sh);
+}
+
+// Component `q` of a 128-bit value.
+fn comp(v: vec4<u32>, q: u32) -> u32 {
+    return select(select(select(v.x, v.y, q == 1u), v.z, q == 2u), v.w, q == 3u);
 }
 
 // `n` bits (0..=128) at `p` as a 128-bit value.
 fn bits128(p: u32, n: u32) -> vec4<u32> {
-    var v = vec4<u32>(0u);
-    for (var q = 0u; q < 4u; q = q + 1u) {
-        if (n > q * 32u) {
-            v[q] = bits(p + q * 32u, min(32u, n - q * 32u));
-        }
+    return vec4<u32>(
+        bits(p, min(32u, n)),
+        bits(p + 32u, min(32u, max(n, 32u) - 32u)),
+        bits(p + 64u, min(32u, max(n, 64u) - 64u)),
+        bits(p + 96u, min(32u, max(n, 96u) - 96u)),
+    );
+}
+
+fn ones_word(n: u32, q: u32) -> u32 {
+    if (n >= (q + 1u) * 32u) {
+        return 0xffffffffu;
     }
-    return v;
+    if (n > q * 32u) {
+        return (1u << (n - q * 32u)) - 1u;
+    }
+    return 0u;
 }
 
 fn ones128(n: u32) -> vec4<u32> {
-    var v = vec4<u32>(0u);
-    for (var q = 0u; q < 4u; q = q + 1u) {
-        if (n >= (q + 1u) * 32u) {
-            v[q] = 0xffffffffu;
-        } else if (n > q * 32u) {
-            v[q] = (1u << (n - q * 32u)) - 1u;
-        }
-    }
-    return v;
+    return vec4<u32>(ones_word(n, 0u), ones_word(n, 1u), ones_word(n, 2u), ones_word(n, 3u));
 }
 
-fn bit128(v: vec4<u32>, i: u32) -> u32 {
-    return (v[i >> 5u] >> (i & 31u)) & 1u;
-}
-
-fn with_bit(v: vec4<u32>, i: u32) -> vec4<u32> {
-    var r = v;
-    r[i >> 5u] = r[i >> 5u] | (1u << (i & 31u));
-    return r;
+// The 128-bit value with only bit `i` set.
+fn onehot(i: u32) -> vec4<u32> {
+    let q = i >> 5u;
+    let b = 1u << (i & 31u);
+    return vec4<u32>(select(0u, b, q == 0u), select(0u, b, q == 1u), select(0u, b, q == 2u), select(0u, b, q == 3u));
 }
 
 fn popcount128(v: vec4<u32>) -> u32 {
@@ -140,9 +153,25 @@ fn sign_extend(v: u32, s: u32) -> u32 {
     return v;
 }
 
-// Decode planes of `p_bits`-bit values starting at bit `pos`; returns the position after them.
-// planes[b] = plane b (bit i = bit b of value i).
-fn decode_planes(start: u32, p_bits: u32, planes: ptr<function, array<vec4<u32>, 32>>) -> u32 {
+// OR plane `b` into the values in the tile: bit i of the plane is bit b of value i, and
+// value i sits at element `i + shift` (DBX keeps delta i at element i + 1).
+fn scatter_plane(j: u32, plane: vec4<u32>, b: u32, shift: u32) {
+    let w = params.width;
+    let per = 32u / w;
+    for (var q = 0u; q < 4u; q = q + 1u) {
+        var m = comp(plane, q);
+        for (var guard = 0u; guard < 32u && m != 0u; guard = guard + 1u) {
+            let i = q * 32u + countTrailingZeros(m) + shift;
+            let k = j * 32u + i / per;
+            tile[k] = tile[k] | (1u << ((i % per) * w + b));
+            m = m & (m - 1u);
+        }
+    }
+}
+
+// Decode the planes of `p_bits`-bit values starting at bit `pos` into the tile (values at
+// elements `shift ..`); returns the position after them.
+fn decode_planes(j: u32, start: u32, p_bits: u32, shift: u32) -> u32 {
     let w = params.width;
     let run_bits = bits_for(w - 1u);
     var pos = start;
@@ -155,7 +184,7 @@ fn decode_planes(start: u32, p_bits: u32, planes: ptr<function, array<vec4<u32>,
             plane = bits128(pos + 1u, p_bits) ^ prev;
             pos = pos + 1u + p_bits;
         } else if (bits(pos + 1u, 1u) == 1u) {
-            // 01: a run of r >= 2 zero symbols.
+            // 01: a run of r >= 2 zero symbols: r planes equal to the previous one.
             let r = bits(pos + 2u, run_bits) + 2u;
             pos = pos + 2u + run_bits;
             if (i32(r) > b + 1) {
@@ -163,7 +192,7 @@ fn decode_planes(start: u32, p_bits: u32, planes: ptr<function, array<vec4<u32>,
                 return pos;
             }
             for (var k = 0u; k < r; k = k + 1u) {
-                (*planes)[b] = prev;
+                scatter_plane(j, prev, u32(b), shift);
                 b = b - 1;
             }
             continue;
@@ -189,7 +218,7 @@ fn decode_planes(start: u32, p_bits: u32, planes: ptr<function, array<vec4<u32>,
                     err = err | ERR_SYMBOL;
                     return pos;
                 }
-                plane = with_bit(with_bit(vec4<u32>(0u), at), at + 1u) ^ prev;
+                plane = (onehot(at) | onehot(at + 1u)) ^ prev;
             } else {
                 // 00011: a single one at p.
                 let fb = bits_for(p_bits);
@@ -199,23 +228,14 @@ fn decode_planes(start: u32, p_bits: u32, planes: ptr<function, array<vec4<u32>,
                     err = err | ERR_SYMBOL;
                     return pos;
                 }
-                plane = with_bit(vec4<u32>(0u), at) ^ prev;
+                plane = onehot(at) ^ prev;
             }
         }
-        (*planes)[b] = plane;
+        scatter_plane(j, plane, u32(b), shift);
         prev = plane;
         b = b - 1;
     }
     return pos;
-}
-
-// Value `i` (bit b of it = bit i of plane b).
-fn value_of(planes: ptr<function, array<vec4<u32>, 32>>, i: u32) -> u32 {
-    var v = 0u;
-    for (var b = 0u; b < params.width; b = b + 1u) {
-        v = v | (bit128((*planes)[b], i) << b);
-    }
-    return v;
 }
 
 fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
@@ -235,30 +255,33 @@ fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
     }
     if (tag == 1u) {
         let m = bits128(start, n);
-        let k = popcount128(m);
-        if (len != n + k * w) {
+        let cnt = popcount128(m);
+        if (len != n + cnt * w) {
             err = err | ERR_LENGTH;
             return;
         }
         var pos = start + n;
-        for (var i = 0u; i < n; i = i + 1u) {
-            if (bit128(m, i) == 1u) {
+        for (var q = 0u; q < 4u; q = q + 1u) {
+            var mq = comp(m, q);
+            for (var guard = 0u; guard < 32u && mq != 0u; guard = guard + 1u) {
+                let i = q * 32u + countTrailingZeros(mq);
                 let e = bits(pos, w);
                 pos = pos + w;
                 if (e == 0u) {
                     err = err | ERR_VALUE;
                 }
-                put(j, i, e);
+                set_elem(j, i, e);
+                mq = mq & (mq - 1u);
             }
         }
         return;
     }
     // Plane-coded modes.
-    var planes: array<vec4<u32>, 32>;
     var pos = start;
     var m = vec4<u32>(0u);
     var p_bits = n;
     var base = 0u;
+    var shift = 0u;
     if (tag == 4u) {
         m = bits128(pos, n);
         pos = pos + n;
@@ -269,57 +292,62 @@ fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
         }
     } else if (tag == 3u) {
         p_bits = n - 1u;
+        shift = 1u;
         if (bits(pos, 1u) == 1u) {
             base = bits(pos + 1u, w);
             pos = pos + 1u + w;
         } else {
+            // Code bits in stream order: 00 zero, 01 -> 4 bits, 10 -> 8 bits, 11 -> 16 bits.
             let code = bits(pos + 1u, 1u) | (bits(pos + 2u, 1u) << 1u);
             pos = pos + 3u;
-            // code bits in stream order: 00 -> zero, 10 -> 4 bits, 01 -> 8 bits, 11 -> 16 bits
-            var s = 0u;
+            var sz = 0u;
             if (code == 2u) {
-                s = 4u;
+                sz = 4u;
             } else if (code == 1u) {
-                s = 8u;
+                sz = 8u;
             } else if (code == 3u) {
-                s = 16u;
+                sz = 16u;
             }
-            if (s >= w) {
+            if (sz >= w) {
                 err = err | ERR_SYMBOL;
                 return;
             }
-            if (s > 0u) {
-                base = sign_extend(bits(pos, s), s);
-                pos = pos + s;
+            if (sz > 0u) {
+                base = sign_extend(bits(pos, sz), sz);
+                pos = pos + sz;
             }
         }
     }
-    pos = decode_planes(pos, p_bits, &planes);
+    pos = decode_planes(j, pos, p_bits, shift);
     if (pos - start != len) {
         err = err | ERR_LENGTH;
         return;
     }
-    if (tag == 2u) {
-        for (var i = 0u; i < n; i = i + 1u) {
-            put(j, i, value_of(&planes, i));
-        }
-    } else if (tag == 3u) {
+    if (tag == 3u) {
+        // Element i + 1 holds delta i: a running sum from the base.
         var e = base;
-        put(j, 0u, e);
-        for (var i = 0u; i + 1u < n; i = i + 1u) {
-            e = (e + value_of(&planes, i)) & wmask();
-            put(j, i + 1u, e);
+        set_elem(j, 0u, e);
+        for (var i = 1u; i < n; i = i + 1u) {
+            e = (e + get_elem(j, i)) & wmask();
+            set_elem(j, i, e);
         }
-    } else {
-        var t = 0u;
-        for (var i = 0u; i < n; i = i + 1u) {
-            if (bit128(m, i) == 1u) {
-                let e = value_of(&planes, t);
-                t = t + 1u;
+    } else if (tag == 4u) {
+        // Values 0..k-1 sit at elements 0..k-1: move value t to the t-th set bit of M, from
+        // the last down (the t-th set bit is at or after t, so nothing is overwritten early).
+        var t = p_bits;
+        for (var qq = 0u; qq < 4u; qq = qq + 1u) {
+            let q = 3u - qq;
+            var mq = comp(m, q);
+            for (var guard = 0u; guard < 32u && mq != 0u; guard = guard + 1u) {
+                let i = q * 32u + 31u - countLeadingZeros(mq);
+                t = t - 1u;
+                let e = get_elem(j, t);
                 if (e == 0u) {
                     err = err | ERR_VALUE;
                 }
-                put(j, i, e);
+                set_elem(j, t, 0u);
+                set_elem(j, i, e);
+                mq = mq & ~(1u << (i & 31u));
             }
         }
     }

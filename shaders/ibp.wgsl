@@ -1,4 +1,4 @@
-// IBP row decoder (docs/format-ibp.md): one workgroup per output row, or several short rows.
+// IBP row decoder (docs/format-ibp.md): a workgroup decodes several rows, a few invocations each.
 //
 // The host has checked the stream (mask, bitval, row bitmask) and placed every stored row
 // (`row_span`: byte start and end of row `i` at `2 i`, `2 i + 1`; rows may be back to back, as
@@ -23,9 +23,9 @@ struct Params {
     tail_off: u32,
     tail_len: u32,
     rows_x: u32,
-    // Rows decoded by one workgroup: WG / units when a row has at most WG / 2 output words,
-    // so short rows do not leave most invocations idle; else 1.
-    rows_per_group: u32,
+    // Invocations per row (a power of two dividing WG); a workgroup decodes WG / lanes rows,
+    // each invocation a run of consecutive output words of its row.
+    lanes: u32,
 }
 
 @group(0) @binding(0) var<storage, read> stream: array<u32>;
@@ -44,6 +44,19 @@ const ERR_ROW: u32 = 64u;
 const ERR_LAYOUT: u32 = 256u;
 
 var<private> err: u32;
+// The last two 32-bit units of the field stream read (unit fr_k and fr_k + 1).
+var<private> fr_k: u32;
+var<private> fr_u0: u32;
+var<private> fr_u1: u32;
+// The last stream word read for participation bits.
+var<private> bm_i: u32;
+var<private> bm_w: u32;
+// Mask and bitval of every column, loaded once per workgroup when the row has at most
+// CACHE_COLS chunks; from the stream otherwise.
+const CACHE_COLS: u32 = 512u;
+var<workgroup> col_mask: array<vec2<u32>, CACHE_COLS>;
+var<workgroup> col_bitval: array<vec2<u32>, CACHE_COLS>;
+var<private> cols_cached: bool;
 var<workgroup> seg: array<u32, WG>;
 
 fn word(i: u32) -> u32 {
@@ -95,9 +108,15 @@ fn unit(at: u32, k: u32) -> u32 {
 fn msb_bits(at: u32, p: u32, n: u32) -> u32 {
     let k = p >> 5u;
     let s = p & 31u;
-    var v = unit(at, k) << s;
+    // Consecutive fields share stream words: keep the last two units.
+    if (k != fr_k) {
+        fr_k = k;
+        fr_u0 = unit(at, k);
+        fr_u1 = unit(at, k + 1u);
+    }
+    var v = fr_u0 << s;
     if (s != 0u) {
-        v = v | (unit(at, k + 1u) >> (32u - s));
+        v = v | (fr_u1 >> (32u - s));
     }
     return v >> (32u - n);
 }
@@ -113,37 +132,91 @@ fn field(at: u32, p: u32, n: u32) -> vec2<u32> {
     return vec2<u32>(msb_bits(at, p + n - 32u, 32u), msb_bits(at, p, n - 32u));
 }
 
-// Deposit the low bits of `f` at the set bits of `sel` (pdep), 64-bit as (low, high). Works
-// run by run of consecutive set bits: a column mask has few runs (sign, exponent, mantissa
-// boundaries), so this loops a few times rather than once per bit.
-fn pdep(f: vec2<u32>, sel: vec2<u32>) -> vec2<u32> {
-    var r = vec2<u32>(0u);
-    var k = 0u;
-    for (var h = 0u; h < 2u; h = h + 1u) {
-        var m = sel[h];
-        for (var guard = 0u; guard < 16u && m != 0u; guard = guard + 1u) {
-            let at = countTrailingZeros(m);
-            let len = countTrailingZeros(~(m >> at));
-            // The next `len` bits of f, from bit k (k + len <= 64).
-            var bits = 0u;
-            if (k < 32u) {
-                bits = f.x >> k;
-                if (k > 0u && k + len > 32u) {
-                    bits = bits | (f.y << (32u - k));
-                }
-            } else {
-                bits = f.y >> (k - 32u);
-            }
-            var run = 0xffffffffu;
-            if (len < 32u) {
-                run = (1u << len) - 1u;
-            }
-            r[h] = r[h] | ((bits & run) << at);
-            m = m & ~(run << at);
-            k = k + len;
-        }
+// Bits `k ..` of the 64-bit value `f` (low, high), as one word.
+fn take64(f: vec2<u32>, k: u32) -> u32 {
+    if (k == 0u) {
+        return f.x;
     }
-    return r;
+    if (k < 32u) {
+        return (f.x >> k) | (f.y << (32u - k));
+    }
+    if (k < 64u) {
+        return f.y >> (k - 32u);
+    }
+    return 0u;
+}
+
+// Deposit bits of `f` from bit `k` on into the set bits of `m`; returns (word, next k).
+// Works run by run of consecutive set bits: a column mask has few runs (sign, exponent,
+// mantissa boundaries), so this loops a few times rather than once per bit.
+fn deposit(f: vec2<u32>, m_in: u32, k_in: u32) -> vec2<u32> {
+    var m = m_in;
+    var k = k_in;
+    var r = 0u;
+    for (var guard = 0u; guard < 16u && m != 0u; guard = guard + 1u) {
+        let at = countTrailingZeros(m);
+        let len = countTrailingZeros(~(m >> at));
+        var run = 0xffffffffu;
+        if (len < 32u) {
+            run = (1u << len) - 1u;
+        }
+        r = r | ((take64(f, k) & run) << at);
+        m = m & ~(run << at);
+        k = k + len;
+    }
+    return vec2<u32>(r, k);
+}
+
+// pdep for up to 64 bits: the low bits of `f` placed at the set bits of `sel`.
+fn pdep(f: vec2<u32>, sel: vec2<u32>) -> vec2<u32> {
+    let lo = deposit(f, sel.x, 0u);
+    let hi = deposit(f, sel.y, lo.y);
+    return vec2<u32>(lo.x, hi.x);
+}
+
+// Field width of chunk `j` of the row whose bitmap starts at `start`, and whether it
+// participates (1) or not (0).
+fn mask_of(j: u32) -> vec2<u32> {
+    if (cols_cached) {
+        return col_mask[j];
+    }
+    return wword(params.mask_off, j);
+}
+
+fn bitval_of(j: u32) -> vec2<u32> {
+    if (cols_cached) {
+        return col_bitval[j];
+    }
+    return wword(params.mask_off + params.columns * (params.width / 8u), j);
+}
+
+// Participation bit of chunk `j` of the row whose bitmap starts at byte `start`.
+fn part_bit(start: u32, j: u32) -> u32 {
+    let byte = start + (j >> 3u);
+    let i = byte >> 2u;
+    if (i != bm_i) {
+        bm_i = i;
+        bm_w = word(i);
+    }
+    return (bm_w >> ((byte & 3u) * 8u + (j & 7u))) & 1u;
+}
+
+fn chunk_width(start: u32, j: u32) -> vec2<u32> {
+    let w = params.width;
+    if (part_bit(start, j) == 1u) {
+        let mj = mask_of(j);
+        return vec2<u32>(w - countOneBits(mj.x) - countOneBits(mj.y), 1u);
+    }
+    return vec2<u32>(w, 0u);
+}
+
+// Chunk `j` decoded from its field at stream bit `p`.
+fn chunk_value(fields_at: u32, j: u32, p: u32, cw: vec2<u32>) -> vec2<u32> {
+    let f = field(fields_at, p, cw.x);
+    if (cw.y == 1u) {
+        return bitval_of(j) | pdep(f, ~mask_of(j) & width_mask());
+    }
+    return f;
 }
 
 fn width_mask() -> vec2<u32> {
@@ -174,9 +247,19 @@ fn tail() {
     }
 }
 
+// Width and participation of the (one or two) chunks of output word `u`.
+fn unit_width(start: u32, u: u32, per: u32) -> u32 {
+    var sum = chunk_width(start, u * per).x;
+    if (per == 2u) {
+        sum = sum + chunk_width(start, u * per + 1u).x;
+    }
+    return sum;
+}
+
 fn run(wg: vec3<u32>) {
     let g = wg.y * params.rows_x + wg.x;
-    let rpg = params.rows_per_group;
+    let lanes = params.lanes;
+    let rpg = WG / lanes;
     let body_groups = (params.n_out + rpg - 1u) / rpg;
     let has_tail = params.tail_len > 0u;
     if (g > body_groups || (g == body_groups && !has_tail)) {
@@ -196,17 +279,24 @@ fn run(wg: vec3<u32>) {
     let row_bytes = v * b;
     let per = select(1u, 2u, w == 16u);
     let units = v / per;
-    // This invocation's row (k-th of the group) and its first unit.
-    var k = 0u;
-    var u0 = slot;
-    var iters = (units + WG - 1u) / WG;
-    if (rpg > 1u) {
-        k = slot / units;
-        u0 = slot % units;
-        iters = 1u;
+    // This invocation: row k of the group, output words [u_lo, u_hi) of it.
+    let k = slot / lanes;
+    let l = slot % lanes;
+    let upl = (units + lanes - 1u) / lanes;
+    fr_k = 0xffffffffu;
+    bm_i = 0xffffffffu;
+    cols_cached = v <= CACHE_COLS;
+    if (cols_cached) {
+        for (var j = slot; j < v; j = j + WG) {
+            col_mask[j] = wword(params.mask_off, j);
+            col_bitval[j] = wword(params.mask_off + v * b, j);
+        }
     }
+    workgroupBarrier();
+    let u_lo = min(l * upl, units);
+    let u_hi = min(u_lo + upl, units);
     let r = g * rpg + k;
-    let mine = k < rpg && r < params.n_out;
+    let mine = r < params.n_out;
     var row = 0u;
     var start = 0u;
     var stored = 0u;
@@ -224,81 +314,53 @@ fn run(wg: vec3<u32>) {
     let base = r * (row_bytes / 4u);
     let h = ((v + 7u) / 8u + b - 1u) / b * b;
     let fields_at = start + h;
-    var running = 0u;
-    for (var it = 0u; it < iters; it = it + 1u) {
-        let u = it * WG + u0;
-        let live = mine && packed && u < units;
-        var widths = array<u32, 2>(0u, 0u);
-        var part = array<bool, 2>(false, false);
-        var sum = 0u;
-        if (live) {
-            for (var t = 0u; t < per; t = t + 1u) {
-                let j = u * per + t;
-                part[t] = ((load32(start + j / 8u) >> (j % 8u)) & 1u) == 1u;
-                var fw = w;
-                if (part[t]) {
-                    let mj = wword(params.mask_off, j);
-                    fw = w - countOneBits(mj.x) - countOneBits(mj.y);
-                }
-                widths[t] = fw;
-                sum = sum + fw;
+    let live = mine && packed;
+    var sum = 0u;
+    if (live) {
+        for (var u = u_lo; u < u_hi; u = u + 1u) {
+            sum = sum + unit_width(start, u, per);
+        }
+    }
+    let sc = scan(sum);
+    // Segment the scan by row: subtract the prefix at this row's first slot.
+    seg[slot] = sc.x;
+    workgroupBarrier();
+    let before = seg[k * lanes];
+    var total = sc.y;
+    if ((k + 1u) * lanes < WG) {
+        total = seg[(k + 1u) * lanes];
+    }
+    total = total - before;
+    if (live) {
+        var p = sc.x - before;
+        for (var u = u_lo; u < u_hi; u = u + 1u) {
+            let c0 = chunk_width(start, u * per);
+            let x0 = chunk_value(fields_at, u * per, p, c0);
+            p = p + c0.x;
+            if (w == 64u) {
+                out[base + 2u * u] = x0.x;
+                out[base + 2u * u + 1u] = x0.y;
+            } else if (w == 32u) {
+                out[base + u] = x0.x;
+            } else {
+                let c1 = chunk_width(start, u * per + 1u);
+                let x1 = chunk_value(fields_at, u * per + 1u, p, c1);
+                p = p + c1.x;
+                out[base + u] = x0.x | (x1.x << 16u);
             }
         }
-        let sc = scan(sum);
-        // Segment the scan by row: subtract the prefix at this row's first slot.
-        var before = 0u;
-        var total = sc.y;
-        if (rpg > 1u) {
-            seg[slot] = sc.x;
-            workgroupBarrier();
-            if (mine) {
-                before = seg[k * units];
-                if ((k + 1u) * units < WG) {
-                    total = seg[(k + 1u) * units];
-                }
-                total = total - before;
-            }
-            workgroupBarrier();
-        }
-        if (live) {
-            var p = running + sc.x - before;
-            var word_out = 0u;
-            for (var t = 0u; t < per; t = t + 1u) {
-                let j = u * per + t;
-                let f = field(fields_at, p, widths[t]);
-                p = p + widths[t];
-                var x = f;
-                if (part[t]) {
-                    let mj = wword(params.mask_off, j);
-                    let bj = wword(params.mask_off + v * b, j);
-                    x = bj | pdep(f, ~mj & width_mask());
-                }
-                if (w == 64u) {
-                    out[base + 2u * u] = x.x;
-                    out[base + 2u * u + 1u] = x.y;
-                } else if (w == 32u) {
-                    out[base + u] = x.x;
-                } else {
-                    word_out = word_out | (x.x << (16u * t));
-                }
-            }
-            if (w == 16u) {
-                out[base + u] = word_out;
-            }
-        }
-        running = running + total;
     }
     if (mine && !packed) {
         if (stored != row_bytes) {
             err = err | ERR_LENGTH;
         }
-        let step = select(WG, units, rpg > 1u);
-        for (var t = u0; t < row_bytes / 4u; t = t + step) {
+        for (var t = l; t < row_bytes / 4u; t = t + lanes) {
             out[base + t] = load32(start + 4u * t);
         }
     }
-    if (mine && packed && u0 == 0u) {
+    if (live && l == 0u) {
         // The row's length follows from its fields; its padding must be zero.
+        let running = total;
         let d = (running + w - 1u) / w * b;
         if (h + d != stored || stored >= row_bytes) {
             err = err | ERR_LENGTH;
@@ -309,7 +371,7 @@ fn run(wg: vec3<u32>) {
                 err = err | ERR_VALUE;
             }
             for (var j = v; j < h * 8u; j = j + 1u) {
-                if (((load32(start + j / 8u) >> (j % 8u)) & 1u) == 1u) {
+                if (part_bit(start, j) == 1u) {
                     err = err | ERR_VALUE;
                 }
             }

@@ -27,6 +27,13 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use wgpu::util::DeviceExt;
 
+/// Invocations that decode one IBP row together (at most; short rows take fewer). Each owns a
+/// run of the row's output words, and a workgroup of 64 takes 64 / lanes rows, so one prefix
+/// sum (and its barriers) and one load of the column masks serve many rows. On lavapipe 4 was
+/// fastest of 1, 2, 4, 16, 64 (`examples/gpu_probe.rs`); a GPU may prefer more lanes per row
+/// for coalesced writes: this is the constant to tune when one is measured.
+pub const IBP_LANES: u32 = 4;
+
 /// Error bits the shaders set in `status[0]` (same values as in the WGSL).
 pub const ERR_LAYOUT: u32 = 256;
 
@@ -533,9 +540,11 @@ impl Gpu {
             spans.push(u32_of(e, "stream")?);
         }
         let n_out = u32_of(ids.len(), "row count")?;
-        // Short rows: several per workgroup (the kernel's WG is 64 invocations).
+        // Invocations per row: up to IBP_LANES, fewer for short rows; the kernel's workgroup
+        // (64 invocations) takes 64 / lanes rows.
         let units = (l.columns / if l.width == 16 { 2 } else { 1 }).max(1) as u32;
-        let rows_per_group = if units <= 32 { 64 / units } else { 1 };
+        let lanes = units.next_power_of_two().min(IBP_LANES);
+        let rows_per_group = 64 / lanes;
         let groups = n_out.div_ceil(rows_per_group) + u32::from(tail_len > 0);
         let pipeline = self.pipeline(Kernel::Ibp, path);
         let (gx, gy) = self.grid(groups);
@@ -554,7 +563,7 @@ impl Gpu {
             u32_of(tail_off, "stream")?,
             u32_of(tail_len, "tail")?,
             gx,
-            rows_per_group,
+            lanes,
             0,
             0,
         ]);
