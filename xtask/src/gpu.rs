@@ -57,6 +57,9 @@ struct Row {
     /// Sum over tensors of max(upload compressed, decode): upload of tensor i+1 overlapped
     /// with the decode of tensor i.
     pipelined_seconds: f64,
+    /// The same decode and copy times over the tensors of at least 1 MiB only.
+    large_decode_seconds: f64,
+    large_copy_seconds: f64,
     timestamps: bool,
 }
 
@@ -127,6 +130,8 @@ pub fn bench(
                         upload_raw_seconds: 0.0,
                         upload_compressed_seconds: 0.0,
                         pipelined_seconds: 0.0,
+                        large_decode_seconds: 0.0,
+                        large_copy_seconds: 0.0,
                         timestamps: gpu.has_timestamps(),
                     };
                     let mut skipped = false;
@@ -161,6 +166,10 @@ pub fn bench(
                         r.upload_raw_seconds += up_raw;
                         r.upload_compressed_seconds += up_comp;
                         r.pipelined_seconds += up_comp.max(dec);
+                        if data.len() >= 1 << 20 {
+                            r.large_decode_seconds += dec;
+                            r.large_copy_seconds += copy;
+                        }
                     }
                     if r.raw_bytes == 0 {
                         continue;
@@ -230,13 +239,15 @@ fn markdown(rows: &[Row], device: &str, runs: usize) -> String {
     let _ = writeln!(s, "## Summary\n");
     let _ = writeln!(
         s,
-        "Per dataset: geometric mean over datasets (each dataset weighs the same; small tensors, \
-         where fixed launch costs dominate both kernels, count as much as large ones). All bytes: \
-         total copy time over total decode time, so the large tensors (embeddings, GNN features, \
-         KV caches) dominate. Targets (issue 6, lavapipe): decode / copy >= 0.25 for IBP and >= 0.10 \
-         for the bit-plane codec.\n"
+        "Per dataset: geometric mean over datasets of decode / copy. All tensors: total copy time \
+         over total decode time; both are dominated by the many small tensors of the activation \
+         datasets, where a launch's fixed cost makes the copy kernel slow too. Tensors >= 1 MiB: \
+         the same over the large tensors only (embeddings, GNN features, KV caches, large \
+         activations), where the copy kernel runs at full speed: the honest figure for large \
+         transfers. Targets (issue 6, lavapipe): decode / copy >= 0.25 for IBP and >= 0.10 for the \
+         bit-plane codec.\n"
     );
-    let _ = writeln!(s, "| codec | path | decode GB/s (per dataset) | decode / copy (per dataset) | decode / copy (all bytes) | target |\n|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| codec | path | decode GB/s (per dataset) | decode / copy (per dataset) | decode / copy (all tensors) | decode / copy (tensors >= 1 MiB) | target |\n|---|---|---|---|---|---|---|");
     for codec in ["ibp", "bitplane"] {
         for path in ["subgroup", "workgroup"] {
             let sel: Vec<&Row> = rows
@@ -248,12 +259,15 @@ fn markdown(rows: &[Row], device: &str, runs: usize) -> String {
             }
             let copy: f64 = sel.iter().map(|r| r.copy_seconds).sum();
             let dec: f64 = sel.iter().map(|r| r.decode_seconds).sum();
+            let lc: f64 = sel.iter().map(|r| r.large_copy_seconds).sum();
+            let ld: f64 = sel.iter().map(|r| r.large_decode_seconds).sum();
             let _ = writeln!(
                 s,
-                "| {codec} | {path} | {:.3} | {:.3} | {:.3} | {} |",
+                "| {codec} | {path} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
                 geomean(sel.iter().map(|r| r.decode_gbps)),
                 geomean(sel.iter().map(|r| r.decode_over_copy)),
                 copy / dec,
+                lc / ld,
                 if codec == "ibp" { ">= 0.25" } else { ">= 0.10" }
             );
         }
