@@ -27,26 +27,10 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
 
 const WG: u32 = 32u;
-const ERR_BOUNDS: u32 = 1u;
-const ERR_OVERRUN: u32 = 2u;
-const ERR_TAG: u32 = 4u;
-const ERR_LENGTH: u32 = 8u;
-const ERR_SYMBOL: u32 = 16u;
-const ERR_VALUE: u32 = 32u;
-const ERR_LAYOUT: u32 = 256u;
 
 var<workgroup> tile: array<u32, 1024>;
-var<private> err: u32;
 var<private> cbase: u32;
 var<private> climit: u32;
-
-fn word(i: u32) -> u32 {
-    if (i < arrayLength(&stream)) {
-        return stream[i];
-    }
-    err = err | ERR_BOUNDS;
-    return 0u;
-}
 
 fn byte_at(b: u32) -> u32 {
     return (word(b >> 2u) >> ((b & 3u) * 8u)) & 0xffu;

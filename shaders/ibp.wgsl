@@ -36,14 +36,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> status: array<atomic<u32>>;
 
 const WG: u32 = 64u;
-const ERR_BOUNDS: u32 = 1u;
-const ERR_OVERRUN: u32 = 2u;
-const ERR_LENGTH: u32 = 8u;
-const ERR_VALUE: u32 = 32u;
-const ERR_ROW: u32 = 64u;
-const ERR_LAYOUT: u32 = 256u;
 
-var<private> err: u32;
 // The last two 32-bit units of the field stream read (unit fr_k and fr_k + 1).
 var<private> fr_k: u32;
 var<private> fr_u0: u32;
@@ -58,14 +51,6 @@ var<workgroup> col_mask: array<vec2<u32>, CACHE_COLS>;
 var<workgroup> col_bitval: array<vec2<u32>, CACHE_COLS>;
 var<private> cols_cached: bool;
 var<workgroup> seg: array<u32, WG>;
-
-fn word(i: u32) -> u32 {
-    if (i < arrayLength(&stream)) {
-        return stream[i];
-    }
-    err = err | ERR_BOUNDS;
-    return 0u;
-}
 
 // 32 bits at any byte offset, little-endian.
 fn load32(b: u32) -> u32 {

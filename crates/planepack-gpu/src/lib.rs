@@ -34,7 +34,7 @@ use wgpu::util::DeviceExt;
 /// for coalesced writes: this is the constant to tune when one is measured.
 pub const IBP_LANES: u32 = 4;
 
-/// Error bits the shaders set in `status[0]` (same values as in the WGSL).
+/// The error bit a subgroup kernel sets when it cannot number its subgroups (shaders/common.wgsl).
 pub const ERR_LAYOUT: u32 = 256;
 
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,7 @@
 //! The WGSL kernels, how they are assembled, and their validation and translation by naga.
 //!
-//! Each decoder is one kernel file plus one of two scan files (`shaders/scan_subgroup.wgsl`,
+//! Each decoder is `shaders/common.wgsl` (error bits, bounds-checked stream reads), one kernel
+//! file and one of two scan files (`shaders/scan_subgroup.wgsl`,
 //! `shaders/scan_workgroup.wgsl`) that provide the entry point and a workgroup prefix sum: the
 //! subgroup path for adapters with `Features::SUBGROUP`, the workgroup-memory path for the
 //! others. Both are validated here for every backend wgpu targets (SPIR-V for Vulkan, MSL for
@@ -25,6 +26,7 @@ pub enum ScanPath {
     Workgroup,
 }
 
+const COMMON: &str = include_str!("../../../shaders/common.wgsl");
 const BITPLANE: &str = include_str!("../../../shaders/bitplane.wgsl");
 const IBP: &str = include_str!("../../../shaders/ibp.wgsl");
 const COPY: &str = include_str!("../../../shaders/copy.wgsl");
@@ -42,7 +44,7 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
         ScanPath::Subgroup => SCAN_SUBGROUP,
         ScanPath::Workgroup => SCAN_WORKGROUP,
     };
-    format!("{body}\n{scan}")
+    format!("{COMMON}\n{body}\n{scan}")
 }
 
 /// Every shader the crate builds: (name, source, needs subgroups).
