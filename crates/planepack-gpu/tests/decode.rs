@@ -40,6 +40,9 @@ fn paths(g: &Gpu) -> Vec<ScanPath> {
 }
 
 fn on_each_path(g: &Gpu, mut f: impl FnMut(ScanPath)) {
+    // Tests run in parallel and share the device: one at a time may choose its path.
+    static PATH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _only_me = PATH.lock().unwrap_or_else(|e| e.into_inner());
     let before = g.path();
     for p in paths(g) {
         g.set_path(p).unwrap();
