@@ -223,7 +223,10 @@ fn encode_chunk<G: Geometry>(
 
 /// Locate every chunk: `(start, end)` byte offsets. Checks that chunk lengths are plausible
 /// and that the stream ends exactly after the last chunk.
-fn chunk_spans(input: &[u8], header: &Header) -> Result<Vec<(usize, usize)>> {
+/// Locate every chunk of a stream whose header is `header`: (start, end) byte offsets, the
+/// 2-byte length field included. Checks each length against its block table and that nothing
+/// follows the last chunk. Parallel decoders (all cores, the GPU) start here.
+pub fn chunk_spans(input: &[u8], header: &Header) -> Result<Vec<(usize, usize)>> {
     let mut spans = Vec::with_capacity(header.chunks());
     let mut pos = HEADER_BYTES;
     let mut blocks_left = header.blocks();

@@ -155,9 +155,7 @@ pub struct Prepared {
 impl Gpu {
     pub fn new(opts: &GpuOptions) -> Result<Gpu> {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-        desc.backends = opts
-            .backends
-            .unwrap_or(wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12);
+        desc.backends = desc_backends(opts);
         let instance = wgpu::Instance::new(desc);
         let adapters = pollster::block_on(instance.enumerate_adapters(desc_backends(opts)));
         let wanted = opts.adapter.as_ref().map(|s| s.to_ascii_lowercase());
@@ -298,13 +296,17 @@ impl Gpu {
             .clone()
     }
 
+    /// The compressed stream, with two spare zero words: unaligned 32-bit loads of its last
+    /// bytes read one word further; the kernels' own length checks decide what is valid.
+    fn stream(&self, bytes: &[u8]) -> Result<wgpu::Buffer> {
+        let mut padded = Vec::with_capacity(bytes.len() + 8);
+        padded.extend_from_slice(bytes);
+        padded.extend_from_slice(&[0u8; 8]);
+        self.storage(&padded, "stream")
+    }
+
     fn storage(&self, bytes: &[u8], what: &str) -> Result<wgpu::Buffer> {
-        let mut data = words(bytes);
-        if what == "stream" {
-            // Two spare zero words: unaligned 32-bit loads of the last bytes read one word
-            // further; the kernels' own length checks decide what is valid.
-            data.extend_from_slice(&[0u8; 8]);
-        }
+        let data = words(bytes);
         if data.len() as u64 > self.max_binding {
             return Err(GpuError::Unsupported(format!(
                 "{what} of {} bytes exceeds this device's storage binding limit of {}",
@@ -380,22 +382,22 @@ impl Gpu {
 
     /// Prepare a bit-plane decode: check the header, locate the chunks, upload.
     pub fn prepare_bitplane(&self, stream: &[u8], path: ScanPath) -> Result<Prepared> {
-        let plan = bitplane_chunks(stream)?;
-        let n_chunks = u32_of(plan.chunk_offsets.len(), "chunk count")?;
-        let n_blocks = u32_of(plan.raw_len.div_ceil(128), "block count")?;
-        let raw_len = u32_of(plan.raw_len, "tensor")?;
-        let offsets: Vec<u32> = plan
-            .chunk_offsets
+        let header = planepack_bitplane::parse_header(stream)?;
+        let spans = planepack_bitplane::chunk_spans(stream, &header)?;
+        let n_chunks = u32_of(spans.len(), "chunk count")?;
+        let n_blocks = u32_of(header.raw_len.div_ceil(128), "block count")?;
+        let raw_len = u32_of(header.raw_len, "tensor")?;
+        let offsets: Vec<u32> = spans
             .iter()
-            .map(|&o| u32_of(o, "stream"))
+            .map(|&(o, _)| u32_of(o, "stream"))
             .collect::<Result<_>>()?;
         let pipeline = self.pipeline(Kernel::BitPlane, path);
         let (gx, gy) = self.grid(n_chunks);
-        let s = self.storage(stream, "stream")?;
+        let s = self.stream(stream)?;
         let c = self.storage(bytemuck::cast_slice(&offsets), "chunk offsets")?;
         let out_len = n_blocks as usize * 128;
         let out = self.output(out_len)?;
-        let p = self.uniform(&[n_chunks, n_blocks, plan.width, raw_len, gx, 0, 0, 0]);
+        let p = self.uniform(&[n_chunks, n_blocks, header.width, raw_len, gx, 0, 0, 0]);
         let status = self.status();
         let bind_group = self.bind(&pipeline, &[&s, &c, &out, &p, &status]);
         Ok(Prepared {
@@ -404,7 +406,7 @@ impl Gpu {
             groups: if n_chunks == 0 { (0, 0) } else { (gx, gy) },
             out,
             status,
-            out_len: plan.raw_len,
+            out_len: header.raw_len,
             upload_bytes: stream.len() + offsets.len() * 4,
             kernel: Kernel::BitPlane,
         })
@@ -548,7 +550,7 @@ impl Gpu {
         let groups = n_out.div_ceil(rows_per_group) + u32::from(tail_len > 0);
         let pipeline = self.pipeline(Kernel::Ibp, path);
         let (gx, gy) = self.grid(groups);
-        let s = self.storage(l.bytes, "stream")?;
+        let s = self.stream(l.bytes)?;
         let o = self.storage(bytemuck::cast_slice(&spans), "row spans")?;
         let r = self.storage(bytemuck::cast_slice(&ids), "row ids")?;
         let out_len = ids.len() * row_bytes + tail_len;
@@ -740,55 +742,4 @@ struct IbpGroup<'a> {
 fn desc_backends(opts: &GpuOptions) -> wgpu::Backends {
     opts.backends
         .unwrap_or(wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12)
-}
-
-/// Where a bit-plane stream's chunks are.
-struct ChunkPlan {
-    width: u32,
-    raw_len: usize,
-    chunk_offsets: Vec<usize>,
-}
-
-/// Check a bit-plane stream's header and walk its chunk lengths (docs/format-bitplane.md).
-fn bitplane_chunks(s: &[u8]) -> Result<ChunkPlan> {
-    use planepack_core::error::{stream_header, take};
-    let h = stream_header(s, 16, *b"PPBP", 1, "bit-plane")?;
-    let width = h[5] as u32;
-    if !matches!(width, 8 | 16 | 32) || h[6] != 0 || h[7] != 0 {
-        return Err(planepack_core::Error::corrupt("bad element width or reserved bytes").into());
-    }
-    let raw_len = usize::try_from(u64::from_le_bytes(h[8..16].try_into().unwrap()))
-        .map_err(|_| GpuError::Unsupported("tensor larger than memory".into()))?;
-    let n = raw_len.div_ceil(4096);
-    // Every chunk takes at least 2 bytes: more chunks than that is a lying header.
-    if n > (s.len() - 16) / 2 {
-        return Err(planepack_core::Error::corrupt("more chunks than the stream can hold").into());
-    }
-    let mut offsets = Vec::with_capacity(n);
-    let mut pos = 16usize;
-    for i in 0..n {
-        let c = take(s, pos, 2, "chunk length")?;
-        let len = u16::from_le_bytes([c[0], c[1]]) as usize;
-        let blocks = (raw_len - i * 4096).min(4096).div_ceil(128);
-        if len < 2 + (13 * blocks).div_ceil(8) {
-            return Err(planepack_core::Error::corrupt(format!(
-                "chunk {i} shorter than its block table"
-            ))
-            .into());
-        }
-        take(s, pos, len, "chunk")?;
-        offsets.push(pos);
-        pos += len;
-    }
-    if pos != s.len() {
-        return Err(planepack_core::Error::TrailingBytes {
-            extra: s.len() - pos,
-        }
-        .into());
-    }
-    Ok(ChunkPlan {
-        width,
-        raw_len,
-        chunk_offsets: offsets,
-    })
 }
