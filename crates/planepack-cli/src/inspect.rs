@@ -133,10 +133,16 @@ fn plain(path: &Path, file: &std::fs::File) -> Result<Report, Fail> {
         });
     }
     let comp: u64 = rows.iter().map(|r| r.compressed_bytes).sum();
-    let meta = planepack_container::format::HEADER_LEN as u64
-        + source.preamble_len
-        + (rows.len() * (planepack_container::format::ENTRY_LEN)) as u64
-        + 8;
+    // Where the payloads of a container of this file would start.
+    let meta = planepack_container::Header {
+        source: source.kind,
+        original_len: source.file_len,
+        preamble_len: source.preamble_len,
+        entries: rows.len() as u64,
+        payload_len: 0,
+    }
+    .payload_start()
+    .unwrap_or(u64::MAX);
     Ok(Report {
         file: path.to_owned(),
         kind: source_kind(&source),

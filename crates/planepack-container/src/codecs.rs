@@ -4,7 +4,7 @@
 //! needs (element width, zstd level) travel inside each codec's own stream; the entry repeats
 //! the element type and level only so that `inspect` can show them without decoding.
 
-use planepack_baselines::{Lz4, Zstd, Zvc};
+use planepack_baselines::{Lz4, Raw, Zstd, Zvc};
 use planepack_bitplane::BitPlane;
 use planepack_core::{Codec, ElemType};
 use planepack_ibp::Ibp;
@@ -56,10 +56,10 @@ impl CodecId {
         CodecId::ALL.into_iter().find(|c| c.name() == s)
     }
 
-    /// The codec behind the id (`None` for raw, which needs no codec).
-    pub fn codec(self) -> Option<Box<dyn Codec>> {
-        Some(match self {
-            CodecId::Raw => return None,
+    /// The codec behind the id.
+    pub fn codec(self) -> Box<dyn Codec> {
+        match self {
+            CodecId::Raw => Box::new(Raw),
             CodecId::BitPlane => Box::new(BitPlane::new()),
             CodecId::Ibp => Box::new(Ibp::default()),
             CodecId::Zstd => Box::new(Zstd {
@@ -67,7 +67,7 @@ impl CodecId {
             }),
             CodecId::Lz4 => Box::new(Lz4),
             CodecId::Zvc => Box::new(Zvc),
-        })
+        }
     }
 
     /// The level byte stored in the entry.

@@ -63,18 +63,14 @@ pub fn encode(
     out: &mut Vec<u8>,
 ) -> Result<ElemType> {
     let elem = elem_for(&span.dtype, span.dtype_bits);
-    match codec.codec() {
-        None => out.extend_from_slice(data),
-        Some(c) => {
-            let shape = row_shape(span, elem);
-            c.encode_shaped(data, elem, &shape, out)
-                .map_err(|source| Error::Codec {
-                    tensor: span.name.clone(),
-                    codec: codec.name().into(),
-                    source,
-                })?
-        }
-    }
+    codec
+        .codec()
+        .encode_shaped(data, elem, &row_shape(span, elem), out)
+        .map_err(|source| Error::Codec {
+            tensor: span.name.clone(),
+            codec: codec.name().into(),
+            source,
+        })?;
     Ok(elem)
 }
 
@@ -92,18 +88,10 @@ fn row_shape(span: &TensorSpan, elem: ElemType) -> Vec<usize> {
 
 /// Decode `payload` into `out` (which has the raw length).
 pub fn decode(codec: CodecId, payload: &[u8], out: &mut [u8]) -> Result<()> {
-    match codec.codec() {
-        None => {
-            if payload.len() != out.len() {
-                return Err(Error::Corrupt("stored payload has the wrong length".into()));
-            }
-            out.copy_from_slice(payload);
-            Ok(())
-        }
-        Some(c) => c
-            .decode(payload, out)
-            .map_err(|e| Error::Corrupt(format!("{}: {e}", codec.name()))),
-    }
+    codec
+        .codec()
+        .decode(payload, out)
+        .map_err(|e| Error::Corrupt(format!("{}: {e}", codec.name())))
 }
 
 /// Pick a codec for one tensor and return its verified payload. `scratch` is reused for the
