@@ -6,7 +6,7 @@
 
 use crate::geometry::{Geometry, Plane, BLOCK_BYTES};
 use crate::symbols::{decode_base, encode_base, encode_planes, planes_size, Count};
-use planepack_core::bitio::{mask64, BitReader, BitWriter};
+use planepack_core::bitio::{mask64, BitReader, SliceBitWriter};
 
 /// Bits of a RAW payload.
 pub const RAW_BITS: u32 = (BLOCK_BYTES * 8) as u32;
@@ -83,6 +83,7 @@ pub(crate) struct Plan<G: Geometry> {
 /// Plan the smallest coding of one block. `forced` restricts the choice to one mode (tests);
 /// a forced mode that does not apply (ZERO on nonzero data, ZBX with fewer than two nonzeros)
 /// falls back to the normal choice.
+#[inline(always)]
 pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>) -> Plan<G> {
     let elems = G::load(block);
     let e = elems.as_ref();
@@ -129,12 +130,11 @@ pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>)
     }
     if k >= 2 && (k < n || forced.is_some()) && allowed(Mode::Zbx) {
         let mut packed = G::zero_elems();
+        // Branch-free compaction: every element is stored, only nonzeros advance the cursor.
         let mut j = 0;
         for &x in e {
-            if x.into() != 0 {
-                packed.as_mut()[j] = x;
-                j += 1;
-            }
+            packed.as_mut()[j.min(G::N - 1)] = x;
+            j += (x.into() != 0) as usize;
         }
         let planes = G::to_planes(&packed);
         let c = n + planes_size(planes.as_ref(), k);
@@ -169,12 +169,17 @@ pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>)
 }
 
 /// Write the payload of a planned block.
-pub(crate) fn write<G: Geometry>(plan: &Plan<G>, block: &[u8; BLOCK_BYTES], w: &mut BitWriter) {
+#[inline(always)]
+pub(crate) fn write<G: Geometry>(
+    plan: &Plan<G>,
+    block: &[u8; BLOCK_BYTES],
+    w: &mut SliceBitWriter,
+) {
     match plan.mode {
         Mode::Zero => {}
         Mode::Raw => {
             for word in block.chunks_exact(8) {
-                w.write(u64::from_le_bytes(word.try_into().unwrap()), 64);
+                w.put_u64(u64::from_le_bytes(word.try_into().unwrap()), 64);
             }
         }
         Mode::Zvc => {
@@ -182,7 +187,7 @@ pub(crate) fn write<G: Geometry>(plan: &Plan<G>, block: &[u8; BLOCK_BYTES], w: &
             for &x in plan.elems.as_ref() {
                 let v = x.into();
                 if v != 0 {
-                    w.write(v, G::W);
+                    w.put(v, G::W);
                 }
             }
         }
@@ -312,6 +317,7 @@ pub(crate) fn finish<G: Geometry>(
 }
 
 /// Payload bits a ZVC block must have, given its mask (read at the block's start).
+#[inline(always)]
 pub(crate) fn zvc_bits<G: Geometry>(r: &BitReader) -> u32 {
     let mut peek = r.clone();
     let mask = G::Plane::get(&mut peek, G::N as u32);

@@ -6,7 +6,7 @@
 //! 8-bit types) and the hot loops compile to plain integer code; the coding logic in
 //! [`crate::symbols`] and [`crate::block`] is written once, generic over [`Geometry`].
 
-use planepack_core::bitio::{BitReader, BitWriter};
+use planepack_core::bitio::{BitReader, SliceBitWriter};
 use planepack_core::transpose;
 use std::ops::{BitAnd, BitOr, BitXor, Not, Shl, Shr};
 
@@ -30,7 +30,9 @@ pub trait Plane:
     fn ones(n: u32) -> Self;
     fn count_ones(self) -> u32;
     fn trailing_zeros(self) -> u32;
-    fn put(self, w: &mut BitWriter, n: u32);
+    /// The lowest set bit alone (zero for zero).
+    fn lowest_one(self) -> Self;
+    fn put(self, w: &mut SliceBitWriter, n: u32);
     fn get(r: &mut BitReader, n: u32) -> Self;
     /// The low bits of a peeked word.
     fn from_u64(v: u64) -> Self;
@@ -60,7 +62,11 @@ macro_rules! impl_plane {
                 <$t>::trailing_zeros(self)
             }
             #[inline(always)]
-            fn put(self, w: &mut BitWriter, n: u32) {
+            fn lowest_one(self) -> Self {
+                self & self.wrapping_neg()
+            }
+            #[inline(always)]
+            fn put(self, w: &mut SliceBitWriter, n: u32) {
                 w.$write(self as $wide, n)
             }
             #[inline(always)]
@@ -78,9 +84,9 @@ macro_rules! impl_plane {
         }
     };
 }
-impl_plane!(u32, write, read, u64);
-impl_plane!(u64, write, read_u64, u64);
-impl_plane!(u128, write_u128, read_u128, u128);
+impl_plane!(u32, put_u64, read, u64);
+impl_plane!(u64, put_u64, read_u64, u64);
+impl_plane!(u128, put_u128, read_u128, u128);
 
 /// The geometry of one element width.
 pub trait Geometry {
@@ -120,19 +126,19 @@ macro_rules! geometry {
             type Elems = [$elem; 1024 / $w];
             type Planes = [$plane; $w];
             type Elem = $elem;
-            #[inline]
+            #[inline(always)]
             fn zero_elems() -> Self::Elems {
                 [0; 1024 / $w]
             }
-            #[inline]
+            #[inline(always)]
             fn zero_planes() -> Self::Planes {
                 [0; $w]
             }
-            #[inline]
+            #[inline(always)]
             fn elem(v: u64) -> $elem {
                 v as $elem
             }
-            #[inline]
+            #[inline(always)]
             fn load(bytes: &[u8; BLOCK_BYTES]) -> Self::Elems {
                 let mut e = [0 as $elem; 1024 / $w];
                 for (x, c) in e.iter_mut().zip(bytes.chunks_exact($w / 8)) {
@@ -140,17 +146,17 @@ macro_rules! geometry {
                 }
                 e
             }
-            #[inline]
+            #[inline(always)]
             fn store(elems: &Self::Elems, bytes: &mut [u8; BLOCK_BYTES]) {
                 for (x, c) in elems.iter().zip(bytes.chunks_exact_mut($w / 8)) {
                     c.copy_from_slice(&x.to_le_bytes());
                 }
             }
-            #[inline]
+            #[inline(always)]
             fn to_planes(elems: &Self::Elems) -> Self::Planes {
                 $to(elems)
             }
-            #[inline]
+            #[inline(always)]
             fn from_planes(planes: &Self::Planes) -> Self::Elems {
                 $from(planes)
             }

@@ -25,7 +25,7 @@ pub use stats::Stats;
 
 use block::{write, zvc_bits, RAW_BITS};
 use geometry::{Geometry, BLOCK_BYTES, W16, W32, W8};
-use planepack_core::bitio::{BitReader, BitWriter};
+use planepack_core::bitio::{BitReader, SliceBitWriter};
 use planepack_core::codec::check_output_len;
 use planepack_core::error::{stream_header, take};
 use planepack_core::{Codec, ElemType, Error, Result};
@@ -174,45 +174,50 @@ fn encode_chunk<G: Geometry>(
     out: &mut Vec<u8>,
     stats: &mut Stats,
 ) {
-    // Plan each block and write its payload at once into a scratch stream; the table, which
-    // must come first, is written afterwards and the payloads are appended behind it.
+    // Plan every block first: the table, which comes first, needs all payload sizes; then the
+    // payloads are written straight behind it.
     let nb = chunk.len().div_ceil(BLOCK_BYTES);
-    let mut table = [(Mode::Zero, 0u32); CHUNK_BLOCKS];
-    let mut payload = Vec::with_capacity(CHUNK_BYTES + 8);
-    let mut pw = BitWriter::new(&mut payload);
-    for (entry, src) in table.iter_mut().zip(chunk.chunks(BLOCK_BYTES)) {
-        let padded;
-        let block: &[u8; BLOCK_BYTES] = match src.try_into() {
-            Ok(b) => b,
-            Err(_) => {
-                let mut b = [0u8; BLOCK_BYTES];
-                b[..src.len()].copy_from_slice(src);
-                padded = b;
-                &padded
-            }
-        };
-        let p = block::plan::<G>(block, forced);
-        write(&p, block, &mut pw);
-        *entry = (p.mode, p.bits);
+    let mut blocks = [[0u8; BLOCK_BYTES]; CHUNK_BLOCKS];
+    let mut plans = [const { None }; CHUNK_BLOCKS];
+    for ((plan, block), src) in plans
+        .iter_mut()
+        .zip(&mut blocks)
+        .zip(chunk.chunks(BLOCK_BYTES))
+    {
+        block[..src.len()].copy_from_slice(src); // a short last block is zero padded
+        *plan = Some(block::plan::<G>(block, forced));
     }
-    let payload_bits = pw.finish();
+    let plans = plans[..nb].iter().map(|p| p.as_ref().unwrap());
 
+    // Room for the largest chunk and the writer's 8 bytes of slack, zeroed; cut to size after.
     let start = out.len();
-    out.extend_from_slice(&[0, 0]);
-    let mut w = BitWriter::new(out);
-    for &(mode, bits) in &table[..nb] {
-        w.write(mode as u64, 3);
-        w.write(if mode == Mode::Raw { 0 } else { bits as u64 }, 10);
+    out.resize(start + MAX_CHUNK_BYTES + 8, 0);
+    let mut w = SliceBitWriter::new(&mut out[start + 2..]);
+    let mut payload_bits = 0;
+    for p in plans.clone() {
+        w.put(p.mode as u64, 3);
+        w.put(
+            if p.mode == Mode::Raw {
+                0
+            } else {
+                p.bits as u64
+            },
+            10,
+        );
+        payload_bits += p.bits as usize;
     }
-    w.append(&payload, payload_bits);
-    let bits = w.finish();
-    let len = out.len() - start;
+    for (p, block) in plans.clone().zip(&blocks) {
+        write(p, block, &mut w);
+    }
+    let bits = w.bit_len();
+    let len = 2 + bits.div_ceil(8);
     debug_assert!(len <= MAX_CHUNK_BYTES);
+    out.truncate(start + len);
     out[start..start + 2].copy_from_slice(&(len as u16).to_le_bytes());
 
-    for &(mode, bits) in &table[..nb] {
-        stats.blocks[mode as usize] += 1;
-        stats.payload_bits[mode as usize] += bits as u64;
+    for p in plans {
+        stats.blocks[p.mode as usize] += 1;
+        stats.payload_bits[p.mode as usize] += p.bits as u64;
     }
     stats.chunks += 1;
     stats.header_bytes += 2;
@@ -221,8 +226,6 @@ fn encode_chunk<G: Geometry>(
     stats.paper_layout_bytes += 2 + (3 * nb + payload_bits).div_ceil(8) as u64;
 }
 
-/// Locate every chunk: `(start, end)` byte offsets. Checks that chunk lengths are plausible
-/// and that the stream ends exactly after the last chunk.
 /// Locate every chunk of a stream whose header is `header`: (start, end) byte offsets, the
 /// 2-byte length field included. Checks each length against its block table and that nothing
 /// follows the last chunk. Parallel decoders (all cores, the GPU) start here.
@@ -382,6 +385,7 @@ fn short_block_done(
 }
 
 /// Read and check a chunk's block table; returns the entries and the payload end in bits.
+#[inline(always)]
 fn read_table<G: Geometry>(
     body: &[u8],
     nb: usize,

@@ -94,6 +94,74 @@ impl<'a> BitWriter<'a> {
     }
 }
 
+/// Writes bits LSB first into a caller's zeroed byte slice, with no branch on the data.
+///
+/// The hot encoders emit one field per bit plane, many of them empty; [`BitWriter`]'s
+/// branches (empty field, word full) mispredict on such streams. This writer keeps fewer than
+/// 8 pending bits and stores its 64-bit accumulator after every field, so a field costs the
+/// same shifts and one store whatever its length, zero included. It needs 8 bytes of slack:
+/// the slice must be at least 8 bytes longer than the bytes written, and zeroed where written.
+pub struct SliceBitWriter<'a> {
+    buf: &'a mut [u8],
+    byte: usize,
+    acc: u64,
+    nbits: u32,
+}
+
+impl<'a> SliceBitWriter<'a> {
+    /// Write from bit 0 of `buf` (zeroed, with 8 bytes of slack; see the type's docs).
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        SliceBitWriter {
+            buf,
+            byte: 0,
+            acc: 0,
+            nbits: 0,
+        }
+    }
+
+    /// Write the low `n <= 56` bits of `value` (higher bits must be zero).
+    #[inline(always)]
+    pub fn put(&mut self, value: u64, n: u32) {
+        debug_assert!(n <= 56 && value >> n == 0, "{value:#x} in {n} bits");
+        self.acc |= value << self.nbits;
+        self.nbits += n;
+        self.buf[self.byte..self.byte + 8].copy_from_slice(&self.acc.to_le_bytes());
+        let whole = self.nbits >> 3;
+        self.byte += whole as usize;
+        self.acc >>= whole * 8;
+        self.nbits &= 7;
+    }
+
+    /// Write the low `n <= 64` bits of `value`.
+    #[inline(always)]
+    pub fn put_u64(&mut self, value: u64, n: u32) {
+        if n <= 56 {
+            self.put(value, n);
+        } else {
+            self.put(value & mask64(32), 32);
+            self.put(value >> 32, n - 32);
+        }
+    }
+
+    /// Write the low `n <= 128` bits of `value`.
+    #[inline(always)]
+    pub fn put_u128(&mut self, value: u128, n: u32) {
+        if n <= 64 {
+            self.put_u64(value as u64, n);
+        } else {
+            self.put_u64(value as u64, 64);
+            self.put_u64((value >> 64) as u64, n - 64);
+        }
+    }
+
+    /// Bits written so far. Every written bit is already in the slice; bits after them are
+    /// still zero.
+    #[inline]
+    pub fn bit_len(&self) -> usize {
+        self.byte * 8 + self.nbits as usize
+    }
+}
+
 /// Reads bits LSB first from a byte slice. Reading past the end yields zeros and sets
 /// [`BitReader::overran`].
 #[derive(Clone)]
@@ -240,6 +308,26 @@ mod tests {
             }
             prop_assert!(!r.overran());
             prop_assert_eq!(r.pos(), bits);
+        }
+    }
+
+    proptest! {
+        /// The slice writer produces the same bytes as the vector writer.
+        #[test]
+        fn slice_writer_matches_bit_writer(fields in proptest::collection::vec((any::<u128>(), 0u32..=128), 0..64)) {
+            let mut expect = Vec::new();
+            let mut w = BitWriter::new(&mut expect);
+            let mut buf = vec![0u8; 64 * 16 + 8];
+            let mut s = SliceBitWriter::new(&mut buf);
+            for &(v, n) in &fields {
+                let v = if n == 128 { v } else { v & ((1u128 << n) - 1) };
+                w.write_u128(v, n);
+                s.put_u128(v, n);
+            }
+            let bits = w.finish();
+            prop_assert_eq!(s.bit_len(), bits);
+            prop_assert_eq!(&buf[..expect.len()], &expect[..]);
+            prop_assert!(buf[expect.len()..].iter().all(|&b| b == 0));
         }
     }
 
