@@ -127,12 +127,24 @@ fn encode_planes_with<P: Plane, S: Sink, const SPLIT: bool>(
         let above = if b + 1 < q { planes[b + 1] } else { P::ZERO };
         let dbx = dbp ^ above;
         let zero = dbx == P::ZERO;
+        let low = dbx.lowest_one();
+        let raw = RAW.bits | (P::low_u64(dbx) & mask64(lo_bits)) << 1;
+        // Fast path for raw planes (most of the low planes of real data, in long stretches
+        // that predict well); every other symbol goes through the selects below.
+        let special =
+            zero || dbx == all || dbp == P::ZERO || dbx == low || dbx == (low | (low << 1));
+        if !special {
+            run = 0;
+            sink.put(raw, 1 + lo_bits);
+            if SPLIT {
+                sink.put_plane(dbx >> 32, hi_bits);
+            }
+            continue;
+        }
         run = if zero { run + 1 } else { 0 };
         // The next symbol (plane b - 1) is zero: this one does not end a run.
         let run_continues = b > 0 && planes[b - 1] == dbp;
-        let low = dbx.lowest_one();
         let tz = dbx.trailing_zeros() as u64;
-        let raw = RAW.bits | (P::low_u64(dbx) & mask64(lo_bits)) << 1;
         let (mut v, mut n, mut wide) = (raw, 1 + lo_bits, true);
         if dbx == (low | (low << 1)) && dbx != low {
             (v, n, wide) = (TWO_ONES.bits | tz << 5, 5 + two_field, false);
