@@ -137,25 +137,84 @@ fn sign_extend(v: u32, s: u32) -> u32 {
     return v;
 }
 
-// OR plane `b` into the values in the tile: bit i of the plane is bit b of value i, and
-// value i sits at element `i + shift` (DBX keeps delta i at element i + 1).
-fn scatter_plane(j: u32, plane: vec4<u32>, b: u32, shift: u32) {
+// Planes are decoded into the block's 32 tile words and then transposed in place into
+// elements. Plane `b` takes `32 / W` words (its bits for elements 0..31, 32..63, ...), placed
+// at the rows `plane_row` gives; five exchanges of one row-index bit with one column-index bit
+// (`swap_bits`) then leave element i at word i / per, bits (i % per) W, as the output wants.
+// For W = 32 this is the classic 32 x 32 bit transpose; for 16 and 8 the start rows and the
+// order of exchanges are chosen so that the result needs no further permutation. Each
+// exchange is 16 pairs of word operations: far less work than placing every set bit of every
+// plane one at a time.
+
+fn plane_row(b: u32, q: u32) -> u32 {
     let w = params.width;
-    let per = 32u / w;
-    for (var q = 0u; q < 4u; q = q + 1u) {
-        var m = comp(plane, q);
-        for (var guard = 0u; guard < 32u && m != 0u; guard = guard + 1u) {
-            let i = q * 32u + countTrailingZeros(m) + shift;
-            let k = j * 32u + i / per;
-            tile[k] = tile[k] | (1u << ((i % per) * w + b));
-            m = m & (m - 1u);
-        }
+    if (w == 32u) {
+        return b;
+    }
+    if (w == 16u) {
+        return (q << 4u) | ((b & 1u) << 3u) | (((b >> 3u) & 1u) << 2u) | (((b >> 2u) & 1u) << 1u) | ((b >> 1u) & 1u);
+    }
+    return ((q >> 1u) << 4u) | ((q & 1u) << 3u) | (((b >> 1u) & 1u) << 2u) | ((b & 1u) << 1u) | ((b >> 2u) & 1u);
+}
+
+fn put_plane(j: u32, plane: vec4<u32>, b: u32) {
+    let per = 32u / params.width;
+    for (var q = 0u; q < per; q = q + 1u) {
+        tile[j * 32u + plane_row(b, q)] = comp(plane, q);
     }
 }
 
-// Decode the planes of `p_bits`-bit values starting at bit `pos` into the tile (values at
-// elements `shift ..`); returns the position after them.
-fn decode_planes(j: u32, start: u32, p_bits: u32, shift: u32) -> u32 {
+// Columns whose index bit `c` is 0.
+fn col_mask(c: u32) -> u32 {
+    switch c {
+        case 0u: { return 0x55555555u; }
+        case 1u: { return 0x33333333u; }
+        case 2u: { return 0x0f0f0f0fu; }
+        case 3u: { return 0x00ff00ffu; }
+        default: { return 0x0000ffffu; }
+    }
+}
+
+// Exchange row-index bit `a` with column-index bit `c` over the block's 32 words: bit
+// (r, col) with r_a = 0, col_c = 1 trades places with (r | 2^a, col - 2^c).
+fn swap_bits(j: u32, a: u32, c: u32) {
+    let s = 1u << c;
+    let m = col_mask(c);
+    for (var i = 0u; i < 16u; i = i + 1u) {
+        let lo_r = j * 32u + (((i >> a) << (a + 1u)) | (i & ((1u << a) - 1u)));
+        let hi_r = lo_r + (1u << a);
+        let lo = tile[lo_r];
+        let hi = tile[hi_r];
+        let t = ((lo >> s) ^ hi) & m;
+        tile[hi_r] = hi ^ t;
+        tile[lo_r] = lo ^ (t << s);
+    }
+}
+
+fn planes_to_elements(j: u32) {
+    let w = params.width;
+    if (w == 32u) {
+        for (var k = 0u; k < 5u; k = k + 1u) {
+            swap_bits(j, k, k);
+        }
+    } else if (w == 16u) {
+        swap_bits(j, 3u, 0u);
+        swap_bits(j, 3u, 4u);
+        swap_bits(j, 2u, 3u);
+        swap_bits(j, 1u, 2u);
+        swap_bits(j, 0u, 1u);
+    } else {
+        swap_bits(j, 0u, 2u);
+        swap_bits(j, 2u, 1u);
+        swap_bits(j, 2u, 4u);
+        swap_bits(j, 1u, 0u);
+        swap_bits(j, 1u, 3u);
+    }
+}
+
+// Decode the planes of `p_bits`-bit values starting at bit `pos` into the tile as elements
+// 0..p_bits; returns the position after them.
+fn decode_planes(j: u32, start: u32, p_bits: u32) -> u32 {
     let w = params.width;
     let run_bits = bits_for(w - 1u);
     var pos = start;
@@ -176,7 +235,7 @@ fn decode_planes(j: u32, start: u32, p_bits: u32, shift: u32) -> u32 {
                 return pos;
             }
             for (var k = 0u; k < r; k = k + 1u) {
-                scatter_plane(j, prev, u32(b), shift);
+                put_plane(j, prev, u32(b));
                 b = b - 1;
             }
             continue;
@@ -215,10 +274,11 @@ fn decode_planes(j: u32, start: u32, p_bits: u32, shift: u32) -> u32 {
                 plane = onehot(at) ^ prev;
             }
         }
-        scatter_plane(j, plane, u32(b), shift);
+        put_plane(j, plane, u32(b));
         prev = plane;
         b = b - 1;
     }
+    planes_to_elements(j);
     return pos;
 }
 
@@ -265,7 +325,6 @@ fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
     var m = vec4<u32>(0u);
     var p_bits = n;
     var base = 0u;
-    var shift = 0u;
     if (tag == 4u) {
         m = bits128(pos, n);
         pos = pos + n;
@@ -276,7 +335,6 @@ fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
         }
     } else if (tag == 3u) {
         p_bits = n - 1u;
-        shift = 1u;
         if (bits(pos, 1u) == 1u) {
             base = bits(pos + 1u, w);
             pos = pos + 1u + w;
@@ -302,18 +360,18 @@ fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
             }
         }
     }
-    pos = decode_planes(j, pos, p_bits, shift);
+    pos = decode_planes(j, pos, p_bits);
     if (pos - start != len) {
         err = err | ERR_LENGTH;
         return;
     }
     if (tag == 3u) {
-        // Element i + 1 holds delta i: a running sum from the base.
+        // Element i holds delta i (element n - 1 is zero): a running sum from the base.
         var e = base;
-        set_elem(j, 0u, e);
-        for (var i = 1u; i < n; i = i + 1u) {
-            e = (e + get_elem(j, i)) & wmask();
+        for (var i = 0u; i < n; i = i + 1u) {
+            let d = get_elem(j, i);
             set_elem(j, i, e);
+            e = (e + d) & wmask();
         }
     } else if (tag == 4u) {
         // Values 0..k-1 sit at elements 0..k-1: move value t to the t-th set bit of M, from
