@@ -57,6 +57,22 @@ fn bits(p: u32, n: u32) -> u32 {
     return v;
 }
 
+// The 32 stream bits from bit `p` of the chunk, for decoding a prefix code and its field.
+// Unlike `bits`, reading past the chunk or the buffer is not an error here (a short last
+// symbol may sit there); past the buffer the bits are zero. Whatever a symbol really
+// consumes is checked afterwards: the block must end exactly at its declared length, which
+// lies inside the chunk.
+fn peek(p: u32) -> u32 {
+    let b = cbase + (p >> 3u);
+    let sh = (b & 3u) * 8u + (p & 7u);
+    let i = b >> 2u;
+    let n = arrayLength(&stream);
+    let lo = select(0u, stream[min(i, n - 1u)], i < n);
+    let hi = select(0u, stream[min(i + 1u, n - 1u)], i + 1u < n);
+    // `hi << 32` would be undefined: shift in two steps.
+    return (lo >> sh) | ((hi << 1u) << (31u - sh));
+}
+
 fn bits_for(n: u32) -> u32 {
     if (n <= 1u) {
         return 0u;
@@ -96,6 +112,9 @@ fn comp(v: vec4<u32>, q: u32) -> u32 {
 
 // `n` bits (0..=128) at `p` as a 128-bit value.
 fn bits128(p: u32, n: u32) -> vec4<u32> {
+    if (n <= 32u) {
+        return vec4<u32>(bits(p, n), 0u, 0u, 0u);
+    }
     return vec4<u32>(
         bits(p, min(32u, n)),
         bits(p + 32u, min(32u, max(n, 32u) - 32u)),
@@ -223,12 +242,14 @@ fn decode_planes(j: u32, start: u32, p_bits: u32) -> u32 {
     // Every symbol produces at least one plane, so this loop runs at most `w` times.
     for (var guard = 0u; guard < 32u && b >= 0; guard = guard + 1u) {
         var plane = vec4<u32>(0u);
-        if (bits(pos, 1u) == 1u) {
+        // One look at the next 32 bits serves the prefix code and its field (at most 12 bits).
+        let w = peek(pos);
+        if ((w & 1u) == 1u) {
             plane = bits128(pos + 1u, p_bits) ^ prev;
             pos = pos + 1u + p_bits;
-        } else if (bits(pos + 1u, 1u) == 1u) {
+        } else if ((w & 2u) != 0u) {
             // 01: a run of r >= 2 zero symbols: r planes equal to the previous one.
-            let r = bits(pos + 2u, run_bits) + 2u;
+            let r = ((w >> 2u) & ((1u << run_bits) - 1u)) + 2u;
             pos = pos + 2u + run_bits;
             if (i32(r) > b + 1) {
                 err = err | ERR_SYMBOL;
@@ -239,12 +260,12 @@ fn decode_planes(j: u32, start: u32, p_bits: u32) -> u32 {
                 b = b - 1;
             }
             continue;
-        } else if (bits(pos + 2u, 1u) == 1u) {
+        } else if ((w & 4u) != 0u) {
             // 001: one zero symbol.
             plane = prev;
             pos = pos + 3u;
         } else {
-            let code = bits(pos + 3u, 1u) | (bits(pos + 4u, 1u) << 1u);
+            let code = (w >> 3u) & 3u;
             pos = pos + 5u;
             if (code == 0u) {
                 // 00000: all ones.
@@ -255,7 +276,7 @@ fn decode_planes(j: u32, start: u32, p_bits: u32) -> u32 {
             } else if (code == 1u) {
                 // 00010: two adjacent ones at p, p + 1.
                 let fb = bits_for(p_bits - 1u);
-                let at = bits(pos, fb);
+                let at = (w >> 5u) & ((1u << fb) - 1u);
                 pos = pos + fb;
                 if (p_bits < 2u || at > p_bits - 2u) {
                     err = err | ERR_SYMBOL;
@@ -265,7 +286,7 @@ fn decode_planes(j: u32, start: u32, p_bits: u32) -> u32 {
             } else {
                 // 00011: a single one at p.
                 let fb = bits_for(p_bits);
-                let at = bits(pos, fb);
+                let at = (w >> 5u) & ((1u << fb) - 1u);
                 pos = pos + fb;
                 if (at >= p_bits) {
                     err = err | ERR_SYMBOL;
