@@ -8,7 +8,9 @@
 //!
 //! Both carry the row bitmask (`u32` words, bit `i % 32` of word `i / 32` = row `i` packed).
 
-use crate::row::{decode_row, encode_row, Columns};
+use crate::bits::BitOps;
+use crate::row::{bitmap, decode_row, encode_row, packed_end, Columns};
+use crate::wide::{self, Deposits, Lane};
 use crate::Rows;
 use planepack_core::{Error, Result};
 
@@ -73,18 +75,21 @@ impl CompressedRows {
         self.row_bitmask[i / 32] >> (i % 32) & 1 == 1
     }
 
+    /// Where row `i` starts in `data`.
+    fn start(&self, i: usize) -> usize {
+        match self.layout {
+            Layout::InPlace => i * self.row_bytes,
+            Layout::Condensed if i == 0 => 0,
+            Layout::Condensed => self.offsets[i - 1] as usize,
+        }
+    }
+
     /// The bytes where row `i` lives (for in-place, its whole slot).
     fn span(&self, i: usize) -> Result<&[u8]> {
-        let (start, end) = match self.layout {
-            Layout::InPlace => (i * self.row_bytes, (i + 1) * self.row_bytes),
-            Layout::Condensed => {
-                let start = if i == 0 {
-                    0
-                } else {
-                    self.offsets[i - 1] as usize
-                };
-                (start, self.offsets[i] as usize)
-            }
+        let start = self.start(i);
+        let end = match self.layout {
+            Layout::InPlace => (i + 1) * self.row_bytes,
+            Layout::Condensed => self.offsets[i] as usize,
         };
         self.data
             .get(start..end)
@@ -146,10 +151,14 @@ impl CompressedRows {
         let src = self.span(i)?;
         let used = decode_row(src, self.is_packed(i), cols, out)
             .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
-        if self.layout == Layout::Condensed && used != src.len() {
+        self.check_used(i, used, src.len())
+    }
+
+    /// A condensed row must decode from exactly the bytes its offsets give it.
+    fn check_used(&self, i: usize, used: usize, span: usize) -> Result<()> {
+        if self.layout == Layout::Condensed && used != span {
             return Err(Error::corrupt(format!(
-                "row {i}: decodes from {used} bytes but its offsets give {}",
-                src.len()
+                "row {i}: decodes from {used} bytes but its offsets give {span}"
             )));
         }
         Ok(())
@@ -158,24 +167,93 @@ impl CompressedRows {
     /// Decode every row into `out` (`rows * row_bytes`).
     pub fn decode_all(&self, cols: &Columns, out: &mut [u8]) -> Result<()> {
         self.check(cols, out.len(), self.rows)?;
-        for (i, dst) in out.chunks_exact_mut(self.row_bytes).enumerate() {
-            self.decode_row(cols, i, dst)?;
-        }
-        Ok(())
+        self.decode_rows(cols, 0..self.rows, out)
     }
 
     /// Decode the rows `indices` (any order, repeats allowed) into `out`, row `k` of the
     /// output being row `indices[k]`: the embedding-lookup and KV-fetch case.
     pub fn gather(&self, cols: &Columns, indices: &[usize], out: &mut [u8]) -> Result<()> {
         self.check(cols, out.len(), indices.len())?;
-        for (&i, dst) in indices.iter().zip(out.chunks_exact_mut(self.row_bytes)) {
-            if i >= self.rows {
-                return Err(Error::corrupt(format!(
-                    "row index {i} out of range (rows: {})",
-                    self.rows
-                )));
+        if let Some(&i) = indices.iter().find(|&&i| i >= self.rows) {
+            return Err(Error::corrupt(format!(
+                "row index {i} out of range (rows: {})",
+                self.rows
+            )));
+        }
+        self.decode_rows(cols, indices.iter().copied(), out)
+    }
+
+    /// Decode `rows` (valid indices) into consecutive `row_bytes` slots of `out`. Packed rows
+    /// go four at a time through [`wide::decode4`] where the CPU has AVX2 and the chunks are
+    /// 32 or 64 bits (and `cols` uses the CPU's bit instructions: portable `Columns` keep the
+    /// whole decode scalar, which is how the tests compare both paths); raw rows, the rest of
+    /// a group and rows too close to the end of the data for its reads take the scalar
+    /// decoder. Both apply the same checks.
+    fn decode_rows(
+        &self,
+        cols: &Columns,
+        rows: impl Iterator<Item = usize>,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let deposits = (cols.ops != BitOps::Portable
+            && wide::available()
+            && matches!(cols.b(), 4 | 8)
+            && self.row_bytes > 0)
+            .then(|| Deposits::new(cols));
+        let mut group: Vec<(usize, &mut [u8])> = Vec::with_capacity(4);
+        for (i, dst) in rows.zip(out.chunks_exact_mut(self.row_bytes.max(1))) {
+            let wide_ok = deposits.is_some()
+                && self.is_packed(i)
+                && wide::fits(&self.data, self.start(i), cols);
+            if !wide_ok {
+                self.decode_row(cols, i, dst)?;
+                continue;
             }
+            group.push((i, dst));
+            if let (Some(dep), 4) = (&deposits, group.len()) {
+                self.decode_four(cols, dep, &mut group)?;
+            }
+        }
+        for (i, dst) in group {
             self.decode_row(cols, i, dst)?;
+        }
+        Ok(())
+    }
+
+    /// Four packed rows that [`wide::fits`]: bitmaps checked, fields decoded in lockstep, then
+    /// each row's end checked as the scalar decoder does. Empties `group`.
+    fn decode_four(
+        &self,
+        cols: &Columns,
+        dep: &Deposits,
+        group: &mut Vec<(usize, &mut [u8])>,
+    ) -> Result<()> {
+        let rows: [usize; 4] = std::array::from_fn(|k| group[k].0);
+        for &i in &rows {
+            bitmap(&self.data[self.start(i)..], cols)
+                .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
+        }
+        let mut drained = group.drain(..);
+        let mut lanes: [Lane; 4] = std::array::from_fn(|_| {
+            let (i, out) = drained.next().unwrap();
+            Lane {
+                start: self.start(i),
+                out,
+            }
+        });
+        drop(drained);
+        let ends = match cols.b() {
+            8 => wide::decode4::<8>(&self.data, &mut lanes, cols, dep),
+            _ => wide::decode4::<4>(&self.data, &mut lanes, cols, dep),
+        };
+        for (&i, p) in rows.iter().zip(ends) {
+            let src = self.span(i)?;
+            let used = match cols.b() {
+                8 => packed_end::<8>(src, cols, p),
+                _ => packed_end::<4>(src, cols, p),
+            }
+            .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
+            self.check_used(i, used, src.len())?;
         }
         Ok(())
     }

@@ -11,6 +11,7 @@
 //! * [`mask`]: bit counting, thresholds, the sweep and sampling.
 //! * [`row`]: encoding and decoding one row (BMI2 `pext`/`pdep` when the CPU has it).
 //! * [`layout`]: in-place and condensed groups, decode-all and gather.
+//! * [`wide`]: four packed rows at once with AVX2, the fast path of decode-all and gather.
 //! * [`KvStream`]: a KV cache: mask from the prompt, then rows appended one at a time.
 //! * [`Ibp`]: the [`Codec`] used by the comparison harness, a self-contained stream.
 
@@ -18,6 +19,7 @@ pub mod bits;
 pub mod layout;
 pub mod mask;
 pub mod row;
+pub mod wide;
 
 pub use layout::{compress, CompressedRows, Layout};
 pub use mask::{preprocess, Mask, Preprocessed, Sample, Threshold};

@@ -280,12 +280,7 @@ fn decode_packed<const B: usize, const BMI2: bool>(
 ) -> Result<usize, RowError> {
     let (v, h) = (c.v(), c.header_bytes());
     let w = (B * 8) as u32;
-    let head = src
-        .get(..h)
-        .ok_or("row header runs past the end of the data")?;
-    if v % 8 != 0 && head[v / 8] >> (v % 8) != 0 || head[v.div_ceil(8)..].iter().any(|&x| x != 0) {
-        return Err("participation bitmap padding is not zero");
-    }
+    let head = bitmap(src, c)?;
     // Reads past the end of `src` yield zeros; the length check after the loop rejects them.
     let f = Fields::<B> { words: &src[h..] };
     let mut p = 0usize;
@@ -324,6 +319,32 @@ fn decode_packed<const B: usize, const BMI2: bool>(
         };
         out[j * B..j * B + B].copy_from_slice(&x.to_le_bytes()[..B]);
     }
+    packed_end::<B>(src, c, p)
+}
+
+/// The participation bitmap at the start of a packed row, with its padding checked.
+#[inline(always)]
+pub(crate) fn bitmap<'a>(src: &'a [u8], c: &Columns) -> Result<&'a [u8], RowError> {
+    let (v, h) = (c.v(), c.header_bytes());
+    let head = src
+        .get(..h)
+        .ok_or("row header runs past the end of the data")?;
+    if v % 8 != 0 && head[v / 8] >> (v % 8) != 0 || head[v.div_ceil(8)..].iter().any(|&x| x != 0) {
+        return Err("participation bitmap padding is not zero");
+    }
+    Ok(head)
+}
+
+/// The checks after a packed row's fields were read up to stream bit `p`; returns the bytes
+/// the row occupies.
+#[inline(always)]
+pub(crate) fn packed_end<const B: usize>(
+    src: &[u8],
+    c: &Columns,
+    p: usize,
+) -> Result<usize, RowError> {
+    let h = c.header_bytes();
+    let w = (B * 8) as u32;
     let d = p.div_ceil(B * 8) * B;
     if h + d > src.len() {
         return Err("packed row runs past the end of the data");
@@ -332,6 +353,7 @@ fn decode_packed<const B: usize, const BMI2: bool>(
         return Err("row marked compressed is not smaller than the raw row");
     }
     // The rest of the last word is padding and must be zero.
+    let f = Fields::<B> { words: &src[h..] };
     if !p.is_multiple_of(B * 8) && f.get(p, w - (p % (B * 8)) as u32) != 0 {
         return Err("padding bits of the last word are not zero");
     }

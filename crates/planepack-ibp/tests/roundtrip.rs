@@ -234,6 +234,57 @@ fn mutated_streams_and_bad_metadata_are_errors_not_panics() {
     assert!(inplace.decode_all(&cols, &mut out).is_err());
 }
 
+/// The four-row AVX2 path (`Columns` with the CPU's bit instructions) and the scalar path
+/// (portable `Columns`) agree on every corrupted group: both fail, or both succeed with the
+/// same bytes. Covers decode-all and gathers, both layouts, 64- and 32-bit chunks.
+#[test]
+fn fast_and_scalar_group_decoders_agree_on_corrupt_data() {
+    let mut rng = Rng(77);
+    let mut disagreements = Vec::new();
+    let mut errors = 0;
+    for (width, v) in [(64u32, 24usize), (32, 40), (64, 7), (32, 3)] {
+        let b = width as usize / 8;
+        let data = structured_rows(64, v, width, width as u64 + v as u64);
+        let rows = Rows::new(&data, v * b, width).unwrap();
+        let m = preprocess(&rows, Threshold::Sweep, Sample::All).mask;
+        let (fast, scalar) = (
+            Columns::with_ops(&m, BitOps::detect()),
+            Columns::with_ops(&m, BitOps::Portable),
+        );
+        for layout in [Layout::Condensed, Layout::InPlace] {
+            let good = compress(&rows, &fast, layout);
+            for round in 0..400 {
+                let mut c = good.clone();
+                for _ in 0..1 + round % 3 {
+                    let at = rng.below(c.data.len() as u64) as usize;
+                    c.data[at] ^= 1 << rng.below(8);
+                }
+                let idx: Vec<usize> = (0..37).map(|_| rng.below(64) as usize).collect();
+                let mut a = vec![0u8; data.len()];
+                let mut s = vec![0u8; data.len()];
+                let ra = c.decode_all(&fast, &mut a);
+                let rs = c.decode_all(&scalar, &mut s);
+                errors += ra.is_err() as usize;
+                if ra.is_ok() != rs.is_ok() || (ra.is_ok() && a != s) {
+                    disagreements.push(format!("decode_all {width} {v} {layout:?} round {round}"));
+                }
+                let mut ga = vec![0u8; idx.len() * v * b];
+                let mut gs = vec![0u8; idx.len() * v * b];
+                let ra = c.gather(&fast, &idx, &mut ga);
+                let rs = c.gather(&scalar, &idx, &mut gs);
+                if ra.is_ok() != rs.is_ok() || (ra.is_ok() && ga != gs) {
+                    disagreements.push(format!("gather {width} {v} {layout:?} round {round}"));
+                }
+            }
+        }
+    }
+    assert!(disagreements.is_empty(), "{disagreements:?}");
+    assert!(
+        errors > 100,
+        "corruption should mostly be caught ({errors})"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]

@@ -1,0 +1,231 @@
+//! Four packed rows at once with AVX2: the decode-all and gather fast path on x86_64.
+//!
+//! The scalar decoder spends about ten cycles per chunk on a chain of small steps (window
+//! load, shift, deposit, store) that the CPU cannot overlap much within one row. Rows of a
+//! group share their columns (mask, bitval, field widths), so four rows can walk their columns
+//! in lockstep in the four 64-bit lanes of an AVX2 register: per lane only the participation
+//! bit and the stream position differ. Each lane gathers its window, shifts out its field, and
+//! the deposit `pdep(field, !mask)` (which AVX2 lacks) is done run by run: the selected bits of
+//! a column form a few runs (a float's mantissa, its low exponent bits), and a run is one
+//! shift and one AND, the same for all four lanes. A lane whose chunk does not participate
+//! takes its `W` bits whole, as in the scalar decoder.
+//!
+//! Only the lockstep loop is here. Which rows go through it, the participation-bitmap checks
+//! before and the length and padding checks after are the scalar code's, so both paths accept
+//! and reject exactly the same rows; the tests run every layout and gather through both.
+
+use crate::row::Columns;
+
+/// Is the four-row path usable on this CPU (AVX2, and `PLANEPACK_NO_SIMD` unset)?
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::OnceLock;
+        static AVX2: OnceLock<bool> = OnceLock::new();
+        *AVX2.get_or_init(|| {
+            std::env::var_os("PLANEPACK_NO_SIMD").is_none() && is_x86_feature_detected!("avx2")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// The deposit of every column as runs: `pdep(f, select)` is the OR over the runs of
+/// `(f << shift) & mask`, `mask` being one run of consecutive set bits of `select` and `shift`
+/// how far its first bit lies above the number of select bits below it.
+pub struct Deposits {
+    /// Runs of column `j`: `runs[first[j]..first[j + 1]]`.
+    first: Vec<usize>,
+    runs: Vec<(u64, u64)>,
+}
+
+impl Deposits {
+    pub fn new(c: &Columns) -> Deposits {
+        let mut first = Vec::with_capacity(c.v() + 1);
+        let mut runs = Vec::new();
+        for &sel in &c.select {
+            first.push(runs.len());
+            let (mut m, mut below) = (sel, 0u32);
+            while m != 0 {
+                let t = m.trailing_zeros();
+                let len = (!(m >> t)).trailing_zeros();
+                let mask = if len == 64 {
+                    u64::MAX
+                } else {
+                    ((1u64 << len) - 1) << t
+                };
+                runs.push(((t - below) as u64, mask));
+                below += len;
+                m &= !mask;
+            }
+        }
+        first.push(runs.len());
+        Deposits { first, runs }
+    }
+}
+
+/// One lane's row: the packed row starts at `start` in `data`, and its output.
+pub struct Lane<'a> {
+    pub start: usize,
+    pub out: &'a mut [u8],
+}
+
+/// Can a packed row starting at `start` go through [`decode4`]? Every window it could read
+/// must lie inside `data` whatever its bits say: field stream start + (columns + 2) words.
+pub fn fits(data: &[u8], start: usize, c: &Columns) -> bool {
+    (c.v() + 2)
+        .checked_mul(c.b())
+        .and_then(|n| n.checked_add(c.header_bytes()))
+        .and_then(|n| n.checked_add(start))
+        .is_some_and(|end| end <= data.len())
+}
+
+/// Read the fields of four packed rows (`B` = 8 or 4 bytes per chunk) and write their chunks;
+/// returns each row's final field-stream bit position for [`crate::row::packed_end`]. Every
+/// lane's row must [`fits`] and have had its bitmap checked ([`crate::row::bitmap`]).
+#[cfg(target_arch = "x86_64")]
+pub fn decode4<const B: usize>(
+    data: &[u8],
+    lanes: &mut [Lane; 4],
+    c: &Columns,
+    dep: &Deposits,
+) -> [usize; 4] {
+    assert!(available() && (B == 8 || B == 4) && c.b() == B);
+    assert!(lanes
+        .iter()
+        .all(|l| fits(data, l.start, c) && l.out.len() >= c.row_bytes()));
+    // SAFETY: AVX2 is present (asserted); every gathered address is inside `data` (asserted
+    // through `fits`, see the loop).
+    unsafe { decode4_avx2::<B>(data, lanes, c, dep) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn decode4_avx2<const B: usize>(
+    data: &[u8],
+    lanes: &mut [Lane; 4],
+    c: &Columns,
+    dep: &Deposits,
+) -> [usize; 4] {
+    use std::arch::x86_64::*;
+    let (v, h) = (c.v(), c.header_bytes());
+    let w = (B * 8) as i64;
+    let starts = lanes.each_ref().map(|l| l.start);
+    // Byte offset of each lane's field stream in `data`.
+    let fields = _mm256_set_epi64x(
+        (starts[3] + h) as i64,
+        (starts[2] + h) as i64,
+        (starts[1] + h) as i64,
+        (starts[0] + h) as i64,
+    );
+    let one = _mm256_set1_epi64x(1);
+    let width = _mm256_set1_epi64x(w);
+    let sixty_four = _mm256_set1_epi64x(64);
+    let low = _mm256_set1_epi64x(w - 1);
+    let word_shift = _mm_cvtsi64_si128(w.trailing_zeros() as i64);
+    let byte_shift = _mm_cvtsi64_si128(B.trailing_zeros() as i64);
+    let base = data.as_ptr() as *const i64;
+    let mut p = _mm256_setzero_si256();
+    let mut hw = _mm256_setzero_si256();
+    for j in 0..v {
+        if j % 64 == 0 {
+            // The next 64 participation bits of each row (zero past its bitmap).
+            let bits = starts.map(|s| {
+                let mut bytes = [0u8; 8];
+                let chunk = &data[s + j / 8..s + (j / 8 + 8).min(h)];
+                bytes[..chunk.len()].copy_from_slice(chunk);
+                i64::from_le_bytes(bytes)
+            });
+            hw = _mm256_set_epi64x(bits[3], bits[2], bits[1], bits[0]);
+        }
+        let t = _mm256_and_si256(
+            _mm256_srl_epi64(hw, _mm_cvtsi64_si128((j % 64) as i64)),
+            one,
+        );
+        let part = _mm256_cmpeq_epi64(t, one);
+        let n = _mm256_blendv_epi8(width, _mm256_set1_epi64x(c.field_bits[j] as i64), part);
+        // The window: 64 stream bits from p, most significant first. p <= j * W (no field is
+        // wider than W), so word p / W is at most word j: inside `data` by `fits`.
+        let word = _mm256_srl_epi64(p, word_shift);
+        let off = _mm256_add_epi64(fields, _mm256_sll_epi64(word, byte_shift));
+        let o = _mm256_and_si256(p, low);
+        let window = if B == 8 {
+            let a = _mm256_i64gather_epi64::<1>(base, off);
+            let b = _mm256_i64gather_epi64::<1>(base, _mm256_add_epi64(off, _mm256_set1_epi64x(8)));
+            // Shifts by 64 give 0 (o = 0 takes nothing from the next word).
+            _mm256_or_si256(
+                _mm256_sllv_epi64(a, o),
+                _mm256_srlv_epi64(b, _mm256_sub_epi64(sixty_four, o)),
+            )
+        } else {
+            // Two little-endian 32-bit words, the first one most significant.
+            let a = _mm256_i64gather_epi64::<1>(base, off);
+            _mm256_sllv_epi64(_mm256_shuffle_epi32::<0b10_11_00_01>(a), o)
+        };
+        // The top n bits (n = 0 shifts by 64: nothing).
+        let field = _mm256_srlv_epi64(window, _mm256_sub_epi64(sixty_four, n));
+        let mut x = _mm256_set1_epi64x(c.bitval[j] as i64);
+        for &(shift, mask) in &dep.runs[dep.first[j]..dep.first[j + 1]] {
+            let moved = _mm256_sll_epi64(field, _mm_cvtsi64_si128(shift as i64));
+            x = _mm256_or_si256(x, _mm256_and_si256(moved, _mm256_set1_epi64x(mask as i64)));
+        }
+        let x = _mm256_blendv_epi8(field, x, part);
+        p = _mm256_add_epi64(p, n);
+        let chunks = [
+            _mm256_extract_epi64::<0>(x),
+            _mm256_extract_epi64::<1>(x),
+            _mm256_extract_epi64::<2>(x),
+            _mm256_extract_epi64::<3>(x),
+        ];
+        for (lane, x) in lanes.iter_mut().zip(chunks) {
+            lane.out[j * B..j * B + B].copy_from_slice(&x.to_le_bytes()[..B]);
+        }
+    }
+    [
+        _mm256_extract_epi64::<0>(p) as usize,
+        _mm256_extract_epi64::<1>(p) as usize,
+        _mm256_extract_epi64::<2>(p) as usize,
+        _mm256_extract_epi64::<3>(p) as usize,
+    ]
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub fn decode4<const B: usize>(
+    _data: &[u8],
+    _lanes: &mut [Lane; 4],
+    _c: &Columns,
+    _dep: &Deposits,
+) -> [usize; 4] {
+    unreachable!("`available()` is false off x86_64")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bits::pdep_portable;
+
+    #[test]
+    fn deposits_by_runs_equal_pdep() {
+        let mut rng = planepack_core::testdata::Rng(11);
+        for round in 0..2000 {
+            let sel = match round % 4 {
+                0 => rng.next_u64(),
+                1 => rng.next_u64() & rng.next_u64(),
+                2 => u64::MAX,
+                _ => rng.next_u64() >> rng.below(64),
+            };
+            let mask = crate::mask::Mask {
+                width: 64,
+                mask: vec![!sel],
+                bitval: vec![0],
+            };
+            let c = Columns::new(&mask);
+            let dep = Deposits::new(&c);
+            let f = rng.next_u64();
+            let by_runs = dep.runs[dep.first[0]..dep.first[1]]
+                .iter()
+                .fold(0, |x, &(s, m)| x | (f << s) & m);
+            assert_eq!(by_runs, pdep_portable(f, sel), "select {sel:#x}");
+        }
+    }
+}
