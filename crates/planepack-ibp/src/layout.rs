@@ -84,18 +84,6 @@ impl CompressedRows {
         }
     }
 
-    /// The bytes where row `i` lives (for in-place, its whole slot).
-    fn span(&self, i: usize) -> Result<&[u8]> {
-        let start = self.start(i);
-        let end = match self.layout {
-            Layout::InPlace => (i + 1) * self.row_bytes,
-            Layout::Condensed => self.offsets[i] as usize,
-        };
-        self.data
-            .get(start..end)
-            .ok_or_else(|| Error::corrupt(format!("row {i}: span {start}..{end} outside the data")))
-    }
-
     /// Check the structure before decoding untrusted data: lengths, offsets, bitmask.
     pub fn validate(&self) -> Result<()> {
         if self.row_bitmask.len() != self.rows.div_ceil(32) {
@@ -148,26 +136,13 @@ impl CompressedRows {
     /// Decode row `i` into `out` (`row_bytes` long).
     #[inline]
     pub fn decode_row(&self, cols: &Columns, i: usize, out: &mut [u8]) -> Result<()> {
-        let src = self.span(i)?;
-        let used = decode_row(src, self.is_packed(i), cols, out)
-            .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
-        self.check_used(i, used, src.len())
-    }
-
-    /// A condensed row must decode from exactly the bytes its offsets give it.
-    fn check_used(&self, i: usize, used: usize, span: usize) -> Result<()> {
-        if self.layout == Layout::Condensed && used != span {
-            return Err(Error::corrupt(format!(
-                "row {i}: decodes from {used} bytes but its offsets give {span}"
-            )));
-        }
-        Ok(())
+        decode_one(self, cols, i, out)
     }
 
     /// Decode every row into `out` (`rows * row_bytes`).
     pub fn decode_all(&self, cols: &Columns, out: &mut [u8]) -> Result<()> {
         self.check(cols, out.len(), self.rows)?;
-        self.decode_rows(cols, 0..self.rows, out)
+        decode_rows(self, cols, 0..self.rows, out)
     }
 
     /// Decode the rows `indices` (any order, repeats allowed) into `out`, row `k` of the
@@ -180,82 +155,7 @@ impl CompressedRows {
                 self.rows
             )));
         }
-        self.decode_rows(cols, indices.iter().copied(), out)
-    }
-
-    /// Decode `rows` (valid indices) into consecutive `row_bytes` slots of `out`. Packed rows
-    /// go four at a time through [`wide::decode4`] where the CPU has AVX2 and the chunks are
-    /// 32 or 64 bits (and `cols` uses the CPU's bit instructions: portable `Columns` keep the
-    /// whole decode scalar, which is how the tests compare both paths); raw rows, the rest of
-    /// a group and rows too close to the end of the data for its reads take the scalar
-    /// decoder. Both apply the same checks.
-    fn decode_rows(
-        &self,
-        cols: &Columns,
-        rows: impl Iterator<Item = usize>,
-        out: &mut [u8],
-    ) -> Result<()> {
-        let deposits = (cols.ops != BitOps::Portable
-            && wide::available()
-            && matches!(cols.b(), 4 | 8)
-            && self.row_bytes > 0)
-            .then(|| Deposits::new(cols));
-        let mut group: Vec<(usize, &mut [u8])> = Vec::with_capacity(4);
-        for (i, dst) in rows.zip(out.chunks_exact_mut(self.row_bytes.max(1))) {
-            let wide_ok = deposits.is_some()
-                && self.is_packed(i)
-                && wide::fits(&self.data, self.start(i), cols);
-            if !wide_ok {
-                self.decode_row(cols, i, dst)?;
-                continue;
-            }
-            group.push((i, dst));
-            if let (Some(dep), 4) = (&deposits, group.len()) {
-                self.decode_four(cols, dep, &mut group)?;
-            }
-        }
-        for (i, dst) in group {
-            self.decode_row(cols, i, dst)?;
-        }
-        Ok(())
-    }
-
-    /// Four packed rows that [`wide::fits`]: bitmaps checked, fields decoded in lockstep, then
-    /// each row's end checked as the scalar decoder does. Empties `group`.
-    fn decode_four(
-        &self,
-        cols: &Columns,
-        dep: &Deposits,
-        group: &mut Vec<(usize, &mut [u8])>,
-    ) -> Result<()> {
-        let rows: [usize; 4] = std::array::from_fn(|k| group[k].0);
-        for &i in &rows {
-            bitmap(&self.data[self.start(i)..], cols)
-                .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
-        }
-        let mut drained = group.drain(..);
-        let mut lanes: [Lane; 4] = std::array::from_fn(|_| {
-            let (i, out) = drained.next().unwrap();
-            Lane {
-                start: self.start(i),
-                out,
-            }
-        });
-        drop(drained);
-        let ends = match cols.b() {
-            8 => wide::decode4::<8>(&self.data, &mut lanes, cols, dep),
-            _ => wide::decode4::<4>(&self.data, &mut lanes, cols, dep),
-        };
-        for (&i, p) in rows.iter().zip(ends) {
-            let src = self.span(i)?;
-            let used = match cols.b() {
-                8 => packed_end::<8>(src, cols, p),
-                _ => packed_end::<4>(src, cols, p),
-            }
-            .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
-            self.check_used(i, used, src.len())?;
-        }
-        Ok(())
+        decode_rows(self, cols, indices.iter().copied(), out)
     }
 
     fn check(&self, cols: &Columns, out_len: usize, rows: usize) -> Result<()> {
@@ -274,4 +174,139 @@ impl CompressedRows {
         }
         Ok(())
     }
+}
+
+/// Where the rows of a group are stored: what the group decoder needs. A
+/// [`CompressedRows`] in either layout, or the rows of an `Ibp` stream.
+pub(crate) trait Placement {
+    /// The bytes the rows are in (a row's reads may run past its end, never past this).
+    fn data(&self) -> &[u8];
+    /// Where row `i` starts in [`Placement::data`].
+    fn start(&self, i: usize) -> usize;
+    /// The bytes of row `i` (for in-place, its whole slot).
+    fn span(&self, i: usize) -> Result<&[u8]>;
+    fn is_packed(&self, i: usize) -> bool;
+    /// Must a row decode from exactly its span (rows back to back)?
+    fn exact(&self) -> bool;
+}
+
+impl Placement for CompressedRows {
+    fn data(&self) -> &[u8] {
+        &self.data
+    }
+    fn start(&self, i: usize) -> usize {
+        CompressedRows::start(self, i)
+    }
+    fn span(&self, i: usize) -> Result<&[u8]> {
+        let start = CompressedRows::start(self, i);
+        let end = match self.layout {
+            Layout::InPlace => (i + 1) * self.row_bytes,
+            Layout::Condensed => self.offsets[i] as usize,
+        };
+        self.data
+            .get(start..end)
+            .ok_or_else(|| Error::corrupt(format!("row {i}: span {start}..{end} outside the data")))
+    }
+    fn is_packed(&self, i: usize) -> bool {
+        CompressedRows::is_packed(self, i)
+    }
+    fn exact(&self) -> bool {
+        self.layout == Layout::Condensed
+    }
+}
+
+/// Decode row `i` alone (the scalar decoder).
+pub(crate) fn decode_one<P: Placement>(
+    rows: &P,
+    cols: &Columns,
+    i: usize,
+    out: &mut [u8],
+) -> Result<()> {
+    let src = rows.span(i)?;
+    let used = decode_row(src, rows.is_packed(i), cols, out)
+        .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
+    check_used(rows, i, used, src.len())
+}
+
+/// A row stored back to back must decode from exactly the bytes it was given.
+fn check_used<P: Placement>(rows: &P, i: usize, used: usize, span: usize) -> Result<()> {
+    if rows.exact() && used != span {
+        return Err(Error::corrupt(format!(
+            "row {i}: decodes from {used} bytes but is stored in {span}"
+        )));
+    }
+    Ok(())
+}
+
+/// Decode `which` (valid row indices) into consecutive row-sized slots of `out`. Packed rows
+/// go four at a time through [`wide::decode4`] where the CPU has AVX2 and the chunks are 32
+/// or 64 bits (and `cols` uses the CPU's bit instructions: portable `Columns` keep the whole
+/// decode scalar, which is how the tests compare both paths); raw rows, the rest of a group
+/// and rows too close to the end of the data for its reads take the scalar decoder. Both
+/// apply the same checks.
+pub(crate) fn decode_rows<P: Placement>(
+    rows: &P,
+    cols: &Columns,
+    which: impl Iterator<Item = usize>,
+    out: &mut [u8],
+) -> Result<()> {
+    let rb = cols.row_bytes();
+    let deposits =
+        (cols.ops != BitOps::Portable && wide::available() && matches!(cols.b(), 4 | 8) && rb > 0)
+            .then(|| Deposits::new(cols));
+    let mut group: Vec<(usize, &mut [u8])> = Vec::with_capacity(4);
+    for (i, dst) in which.zip(out.chunks_exact_mut(rb.max(1))) {
+        let wide_ok =
+            deposits.is_some() && rows.is_packed(i) && wide::fits(rows.data(), rows.start(i), cols);
+        if !wide_ok {
+            decode_one(rows, cols, i, dst)?;
+            continue;
+        }
+        group.push((i, dst));
+        if let (Some(dep), 4) = (&deposits, group.len()) {
+            decode_four(rows, cols, dep, &mut group)?;
+        }
+    }
+    for (i, dst) in group {
+        decode_one(rows, cols, i, dst)?;
+    }
+    Ok(())
+}
+
+/// Four packed rows that [`wide::fits`]: bitmaps checked, fields decoded in lockstep, then
+/// each row's end checked as the scalar decoder does. Empties `group`.
+fn decode_four<P: Placement>(
+    rows: &P,
+    cols: &Columns,
+    dep: &Deposits,
+    group: &mut Vec<(usize, &mut [u8])>,
+) -> Result<()> {
+    let which: [usize; 4] = std::array::from_fn(|k| group[k].0);
+    for &i in &which {
+        bitmap(&rows.data()[rows.start(i)..], cols)
+            .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
+    }
+    let mut drained = group.drain(..);
+    let mut lanes: [Lane; 4] = std::array::from_fn(|_| {
+        let (i, out) = drained.next().unwrap();
+        Lane {
+            start: rows.start(i),
+            out,
+        }
+    });
+    drop(drained);
+    let ends = match cols.b() {
+        8 => wide::decode4::<8>(rows.data(), &mut lanes, cols, dep),
+        _ => wide::decode4::<4>(rows.data(), &mut lanes, cols, dep),
+    };
+    for (&i, p) in which.iter().zip(ends) {
+        let src = rows.span(i)?;
+        let used = match cols.b() {
+            8 => packed_end::<8>(src, cols, p),
+            _ => packed_end::<4>(src, cols, p),
+        }
+        .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
+        check_used(rows, i, used, src.len())?;
+    }
+    Ok(())
 }

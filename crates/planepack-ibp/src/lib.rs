@@ -455,35 +455,42 @@ impl Codec for Ibp {
     }
 
     fn decode(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
-        let StreamMeta {
-            header: h,
-            mask,
-            bitmask,
-            rows_offset,
-        } = read_meta(compressed)?;
-        check_output_len(h.raw_len, out)?;
-        let mut pos = rows_offset;
-        let cols = Columns::new(&mask);
-        let rb = cols.row_bytes();
-        let body = if h.rows == 0 {
-            &mut [][..]
-        } else {
-            &mut out[..h.rows * rb]
+        // The rows are placed first (from their bitmaps alone, with every structural check),
+        // so that the group decoder can take packed rows four at a time.
+        let l = stream_layout(compressed)?;
+        check_output_len(l.raw_len, out)?;
+        let cols = Columns::new(&l.mask);
+        let body = l.rows * cols.row_bytes();
+        let placed = StreamRows {
+            data: compressed,
+            layout: &l,
         };
-        for (i, dst) in body.chunks_exact_mut(rb.max(1)).enumerate() {
-            let packed = bitmask[i / 32] >> (i % 32) & 1 == 1;
-            let used = row::decode_row(&compressed[pos..], packed, &cols, dst)
-                .map_err(|e| Error::corrupt_at(format!("row {i}: {e}"), pos))?;
-            pos += used;
-        }
-        let tail = take(compressed, pos, h.raw_len - h.rows * rb, "IBP tail bytes")?;
-        out[h.rows * rb..].copy_from_slice(tail);
-        pos += tail.len();
-        if pos != compressed.len() {
-            return Err(Error::TrailingBytes {
-                extra: compressed.len() - pos,
-            });
-        }
+        layout::decode_rows(&placed, &cols, 0..l.rows, &mut out[..body])?;
+        out[body..].copy_from_slice(&compressed[l.tail_offset..]);
         Ok(())
+    }
+}
+
+/// The rows of an `Ibp` stream, placed by [`stream_layout`], for the group decoder.
+struct StreamRows<'a> {
+    data: &'a [u8],
+    layout: &'a StreamLayout,
+}
+
+impl layout::Placement for StreamRows<'_> {
+    fn data(&self) -> &[u8] {
+        self.data
+    }
+    fn start(&self, i: usize) -> usize {
+        self.layout.row_offsets[i]
+    }
+    fn span(&self, i: usize) -> Result<&[u8]> {
+        Ok(&self.data[self.layout.row_offsets[i]..self.layout.row_offsets[i + 1]])
+    }
+    fn is_packed(&self, i: usize) -> bool {
+        self.layout.bitmask[i / 32] >> (i % 32) & 1 == 1
+    }
+    fn exact(&self) -> bool {
+        true
     }
 }
