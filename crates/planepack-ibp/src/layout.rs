@@ -239,11 +239,11 @@ fn check_used<P: Placement>(rows: &P, i: usize, used: usize, span: usize) -> Res
 }
 
 /// Decode `which` (valid row indices) into consecutive row-sized slots of `out`. Packed rows
-/// go four at a time through [`wide::decode4`] where the CPU has AVX2 and the chunks are 32
-/// or 64 bits (and `cols` uses the CPU's bit instructions: portable `Columns` keep the whole
-/// decode scalar, which is how the tests compare both paths); raw rows, the rest of a group
-/// and rows too close to the end of the data for its reads take the scalar decoder. Both
-/// apply the same checks.
+/// go several at a time through [`wide::decode`] where the CPU has AVX2 and the chunks are
+/// 32 or 64 bits (and `cols` uses the CPU's bit instructions: portable `Columns` keep the
+/// whole decode scalar, which is how the tests compare both paths); raw rows, the rest of a
+/// group and rows too close to the end of the data for its reads take the scalar decoder.
+/// Both apply the same checks.
 pub(crate) fn decode_rows<P: Placement>(
     rows: &P,
     cols: &Columns,
@@ -251,10 +251,13 @@ pub(crate) fn decode_rows<P: Placement>(
     out: &mut [u8],
 ) -> Result<()> {
     let rb = cols.row_bytes();
-    let deposits =
-        (cols.ops != BitOps::Portable && wide::available() && matches!(cols.b(), 4 | 8) && rb > 0)
-            .then(|| Deposits::new(cols));
-    let mut group: Vec<(usize, &mut [u8])> = Vec::with_capacity(4);
+    let deposits = (cols.ops != BitOps::Portable
+        && wide::available()
+        && wide::supports(rows.data(), cols.b())
+        && rb > 0)
+        .then(|| Deposits::new(cols));
+    let lanes = wide::lanes(cols.b());
+    let mut group: Vec<(usize, &mut [u8])> = Vec::with_capacity(lanes);
     for (i, dst) in which.zip(out.chunks_exact_mut(rb.max(1))) {
         let wide_ok =
             deposits.is_some() && rows.is_packed(i) && wide::fits(rows.data(), rows.start(i), cols);
@@ -263,8 +266,8 @@ pub(crate) fn decode_rows<P: Placement>(
             continue;
         }
         group.push((i, dst));
-        if let (Some(dep), 4) = (&deposits, group.len()) {
-            decode_four(rows, cols, dep, &mut group)?;
+        if let Some(dep) = deposits.as_ref().filter(|_| group.len() == lanes) {
+            decode_group(rows, cols, dep, &mut group)?;
         }
     }
     for (i, dst) in group {
@@ -273,31 +276,29 @@ pub(crate) fn decode_rows<P: Placement>(
     Ok(())
 }
 
-/// Four packed rows that [`wide::fits`]: bitmaps checked, fields decoded in lockstep, then
-/// each row's end checked as the scalar decoder does. Empties `group`.
-fn decode_four<P: Placement>(
+/// A full group of packed rows that [`wide::fits`]: bitmaps checked, fields decoded in
+/// lockstep, then each row's end checked as the scalar decoder does. Empties `group`.
+fn decode_group<P: Placement>(
     rows: &P,
     cols: &Columns,
     dep: &Deposits,
     group: &mut Vec<(usize, &mut [u8])>,
 ) -> Result<()> {
-    let which: [usize; 4] = std::array::from_fn(|k| group[k].0);
+    let which: Vec<usize> = group.iter().map(|g| g.0).collect();
     for &i in &which {
         bitmap(&rows.data()[rows.start(i)..], cols)
             .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
     }
-    let mut drained = group.drain(..);
-    let mut lanes: [Lane; 4] = std::array::from_fn(|_| {
-        let (i, out) = drained.next().unwrap();
-        Lane {
+    let mut lanes: Vec<Lane> = group
+        .drain(..)
+        .map(|(i, out)| Lane {
             start: rows.start(i),
             out,
-        }
-    });
-    drop(drained);
+        })
+        .collect();
     let ends = match cols.b() {
-        8 => wide::decode4::<8>(rows.data(), &mut lanes, cols, dep),
-        _ => wide::decode4::<4>(rows.data(), &mut lanes, cols, dep),
+        8 => wide::decode::<8>(rows.data(), &mut lanes, cols, dep),
+        _ => wide::decode::<4>(rows.data(), &mut lanes, cols, dep),
     };
     for (&i, p) in which.iter().zip(ends) {
         let src = rows.span(i)?;

@@ -1,4 +1,4 @@
-//! Four packed rows at once with AVX2: the decode-all and gather fast path on x86_64.
+//! Several packed rows at once with AVX2: the decode-all and gather fast path on x86_64.
 //!
 //! The scalar decoder spends about ten cycles per chunk on a chain of small steps (window
 //! load, shift, deposit, store) that the CPU cannot overlap much within one row. Rows of a
@@ -7,8 +7,9 @@
 //! bit and the stream position differ. Each lane gathers its window, shifts out its field, and
 //! the deposit `pdep(field, !mask)` (which AVX2 lacks) is done run by run: the selected bits of
 //! a column form a few runs (a float's mantissa, its low exponent bits), and a run is one
-//! shift and one AND, the same for all four lanes. A lane whose chunk does not participate
-//! takes its `W` bits whole, as in the scalar decoder.
+//! shift and one AND, the same for all lanes. A lane whose chunk does not participate takes
+//! its `W` bits whole, as in the scalar decoder. 32-bit chunks use eight 32-bit lanes, so
+//! eight rows at once ([`lanes`]).
 //!
 //! Only the lockstep loop is here. Which rows go through it, the participation-bitmap checks
 //! before and the length and padding checks after are the scalar code's, so both paths accept
@@ -80,28 +81,57 @@ pub fn fits(data: &[u8], start: usize, c: &Columns) -> bool {
         .is_some_and(|end| end <= data.len())
 }
 
-/// Read the fields of four packed rows (`B` = 8 or 4 bytes per chunk) and write their chunks;
-/// returns each row's final field-stream bit position for [`crate::row::packed_end`]. Every
-/// lane's row must [`fits`] and have had its bitmap checked ([`crate::row::bitmap`]).
+/// Rows decoded together for chunks of `b` bytes: four 64-bit lanes or eight 32-bit lanes.
+pub fn lanes(b: usize) -> usize {
+    if b == 8 {
+        4
+    } else {
+        8
+    }
+}
+
+/// Read the fields of [`lanes`]`(B)` packed rows (`B` = 8 or 4 bytes per chunk) and write
+/// their chunks; returns each row's final field-stream bit position for
+/// [`crate::row::packed_end`]. Every lane's row must [`fits`] and have had its bitmap checked
+/// ([`crate::row::bitmap`]).
 #[cfg(target_arch = "x86_64")]
-pub fn decode4<const B: usize>(
+pub fn decode<const B: usize>(
     data: &[u8],
-    lanes: &mut [Lane; 4],
+    lanes: &mut [Lane],
     c: &Columns,
     dep: &Deposits,
-) -> [usize; 4] {
-    assert!(available() && (B == 8 || B == 4) && c.b() == B);
+) -> [usize; 8] {
+    assert!(available() && c.b() == B && lanes.len() == self::lanes(B));
     assert!(lanes
         .iter()
         .all(|l| fits(data, l.start, c) && l.out.len() >= c.row_bytes()));
-    // SAFETY: AVX2 is present (asserted); every gathered address is inside `data` (asserted
-    // through `fits`, see the loop).
-    unsafe { decode4_avx2::<B>(data, lanes, c, dep) }
+    match B {
+        8 => {
+            let lanes: &mut [Lane; 4] = lanes.try_into().unwrap();
+            // SAFETY: AVX2 is present (asserted); every gathered address is inside `data`
+            // (asserted through `fits`, see the loop).
+            let p = unsafe { decode4_w64(data, lanes, c, dep) };
+            [p[0], p[1], p[2], p[3], 0, 0, 0, 0]
+        }
+        _ => {
+            // 32-bit gather offsets: the data must be addressable with them.
+            assert!(data.len() <= i32::MAX as usize);
+            let lanes: &mut [Lane; 8] = lanes.try_into().unwrap();
+            // SAFETY: as above.
+            unsafe { decode8_w32(data, lanes, c, dep) }
+        }
+    }
 }
 
+/// Can [`decode`] take rows of chunks of `b` bytes from `data` at all?
+pub fn supports(data: &[u8], b: usize) -> bool {
+    b == 8 || (b == 4 && data.len() <= i32::MAX as usize)
+}
+
+/// Four rows of 64-bit chunks, one per 64-bit lane.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn decode4_avx2<const B: usize>(
+unsafe fn decode4_w64(
     data: &[u8],
     lanes: &mut [Lane; 4],
     c: &Columns,
@@ -109,7 +139,6 @@ unsafe fn decode4_avx2<const B: usize>(
 ) -> [usize; 4] {
     use std::arch::x86_64::*;
     let (v, h) = (c.v(), c.header_bytes());
-    let w = (B * 8) as i64;
     let starts = lanes.each_ref().map(|l| l.start);
     // Byte offset of each lane's field stream in `data`.
     let fields = _mm256_set_epi64x(
@@ -119,24 +148,16 @@ unsafe fn decode4_avx2<const B: usize>(
         (starts[0] + h) as i64,
     );
     let one = _mm256_set1_epi64x(1);
-    let width = _mm256_set1_epi64x(w);
-    let sixty_four = _mm256_set1_epi64x(64);
-    let low = _mm256_set1_epi64x(w - 1);
-    let word_shift = _mm_cvtsi64_si128(w.trailing_zeros() as i64);
-    let byte_shift = _mm_cvtsi64_si128(B.trailing_zeros() as i64);
+    let width = _mm256_set1_epi64x(64);
+    let low = _mm256_set1_epi64x(63);
+    let eight = _mm256_set1_epi64x(8);
     let base = data.as_ptr() as *const i64;
     let mut p = _mm256_setzero_si256();
     let mut hw = _mm256_setzero_si256();
     for j in 0..v {
         if j % 64 == 0 {
-            // The next 64 participation bits of each row (zero past its bitmap).
-            let bits = starts.map(|s| {
-                let mut bytes = [0u8; 8];
-                let chunk = &data[s + j / 8..s + (j / 8 + 8).min(h)];
-                bytes[..chunk.len()].copy_from_slice(chunk);
-                i64::from_le_bytes(bytes)
-            });
-            hw = _mm256_set_epi64x(bits[3], bits[2], bits[1], bits[0]);
+            let b = participation::<8>(data, &starts, h, j);
+            hw = _mm256_set_epi64x(b[3], b[2], b[1], b[0]);
         }
         let t = _mm256_and_si256(
             _mm256_srl_epi64(hw, _mm_cvtsi64_si128((j % 64) as i64)),
@@ -144,26 +165,19 @@ unsafe fn decode4_avx2<const B: usize>(
         );
         let part = _mm256_cmpeq_epi64(t, one);
         let n = _mm256_blendv_epi8(width, _mm256_set1_epi64x(c.field_bits[j] as i64), part);
-        // The window: 64 stream bits from p, most significant first. p <= j * W (no field is
-        // wider than W), so word p / W is at most word j: inside `data` by `fits`.
-        let word = _mm256_srl_epi64(p, word_shift);
-        let off = _mm256_add_epi64(fields, _mm256_sll_epi64(word, byte_shift));
+        // The window: 64 stream bits from p, most significant first. p <= j * 64 (no field is
+        // wider than 64 bits), so word p / 64 is at most word j: inside `data` by `fits`.
+        let off = _mm256_add_epi64(fields, _mm256_slli_epi64::<3>(_mm256_srli_epi64::<6>(p)));
         let o = _mm256_and_si256(p, low);
-        let window = if B == 8 {
-            let a = _mm256_i64gather_epi64::<1>(base, off);
-            let b = _mm256_i64gather_epi64::<1>(base, _mm256_add_epi64(off, _mm256_set1_epi64x(8)));
-            // Shifts by 64 give 0 (o = 0 takes nothing from the next word).
-            _mm256_or_si256(
-                _mm256_sllv_epi64(a, o),
-                _mm256_srlv_epi64(b, _mm256_sub_epi64(sixty_four, o)),
-            )
-        } else {
-            // Two little-endian 32-bit words, the first one most significant.
-            let a = _mm256_i64gather_epi64::<1>(base, off);
-            _mm256_sllv_epi64(_mm256_shuffle_epi32::<0b10_11_00_01>(a), o)
-        };
+        let a = _mm256_i64gather_epi64::<1>(base, off);
+        let b = _mm256_i64gather_epi64::<1>(base, _mm256_add_epi64(off, eight));
+        // Shifts by 64 give 0 (o = 0 takes nothing from the next word).
+        let window = _mm256_or_si256(
+            _mm256_sllv_epi64(a, o),
+            _mm256_srlv_epi64(b, _mm256_sub_epi64(width, o)),
+        );
         // The top n bits (n = 0 shifts by 64: nothing).
-        let field = _mm256_srlv_epi64(window, _mm256_sub_epi64(sixty_four, n));
+        let field = _mm256_srlv_epi64(window, _mm256_sub_epi64(width, n));
         let mut x = _mm256_set1_epi64x(c.bitval[j] as i64);
         for &(shift, mask) in &dep.runs[dep.first[j]..dep.first[j + 1]] {
             let moved = _mm256_sll_epi64(field, _mm_cvtsi64_si128(shift as i64));
@@ -171,31 +185,99 @@ unsafe fn decode4_avx2<const B: usize>(
         }
         let x = _mm256_blendv_epi8(field, x, part);
         p = _mm256_add_epi64(p, n);
-        let chunks = [
-            _mm256_extract_epi64::<0>(x),
-            _mm256_extract_epi64::<1>(x),
-            _mm256_extract_epi64::<2>(x),
-            _mm256_extract_epi64::<3>(x),
-        ];
+        let mut chunks = [0u64; 4];
+        _mm256_storeu_si256(chunks.as_mut_ptr() as *mut __m256i, x);
         for (lane, x) in lanes.iter_mut().zip(chunks) {
-            lane.out[j * B..j * B + B].copy_from_slice(&x.to_le_bytes()[..B]);
+            lane.out[j * 8..j * 8 + 8].copy_from_slice(&x.to_le_bytes());
         }
     }
-    [
-        _mm256_extract_epi64::<0>(p) as usize,
-        _mm256_extract_epi64::<1>(p) as usize,
-        _mm256_extract_epi64::<2>(p) as usize,
-        _mm256_extract_epi64::<3>(p) as usize,
-    ]
+    let mut ends = [0u64; 4];
+    _mm256_storeu_si256(ends.as_mut_ptr() as *mut __m256i, p);
+    ends.map(|e| e as usize)
+}
+
+/// Eight rows of 32-bit chunks, one per 32-bit lane.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn decode8_w32(
+    data: &[u8],
+    lanes: &mut [Lane; 8],
+    c: &Columns,
+    dep: &Deposits,
+) -> [usize; 8] {
+    use std::arch::x86_64::*;
+    let (v, h) = (c.v(), c.header_bytes());
+    let starts = lanes.each_ref().map(|l| l.start);
+    let s = starts.map(|x| (x + h) as i32);
+    let fields = _mm256_set_epi32(s[7], s[6], s[5], s[4], s[3], s[2], s[1], s[0]);
+    let one = _mm256_set1_epi32(1);
+    let width = _mm256_set1_epi32(32);
+    let low = _mm256_set1_epi32(31);
+    let four = _mm256_set1_epi32(4);
+    let base = data.as_ptr() as *const i32;
+    let mut p = _mm256_setzero_si256();
+    let mut hw = _mm256_setzero_si256();
+    for j in 0..v {
+        if j % 32 == 0 {
+            let b = participation::<4>(data, &starts, h, j).map(|x| x as i32);
+            hw = _mm256_set_epi32(b[7], b[6], b[5], b[4], b[3], b[2], b[1], b[0]);
+        }
+        let t = _mm256_and_si256(
+            _mm256_srl_epi32(hw, _mm_cvtsi32_si128((j % 32) as i32)),
+            one,
+        );
+        let part = _mm256_cmpeq_epi32(t, one);
+        let n = _mm256_blendv_epi8(width, _mm256_set1_epi32(c.field_bits[j] as i32), part);
+        // Words p / 32 and the next, as for 64-bit chunks; offsets fit i32 (`supports`).
+        let off = _mm256_add_epi32(fields, _mm256_slli_epi32::<2>(_mm256_srli_epi32::<5>(p)));
+        let o = _mm256_and_si256(p, low);
+        let a = _mm256_i32gather_epi32::<1>(base, off);
+        let b = _mm256_i32gather_epi32::<1>(base, _mm256_add_epi32(off, four));
+        let window = _mm256_or_si256(
+            _mm256_sllv_epi32(a, o),
+            _mm256_srlv_epi32(b, _mm256_sub_epi32(width, o)),
+        );
+        let field = _mm256_srlv_epi32(window, _mm256_sub_epi32(width, n));
+        let mut x = _mm256_set1_epi32(c.bitval[j] as i32);
+        for &(shift, mask) in &dep.runs[dep.first[j]..dep.first[j + 1]] {
+            let moved = _mm256_sll_epi32(field, _mm_cvtsi32_si128(shift as i32));
+            x = _mm256_or_si256(x, _mm256_and_si256(moved, _mm256_set1_epi32(mask as i32)));
+        }
+        let x = _mm256_blendv_epi8(field, x, part);
+        p = _mm256_add_epi32(p, n);
+        let mut chunks = [0u32; 8];
+        _mm256_storeu_si256(chunks.as_mut_ptr() as *mut __m256i, x);
+        for (lane, x) in lanes.iter_mut().zip(chunks) {
+            lane.out[j * 4..j * 4 + 4].copy_from_slice(&x.to_le_bytes());
+        }
+    }
+    let mut ends = [0u32; 8];
+    _mm256_storeu_si256(ends.as_mut_ptr() as *mut __m256i, p);
+    ends.map(|e| e as usize)
+}
+
+/// The next `8 * B` participation bits of each row from column `j` on (zero past its
+/// bitmap), as the lane type's integers.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn participation<const B: usize>(data: &[u8], starts: &[usize], h: usize, j: usize) -> [i64; 8] {
+    let mut out = [0i64; 8];
+    for (o, &s) in out.iter_mut().zip(starts) {
+        let mut bytes = [0u8; 8];
+        let chunk = &data[s + j / 8..s + (j / 8 + B).min(h)];
+        bytes[..chunk.len()].copy_from_slice(chunk);
+        *o = i64::from_le_bytes(bytes);
+    }
+    out
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub fn decode4<const B: usize>(
+pub fn decode<const B: usize>(
     _data: &[u8],
-    _lanes: &mut [Lane; 4],
+    _lanes: &mut [Lane],
     _c: &Columns,
     _dep: &Deposits,
-) -> [usize; 4] {
+) -> [usize; 8] {
     unreachable!("`available()` is false off x86_64")
 }
 
