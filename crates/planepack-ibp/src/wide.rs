@@ -152,6 +152,7 @@ unsafe fn decode4_w64(
     let low = _mm256_set1_epi64x(63);
     let eight = _mm256_set1_epi64x(8);
     let base = data.as_ptr() as *const i64;
+    let outs = lanes.each_mut().map(|l| l.out.as_mut_ptr());
     let mut p = _mm256_setzero_si256();
     let mut hw = _mm256_setzero_si256();
     for j in 0..v {
@@ -185,11 +186,13 @@ unsafe fn decode4_w64(
         }
         let x = _mm256_blendv_epi8(field, x, part);
         p = _mm256_add_epi64(p, n);
-        let mut chunks = [0u64; 4];
-        _mm256_storeu_si256(chunks.as_mut_ptr() as *mut __m256i, x);
-        for (lane, x) in lanes.iter_mut().zip(chunks) {
-            lane.out[j * 8..j * 8 + 8].copy_from_slice(&x.to_le_bytes());
-        }
+        // SAFETY: j < v, and every output holds a whole row of v chunks (asserted by the
+        // caller), so bytes j * 8 .. j * 8 + 8 of each are in bounds.
+        let (lo, hi) = (_mm256_castsi256_si128(x), _mm256_extracti128_si256::<1>(x));
+        _mm_storel_epi64(outs[0].add(j * 8) as *mut __m128i, lo);
+        _mm_storeh_pd(outs[1].add(j * 8) as *mut f64, _mm_castsi128_pd(lo));
+        _mm_storel_epi64(outs[2].add(j * 8) as *mut __m128i, hi);
+        _mm_storeh_pd(outs[3].add(j * 8) as *mut f64, _mm_castsi128_pd(hi));
     }
     let mut ends = [0u64; 4];
     _mm256_storeu_si256(ends.as_mut_ptr() as *mut __m256i, p);
@@ -215,6 +218,7 @@ unsafe fn decode8_w32(
     let low = _mm256_set1_epi32(31);
     let four = _mm256_set1_epi32(4);
     let base = data.as_ptr() as *const i32;
+    let outs = lanes.each_mut().map(|l| l.out.as_mut_ptr());
     let mut p = _mm256_setzero_si256();
     let mut hw = _mm256_setzero_si256();
     for j in 0..v {
@@ -247,8 +251,9 @@ unsafe fn decode8_w32(
         p = _mm256_add_epi32(p, n);
         let mut chunks = [0u32; 8];
         _mm256_storeu_si256(chunks.as_mut_ptr() as *mut __m256i, x);
-        for (lane, x) in lanes.iter_mut().zip(chunks) {
-            lane.out[j * 4..j * 4 + 4].copy_from_slice(&x.to_le_bytes());
+        for (out, x) in outs.iter().zip(chunks) {
+            // SAFETY: as for 64-bit chunks, bytes j * 4 .. j * 4 + 4 are in bounds.
+            (out.add(j * 4) as *mut u32).write_unaligned(x);
         }
     }
     let mut ends = [0u32; 8];
