@@ -257,57 +257,55 @@ pub(crate) fn decode_rows<P: Placement>(
         && rb > 0)
         .then(|| Deposits::new(cols));
     let lanes = wide::lanes(cols.b());
-    let mut group: Vec<(usize, &mut [u8])> = Vec::with_capacity(lanes);
+    let mut group: Vec<Lane> = Vec::with_capacity(lanes);
     for (i, dst) in which.zip(out.chunks_exact_mut(rb.max(1))) {
+        let start = rows.start(i);
         let wide_ok =
-            deposits.is_some() && rows.is_packed(i) && wide::fits(rows.data(), rows.start(i), cols);
+            deposits.is_some() && rows.is_packed(i) && wide::fits(rows.data(), start, cols);
         if !wide_ok {
             decode_one(rows, cols, i, dst)?;
             continue;
         }
-        group.push((i, dst));
+        group.push(Lane {
+            row: i,
+            start,
+            out: dst,
+        });
         if let Some(dep) = deposits.as_ref().filter(|_| group.len() == lanes) {
             decode_group(rows, cols, dep, &mut group)?;
+            group.clear();
         }
     }
-    for (i, dst) in group {
-        decode_one(rows, cols, i, dst)?;
+    for lane in group {
+        decode_one(rows, cols, lane.row, lane.out)?;
     }
     Ok(())
 }
 
 /// A full group of packed rows that [`wide::fits`]: bitmaps checked, fields decoded in
-/// lockstep, then each row's end checked as the scalar decoder does. Empties `group`.
+/// lockstep, then each row's end checked as the scalar decoder does.
 fn decode_group<P: Placement>(
     rows: &P,
     cols: &Columns,
     dep: &Deposits,
-    group: &mut Vec<(usize, &mut [u8])>,
+    group: &mut [Lane],
 ) -> Result<()> {
-    let which: Vec<usize> = group.iter().map(|g| g.0).collect();
-    for &i in &which {
-        bitmap(&rows.data()[rows.start(i)..], cols)
-            .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
+    let corrupt = |i: usize, e: &str| Error::corrupt(format!("row {i}: {e}"));
+    for lane in group.iter() {
+        bitmap(&rows.data()[lane.start..], cols).map_err(|e| corrupt(lane.row, e))?;
     }
-    let mut lanes: Vec<Lane> = group
-        .drain(..)
-        .map(|(i, out)| Lane {
-            start: rows.start(i),
-            out,
-        })
-        .collect();
     let ends = match cols.b() {
-        8 => wide::decode::<8>(rows.data(), &mut lanes, cols, dep),
-        _ => wide::decode::<4>(rows.data(), &mut lanes, cols, dep),
+        8 => wide::decode::<8>(rows.data(), group, cols, dep),
+        _ => wide::decode::<4>(rows.data(), group, cols, dep),
     };
-    for (&i, p) in which.iter().zip(ends) {
-        let src = rows.span(i)?;
+    for (lane, p) in group.iter().zip(ends) {
+        let src = rows.span(lane.row)?;
         let used = match cols.b() {
             8 => packed_end::<8>(src, cols, p),
             _ => packed_end::<4>(src, cols, p),
         }
-        .map_err(|e| Error::corrupt(format!("row {i}: {e}")))?;
-        check_used(rows, i, used, src.len())?;
+        .map_err(|e| corrupt(lane.row, e))?;
+        check_used(rows, lane.row, used, src.len())?;
     }
     Ok(())
 }

@@ -65,8 +65,10 @@ impl Deposits {
     }
 }
 
-/// One lane's row: the packed row starts at `start` in `data`, and its output.
+/// One lane's row: its index (for error messages), where the packed row starts in `data`,
+/// and its output.
 pub struct Lane<'a> {
+    pub row: usize,
     pub start: usize,
     pub out: &'a mut [u8],
 }
