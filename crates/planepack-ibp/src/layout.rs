@@ -8,7 +8,6 @@
 //!
 //! Both carry the row bitmask (`u32` words, bit `i % 32` of word `i / 32` = row `i` packed).
 
-use crate::bits::BitOps;
 use crate::row::{bitmap, decode_row, encode_row, packed_end, Columns};
 use crate::wide::{self, Deposits, Lane};
 use crate::Rows;
@@ -239,11 +238,9 @@ fn check_used<P: Placement>(rows: &P, i: usize, used: usize, span: usize) -> Res
 }
 
 /// Decode `which` (valid row indices) into consecutive row-sized slots of `out`. Packed rows
-/// go several at a time through [`wide::decode`] where the CPU has AVX2 and the chunks are
-/// 32 or 64 bits (and `cols` uses the CPU's bit instructions: portable `Columns` keep the
-/// whole decode scalar, which is how the tests compare both paths); raw rows, the rest of a
-/// group and rows too close to the end of the data for its reads take the scalar decoder.
-/// Both apply the same checks.
+/// go several at a time through [`wide::decode`] where that pays ([`wide::pays`]); raw rows,
+/// the rest of a group and rows too close to the end of the data for its reads take the
+/// scalar decoder. Both apply the same checks.
 pub(crate) fn decode_rows<P: Placement>(
     rows: &P,
     cols: &Columns,
@@ -251,11 +248,8 @@ pub(crate) fn decode_rows<P: Placement>(
     out: &mut [u8],
 ) -> Result<()> {
     let rb = cols.row_bytes();
-    let deposits = (cols.ops != BitOps::Portable
-        && wide::available()
-        && wide::supports(rows.data(), cols.b())
-        && rb > 0)
-        .then(|| Deposits::new(cols));
+    let deposits =
+        (wide::pays(cols) && wide::supports(rows.data(), cols.b())).then(|| Deposits::new(cols));
     let lanes = wide::lanes(cols.b());
     let mut group: Vec<Lane> = Vec::with_capacity(lanes);
     for (i, dst) in which.zip(out.chunks_exact_mut(rb.max(1))) {

@@ -377,27 +377,7 @@ pub struct StreamLayout {
 pub fn stream_layout(compressed: &[u8]) -> Result<StreamLayout> {
     let m = read_meta(compressed)?;
     let cols = Columns::new(&m.mask);
-    // Every stored row takes at least one byte: a row count beyond the bytes left is a lie
-    // (checked before allocating for it).
-    if m.header.rows > compressed.len() - m.rows_offset {
-        return Err(Error::corrupt("more rows than bytes left in the stream"));
-    }
-    let mut row_offsets = Vec::with_capacity(m.header.rows + 1);
-    let mut pos = m.rows_offset;
-    row_offsets.push(pos);
-    for i in 0..m.header.rows {
-        let packed = m.bitmask[i / 32] >> (i % 32) & 1 == 1;
-        pos += row::stored_len(&compressed[pos..], packed, &cols)
-            .map_err(|e| Error::corrupt_at(format!("row {i}: {e}"), pos))?;
-        row_offsets.push(pos);
-    }
-    let tail = m.header.raw_len - m.header.rows * cols.row_bytes();
-    take(compressed, pos, tail, "IBP tail bytes")?;
-    if pos + tail != compressed.len() {
-        return Err(Error::TrailingBytes {
-            extra: compressed.len() - pos - tail,
-        });
-    }
+    let (row_offsets, tail_offset) = place_rows(compressed, &m, &cols)?;
     let b = (m.header.width / 8) as usize;
     Ok(StreamLayout {
         width: m.header.width,
@@ -409,8 +389,35 @@ pub fn stream_layout(compressed: &[u8]) -> Result<StreamLayout> {
         bitmask_offset: HEADER + 2 * m.header.columns * b,
         bitmask: m.bitmask,
         row_offsets,
-        tail_offset: pos,
+        tail_offset,
     })
+}
+
+/// Every row's byte offset (`rows + 1` of them) and the tail's, from the rows' bitmaps alone,
+/// with the structural checks of the decoder; the tail must end the stream.
+fn place_rows(compressed: &[u8], m: &StreamMeta, cols: &Columns) -> Result<(Vec<usize>, usize)> {
+    // Every stored row takes at least one byte: a row count beyond the bytes left is a lie
+    // (checked before allocating for it).
+    if m.header.rows > compressed.len() - m.rows_offset {
+        return Err(Error::corrupt("more rows than bytes left in the stream"));
+    }
+    let mut row_offsets = Vec::with_capacity(m.header.rows + 1);
+    let mut pos = m.rows_offset;
+    row_offsets.push(pos);
+    for i in 0..m.header.rows {
+        let packed = m.bitmask[i / 32] >> (i % 32) & 1 == 1;
+        pos += row::stored_len(&compressed[pos..], packed, cols)
+            .map_err(|e| Error::corrupt_at(format!("row {i}: {e}"), pos))?;
+        row_offsets.push(pos);
+    }
+    let tail = m.header.raw_len - m.header.rows * cols.row_bytes();
+    take(compressed, pos, tail, "IBP tail bytes")?;
+    if pos + tail != compressed.len() {
+        return Err(Error::TrailingBytes {
+            extra: compressed.len() - pos - tail,
+        });
+    }
+    Ok((row_offsets, pos))
 }
 
 impl Codec for Ibp {
@@ -455,26 +462,51 @@ impl Codec for Ibp {
     }
 
     fn decode(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
-        // The rows are placed first (from their bitmaps alone, with every structural check),
-        // so that the group decoder can take packed rows four at a time.
-        let l = stream_layout(compressed)?;
-        check_output_len(l.raw_len, out)?;
-        let cols = Columns::new(&l.mask);
-        let body = l.rows * cols.row_bytes();
-        let placed = StreamRows {
-            data: compressed,
-            layout: &l,
-        };
-        layout::decode_rows(&placed, &cols, 0..l.rows, &mut out[..body])?;
-        out[body..].copy_from_slice(&compressed[l.tail_offset..]);
+        let m = read_meta(compressed)?;
+        check_output_len(m.header.raw_len, out)?;
+        let cols = Columns::new(&m.mask);
+        let body = m.header.rows * cols.row_bytes();
+        if wide::pays(&cols) {
+            // Rows placed first (from their bitmaps), so that the group decoder can take
+            // packed rows several at a time.
+            let (row_offsets, tail_offset) = place_rows(compressed, &m, &cols)?;
+            let placed = StreamRows {
+                data: compressed,
+                row_offsets: &row_offsets,
+                bitmask: &m.bitmask,
+            };
+            layout::decode_rows(&placed, &cols, 0..m.header.rows, &mut out[..body])?;
+            out[body..].copy_from_slice(&compressed[tail_offset..]);
+            return Ok(());
+        }
+        // One row after the other, each found where the last one ended.
+        let mut pos = m.rows_offset;
+        for (i, dst) in out[..body]
+            .chunks_exact_mut(cols.row_bytes().max(1))
+            .enumerate()
+        {
+            let packed = m.bitmask[i / 32] >> (i % 32) & 1 == 1;
+            let used = row::decode_row(&compressed[pos..], packed, &cols, dst)
+                .map_err(|e| Error::corrupt_at(format!("row {i}: {e}"), pos))?;
+            pos += used;
+        }
+        let tail = take(compressed, pos, m.header.raw_len - body, "IBP tail bytes")?;
+        out[body..].copy_from_slice(tail);
+        pos += tail.len();
+        if pos != compressed.len() {
+            return Err(Error::TrailingBytes {
+                extra: compressed.len() - pos,
+            });
+        }
         Ok(())
     }
 }
 
-/// The rows of an `Ibp` stream, placed by [`stream_layout`], for the group decoder.
+/// The rows of an `Ibp` stream, placed by [`place_rows`], for the group decoder.
 struct StreamRows<'a> {
     data: &'a [u8],
-    layout: &'a StreamLayout,
+    row_offsets: &'a [usize],
+    bitmask: &'a [u32],
 }
 
 impl layout::Placement for StreamRows<'_> {
@@ -482,13 +514,13 @@ impl layout::Placement for StreamRows<'_> {
         self.data
     }
     fn start(&self, i: usize) -> usize {
-        self.layout.row_offsets[i]
+        self.row_offsets[i]
     }
     fn span(&self, i: usize) -> Result<&[u8]> {
-        Ok(&self.data[self.layout.row_offsets[i]..self.layout.row_offsets[i + 1]])
+        Ok(&self.data[self.row_offsets[i]..self.row_offsets[i + 1]])
     }
     fn is_packed(&self, i: usize) -> bool {
-        self.layout.bitmask[i / 32] >> (i % 32) & 1 == 1
+        self.bitmask[i / 32] >> (i % 32) & 1 == 1
     }
     fn exact(&self) -> bool {
         true

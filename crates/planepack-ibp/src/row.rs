@@ -98,18 +98,11 @@ pub fn packed_size(row: &[u8], c: &Columns) -> usize {
 pub fn stored_len(src: &[u8], compressed: bool, c: &Columns) -> Result<usize, RowError> {
     let raw = c.row_bytes();
     let len = if compressed {
-        let h = c.header_bytes();
-        let bitmap = src
-            .get(..h)
-            .ok_or("row bitmap runs past the end of the data")?;
+        let head = bitmap(src, c)?;
         // Every row of a stream is sized this way before any is decoded: no branch per chunk
         // (participation in real rows is irregular), eight chunks per step where AVX2 is.
-        let v = c.v();
-        let bits = v * c.width as usize - crate::wide::saved_bits(bitmap, &c.field_bits, c.width);
-        if (v..h * 8).any(|j| bitmap[j / 8] >> (j % 8) & 1 == 1) {
-            return Err("row bitmap padding is not zero");
-        }
-        let len = h + align(bits.div_ceil(8), c.b());
+        let bits = c.v() * c.width as usize - crate::wide::saved_bits(head, &c.field_bits, c.width);
+        let len = head.len() + align(bits.div_ceil(8), c.b());
         if len >= raw {
             return Err("packed row is not smaller than the raw row");
         }

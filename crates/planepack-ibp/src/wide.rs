@@ -17,7 +17,7 @@
 
 use crate::row::Columns;
 
-/// Is the four-row path usable on this CPU (AVX2, and `PLANEPACK_NO_SIMD` unset)?
+/// Is the lockstep path usable on this CPU (AVX2, and `PLANEPACK_NO_SIMD` unset)?
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -29,6 +29,21 @@ pub fn available() -> bool {
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// Rows narrower than this many chunks stay on the scalar path: the lockstep loop's setup and
+/// a stream's extra pass to place its rows cost more than they save on short rows (KV vectors
+/// of 64 BF16 values, 16 chunks, decode faster one by one).
+pub const MIN_COLUMNS: usize = 32;
+
+/// Does the lockstep path pay for rows described by `c`: AVX2 present, the CPU's bit
+/// instructions chosen (portable `Columns` keep everything scalar, which is how the tests
+/// compare both paths), 32- or 64-bit chunks, and rows of at least [`MIN_COLUMNS`] chunks?
+pub fn pays(c: &Columns) -> bool {
+    c.ops != crate::bits::BitOps::Portable
+        && available()
+        && matches!(c.b(), 4 | 8)
+        && c.v() >= MIN_COLUMNS
 }
 
 /// The deposit of every column as runs: `pdep(f, select)` is the OR over the runs of
@@ -73,7 +88,7 @@ pub struct Lane<'a> {
     pub out: &'a mut [u8],
 }
 
-/// Can a packed row starting at `start` go through [`decode4`]? Every window it could read
+/// Can a packed row starting at `start` go through [`decode`]? Every window it could read
 /// must lie inside `data` whatever its bits say: field stream start + (columns + 2) words.
 pub fn fits(data: &[u8], start: usize, c: &Columns) -> bool {
     (c.v() + 2)
