@@ -5,7 +5,7 @@
 //! Without an adapter these tests skip with a message, except in CI (`CI` set), where a
 //! missing adapter is a failure: CI installs lavapipe.
 
-use planepack_bitplane::BitPlane;
+use planepack_bitplane::{BitPlane, Mode};
 use planepack_core::testdata::{generate, mutate, Mutation, Pattern, Rng};
 use planepack_core::{Codec, ElemType};
 use planepack_gpu::{Gpu, GpuError, GpuOptions, ScanPath};
@@ -68,6 +68,30 @@ fn bitplane_patterns_and_tails() {
                         .decode_bitplane(&enc)
                         .unwrap_or_else(|e| panic!("{p:?} {pat:?} {elem} {len}: {e}"));
                     assert!(got == data, "{p:?} {pat:?} {elem} {len}");
+                }
+            }
+        }
+    });
+}
+
+/// Every block mode on every element width: the encoder forced to one mode wherever it
+/// applies, so each of the shader's plane layouts (32-, 16-, 8-bit elements) meets BX, DBX
+/// (deltas) and ZBX (packed nonzeros) and not only the mixes the normal encoder picks.
+#[test]
+fn bitplane_every_mode_every_width() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(9);
+    on_each_path(g, |p| {
+        for mode in Mode::ALL {
+            let codec = BitPlane::forcing(mode);
+            for pat in Pattern::ALL {
+                for elem in [ElemType::F32, ElemType::BF16, ElemType::U8] {
+                    let data = generate(pat, elem, 4096 + 300, rng.next_u64());
+                    let enc = codec.encode_to_vec(&data, elem).unwrap();
+                    let got = g
+                        .decode_bitplane(&enc)
+                        .unwrap_or_else(|e| panic!("{p:?} {mode:?} {pat:?} {elem}: {e}"));
+                    assert!(got == data, "{p:?} {mode:?} {pat:?} {elem}");
                 }
             }
         }
