@@ -93,10 +93,11 @@ impl Sink for SliceBitWriter<'_> {
 
 /// Code `planes` (index 0 = least significant plane; each with `p_bits` significant bits).
 ///
-/// Written without branches on the data, like [`planes_size`]: every plane emits one field
-/// (and a raw plane wider than 55 bits a second one), chosen with selects; a zero symbol emits
-/// nothing unless it ends its run, where it emits the run's code. With [`SliceBitWriter`] an
-/// empty field costs the same as any other, so the loop runs at a fixed cost per plane.
+/// Raw planes (most of the low planes of real data, in long stretches that predict well)
+/// take a fast path: their code bit and bits in one field (two if wider than 55 bits). Every
+/// other plane emits one field in the table's order of precedence; a zero symbol emits nothing
+/// unless it ends its run, where it emits the run's code. With [`SliceBitWriter`] an empty
+/// field costs the same as any other.
 #[inline(always)]
 pub(crate) fn encode_planes<P: Plane, S: Sink>(planes: &[P], p_bits: u32, sink: &mut S) {
     if p_bits <= 55 {
@@ -128,50 +129,43 @@ fn encode_planes_with<P: Plane, S: Sink, const SPLIT: bool>(
         let dbx = dbp ^ above;
         let zero = dbx == P::ZERO;
         let low = dbx.lowest_one();
-        let raw = RAW.bits | (P::low_u64(dbx) & mask64(lo_bits)) << 1;
-        // Fast path for raw planes (most of the low planes of real data, in long stretches
-        // that predict well); every other symbol goes through the selects below.
         let special =
             zero || dbx == all || dbp == P::ZERO || dbx == low || dbx == (low | (low << 1));
         if !special {
             run = 0;
-            sink.put(raw, 1 + lo_bits);
+            sink.put(
+                RAW.bits | (P::low_u64(dbx) & mask64(lo_bits)) << 1,
+                1 + lo_bits,
+            );
             if SPLIT {
                 sink.put_plane(dbx >> 32, hi_bits);
             }
             continue;
         }
         run = if zero { run + 1 } else { 0 };
-        // The next symbol (plane b - 1) is zero: this one does not end a run.
-        let run_continues = b > 0 && planes[b - 1] == dbp;
         let tz = dbx.trailing_zeros() as u64;
-        let (mut v, mut n, mut wide) = (raw, 1 + lo_bits, true);
-        if dbx == (low | (low << 1)) && dbx != low {
-            (v, n, wide) = (TWO_ONES.bits | tz << 5, 5 + two_field, false);
-        }
-        if dbx == low {
-            (v, n, wide) = (ONE_ONE.bits | tz << 5, 5 + one_field, false);
-        }
-        if dbp == P::ZERO {
-            (v, n, wide) = (ZERO_DBP.bits, 5, false);
-        }
-        if dbx == all {
-            (v, n, wide) = (ALL_ONES.bits, 5, false);
-        }
-        if zero {
-            let long = RUN.bits | ((run.max(2) - 2) as u64) << RUN.len;
-            (v, n) = match (run_continues, run) {
+        let (v, n) = if zero {
+            // The next symbol (plane b - 1) is zero too: this one does not end the run.
+            let run_continues = b > 0 && planes[b - 1] == dbp;
+            match (run_continues, run) {
                 (true, _) => (0, 0),
                 (false, 1) => (ZERO1.bits, ZERO1.len),
-                (false, _) => (long, RUN.len + run_field),
-            };
-            wide = false;
-        }
+                (false, _) => (
+                    RUN.bits | ((run - 2) as u64) << RUN.len,
+                    RUN.len + run_field,
+                ),
+            }
+        } else if dbx == all {
+            (ALL_ONES.bits, 5)
+        } else if dbp == P::ZERO {
+            (ZERO_DBP.bits, 5)
+        } else if dbx == low {
+            (ONE_ONE.bits | tz << 5, 5 + one_field)
+        } else {
+            // Special and none of the above: exactly two adjacent ones.
+            (TWO_ONES.bits | tz << 5, 5 + two_field)
+        };
         sink.put(v, n);
-        if SPLIT {
-            let rest = if wide { dbx >> 32 } else { P::ZERO };
-            sink.put_plane(rest, if wide { hi_bits } else { 0 });
-        }
     }
 }
 
