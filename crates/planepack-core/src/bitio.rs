@@ -11,94 +11,11 @@
 //! Callers check [`BitReader::overran`] at structure boundaries, which keeps the hot loop free of
 //! error paths while still rejecting every truncated stream.
 
-/// Appends bits to a byte vector, LSB first.
-pub struct BitWriter<'a> {
-    out: &'a mut Vec<u8>,
-    start: usize,
-    acc: u64,
-    nbits: u32,
-}
-
-impl<'a> BitWriter<'a> {
-    /// Start writing at the current end of `out`.
-    pub fn new(out: &'a mut Vec<u8>) -> Self {
-        let start = out.len();
-        BitWriter {
-            out,
-            start,
-            acc: 0,
-            nbits: 0,
-        }
-    }
-
-    /// Write the low `n` bits of `value` (`n <= 64`; higher bits of `value` must be zero).
-    #[inline(always)]
-    pub fn write(&mut self, value: u64, n: u32) {
-        debug_assert!(n <= 64);
-        debug_assert!(
-            n == 64 || value >> n == 0,
-            "value {value:#x} wider than {n} bits"
-        );
-        if n == 0 {
-            return;
-        }
-        let free = 64 - self.nbits;
-        self.acc |= value << self.nbits;
-        if n < free {
-            self.nbits += n;
-        } else {
-            self.out.extend_from_slice(&self.acc.to_le_bytes());
-            self.acc = if free == 64 { 0 } else { value >> free };
-            self.nbits = n - free;
-        }
-    }
-
-    /// Write the low `n` bits of a 128-bit value (`n <= 128`).
-    #[inline(always)]
-    pub fn write_u128(&mut self, value: u128, n: u32) {
-        if n <= 64 {
-            self.write(value as u64, n);
-        } else {
-            self.write(value as u64, 64);
-            self.write((value >> 64) as u64, n - 64);
-        }
-    }
-
-    /// Append the first `nbits` bits of an LSB-first bit stream held in `bytes`.
-    pub fn append(&mut self, bytes: &[u8], nbits: usize) {
-        debug_assert!(nbits <= bytes.len() * 8);
-        let whole = nbits / 64;
-        for word in bytes[..whole * 8].chunks_exact(8) {
-            self.write(u64::from_le_bytes(word.try_into().unwrap()), 64);
-        }
-        let rest = (nbits % 64) as u32;
-        if rest > 0 {
-            let mut tail = [0u8; 8];
-            let tail_bytes = &bytes[whole * 8..(whole * 8 + (rest as usize).div_ceil(8))];
-            tail[..tail_bytes.len()].copy_from_slice(tail_bytes);
-            self.write(u64::from_le_bytes(tail) & mask64(rest), rest);
-        }
-    }
-
-    /// Bits written so far by this writer.
-    pub fn bit_len(&self) -> usize {
-        (self.out.len() - self.start) * 8 + self.nbits as usize
-    }
-
-    /// Flush the partial byte (zero padded) and return the number of bits written.
-    pub fn finish(self) -> usize {
-        let bits = self.bit_len();
-        let bytes = self.nbits.div_ceil(8) as usize;
-        self.out.extend_from_slice(&self.acc.to_le_bytes()[..bytes]);
-        bits
-    }
-}
-
 /// Writes bits LSB first into a caller's zeroed byte slice, with no branch on the data.
 ///
-/// The hot encoders emit one field per bit plane, many of them empty; [`BitWriter`]'s
-/// branches (empty field, word full) mispredict on such streams. This writer keeps fewer than
-/// 8 pending bits and stores its 64-bit accumulator after every field, so a field costs the
+/// The hot encoders emit one field per bit plane, many of them empty; a writer that branches
+/// on an empty field or a full word mispredicts on such streams. This one keeps fewer than 8
+/// pending bits and stores its 64-bit accumulator after every field, so a field costs the
 /// same shifts and one store whatever its length, zero included. It needs 8 bytes of slack:
 /// the slice must be at least 8 bytes longer than the bytes written, and zeroed where written.
 pub struct SliceBitWriter<'a> {
@@ -285,69 +202,31 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// The writer's bit order is exactly bitvec's `Lsb0` order over bytes.
+        /// The writer's bit order is exactly bitvec's `Lsb0` order over bytes, and the reader
+        /// reads back what it wrote.
         #[test]
         fn writer_matches_bitvec_lsb0(fields in proptest::collection::vec((any::<u128>(), 0u32..=128), 0..64)) {
-            let mut out = vec![0xAAu8]; // a prefix the writer must not touch
-            let mut w = BitWriter::new(&mut out);
+            let mut buf = vec![0u8; 64 * 16 + 8];
+            let mut w = SliceBitWriter::new(&mut buf);
             let mut reference: BitVec<u8, Lsb0> = BitVec::new();
             for &(v, n) in &fields {
                 let v = if n == 128 { v } else { v & ((1u128 << n) - 1) };
-                w.write_u128(v, n);
+                w.put_u128(v, n);
                 for i in 0..n { reference.push((v >> i) & 1 == 1); }
             }
-            let bits = w.finish();
+            let bits = w.bit_len();
             prop_assert_eq!(bits, reference.len());
-            prop_assert_eq!(out[0], 0xAA);
-            prop_assert_eq!(&out[1..], reference.as_raw_slice());
+            let used = reference.as_raw_slice().len();
+            prop_assert_eq!(&buf[..used], reference.as_raw_slice());
+            prop_assert!(buf[used..].iter().all(|&b| b == 0));
 
-            let mut r = BitReader::new(&out[1..]);
+            let mut r = BitReader::new(&buf[..used]);
             for &(v, n) in &fields {
                 let v = if n == 128 { v } else { v & ((1u128 << n) - 1) };
                 prop_assert_eq!(r.read_u128(n), v);
             }
             prop_assert!(!r.overran());
             prop_assert_eq!(r.pos(), bits);
-        }
-    }
-
-    proptest! {
-        /// The slice writer produces the same bytes as the vector writer.
-        #[test]
-        fn slice_writer_matches_bit_writer(fields in proptest::collection::vec((any::<u128>(), 0u32..=128), 0..64)) {
-            let mut expect = Vec::new();
-            let mut w = BitWriter::new(&mut expect);
-            let mut buf = vec![0u8; 64 * 16 + 8];
-            let mut s = SliceBitWriter::new(&mut buf);
-            for &(v, n) in &fields {
-                let v = if n == 128 { v } else { v & ((1u128 << n) - 1) };
-                w.write_u128(v, n);
-                s.put_u128(v, n);
-            }
-            let bits = w.finish();
-            prop_assert_eq!(s.bit_len(), bits);
-            prop_assert_eq!(&buf[..expect.len()], &expect[..]);
-            prop_assert!(buf[expect.len()..].iter().all(|&b| b == 0));
-        }
-    }
-
-    #[test]
-    fn append_copies_a_bit_stream_at_any_offset() {
-        let src: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37) ^ 0x5A).collect();
-        for lead in 0..70u32 {
-            for nbits in [0usize, 1, 7, 63, 64, 65, 200, 320] {
-                let mut out = Vec::new();
-                let mut w = BitWriter::new(&mut out);
-                w.write(mask64(lead.min(64)) & 0x1234_5678_9ABC_DEF0, lead.min(64));
-                w.append(&src, nbits);
-                w.finish();
-                let mut r = BitReader::new(&out);
-                r.skip(lead.min(64));
-                let mut expect = BitReader::new(&src);
-                for _ in 0..nbits {
-                    assert_eq!(r.read(1), expect.read(1));
-                }
-            }
         }
     }
 
