@@ -74,15 +74,6 @@ impl CompressedRows {
         self.row_bitmask[i / 32] >> (i % 32) & 1 == 1
     }
 
-    /// Where row `i` starts in `data`.
-    fn start(&self, i: usize) -> usize {
-        match self.layout {
-            Layout::InPlace => i * self.row_bytes,
-            Layout::Condensed if i == 0 => 0,
-            Layout::Condensed => self.offsets[i - 1] as usize,
-        }
-    }
-
     /// Check the structure before decoding untrusted data: lengths, offsets, bitmask.
     pub fn validate(&self) -> Result<()> {
         if self.row_bitmask.len() != self.rows.div_ceil(32) {
@@ -194,10 +185,14 @@ impl Placement for CompressedRows {
         &self.data
     }
     fn start(&self, i: usize) -> usize {
-        CompressedRows::start(self, i)
+        match self.layout {
+            Layout::InPlace => i * self.row_bytes,
+            Layout::Condensed if i == 0 => 0,
+            Layout::Condensed => self.offsets[i - 1] as usize,
+        }
     }
     fn span(&self, i: usize) -> Result<&[u8]> {
-        let start = CompressedRows::start(self, i);
+        let start = self.start(i);
         let end = match self.layout {
             Layout::InPlace => (i + 1) * self.row_bytes,
             Layout::Condensed => self.offsets[i] as usize,
