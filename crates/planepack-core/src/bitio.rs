@@ -128,6 +128,34 @@ impl<'a> BitReader<'a> {
         (word >> (self.pos & 7)) & mask64(n)
     }
 
+    /// [`BitReader::peek`] without the bounds check, for decoders that have proved their
+    /// reads stay inside the data.
+    ///
+    /// # Safety
+    /// `(self.pos() >> 3) + 8 <= data.len()`.
+    #[inline(always)]
+    pub unsafe fn peek_unchecked(&self, n: u32) -> u64 {
+        debug_assert!(n <= 56 && (self.pos >> 3) + 8 <= self.data.len());
+        let p = self.data.as_ptr().add(self.pos >> 3);
+        let word = u64::from_le_bytes(p.cast::<[u8; 8]>().read_unaligned());
+        (word >> (self.pos & 7)) & mask64(n)
+    }
+
+    /// The next 64 bits without consuming them and without a bounds check.
+    ///
+    /// # Safety
+    /// `(self.pos() >> 3) + 9 <= data.len()`.
+    #[inline(always)]
+    pub unsafe fn peek64_unchecked(&self) -> u64 {
+        debug_assert!((self.pos >> 3) + 9 <= self.data.len());
+        let p = self.data.as_ptr().add(self.pos >> 3);
+        let lo = u64::from_le_bytes(p.cast::<[u8; 8]>().read_unaligned());
+        let hi = *p.add(8) as u64;
+        let sh = self.pos & 7;
+        // For sh = 0 the second term shifts `hi` out entirely.
+        (lo >> sh) | ((hi << 1) << (63 - sh))
+    }
+
     #[cold]
     fn load_tail(&self, byte: usize) -> u64 {
         let mut buf = [0u8; 8];
@@ -238,6 +266,23 @@ mod tests {
         assert!(!r.overran());
         assert_eq!(r.read(8), 0x0F); // 4 real bits then zeros
         assert!(r.overran());
+    }
+
+    #[test]
+    fn unchecked_peeks_match_checked_reads() {
+        let mut rng = crate::testdata::Rng(9);
+        let data: Vec<u8> = (0..64).map(|_| rng.next_u64() as u8).collect();
+        for pos in 0..(data.len() - 9) * 8 {
+            let r = BitReader::at(&data, pos);
+            for n in [1, 13, 33, 56] {
+                // SAFETY: pos / 8 + 9 <= data.len().
+                assert_eq!(unsafe { r.peek_unchecked(n) }, r.peek(n), "pos {pos} n {n}");
+            }
+            let lo = r.peek(32);
+            let hi = BitReader::at(&data, pos + 32).peek(32);
+            // SAFETY: as above.
+            assert_eq!(unsafe { r.peek64_unchecked() }, lo | hi << 32, "pos {pos}");
+        }
     }
 
     #[test]
