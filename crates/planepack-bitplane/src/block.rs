@@ -204,13 +204,20 @@ pub(crate) fn write<G: Geometry>(
 }
 
 /// A block whose prefix has been read: either finished, or waiting for its planes.
-#[derive(Clone, Copy)]
 pub(crate) enum Pending<G: Geometry> {
     Done,
     Bx,
     Dbx { base: u64 },
     Zbx { mask: G::Plane },
 }
+
+// By hand: the derives would ask `G` itself to be `Copy`.
+impl<G: Geometry> Clone for Pending<G> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<G: Geometry> Copy for Pending<G> {}
 
 impl<G: Geometry> Pending<G> {
     /// Significant bits per plane, if planes follow.
@@ -286,31 +293,18 @@ pub(crate) fn finish<G: Geometry>(
         Pending::Bx => G::store(&G::from_planes(planes), out),
         Pending::Zbx { mask } => {
             let packed = G::from_planes(planes);
-            let mut elems = G::zero_elems();
-            let mut m = mask;
-            for &v in packed.as_ref() {
-                if m == G::Plane::ZERO {
-                    break;
-                }
-                let i = m.trailing_zeros() as usize;
-                m = m & !(G::Plane::ONE << i as u32);
-                if v.into() == 0 {
-                    return Err("ZBX element marked nonzero is zero");
-                }
-                elems.as_mut()[i] = v;
+            // The first `k` packed elements are the nonzeros; none may be zero.
+            let k = mask.count_ones() as usize;
+            let zero = packed.as_ref()[..k]
+                .iter()
+                .fold(false, |z, &v| z | (v.into() == 0));
+            if zero {
+                return Err("ZBX element marked nonzero is zero");
             }
-            G::store(&elems, out);
+            G::store(&G::expand(mask, &packed), out);
         }
         Pending::Dbx { base } => {
-            let deltas = G::from_planes(planes);
-            let mask_w = mask64(G::W);
-            let mut elems = G::zero_elems();
-            let mut acc = base;
-            for (x, d) in elems.as_mut().iter_mut().zip(deltas.as_ref()) {
-                *x = G::elem(acc);
-                acc = acc.wrapping_add((*d).into()) & mask_w;
-            }
-            G::store(&elems, out);
+            G::store(&G::accumulate(base, &G::from_planes(planes)), out);
         }
     }
     Ok(())

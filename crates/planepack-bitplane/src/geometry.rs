@@ -26,6 +26,8 @@ pub trait Plane:
 {
     const ZERO: Self;
     const ONE: Self;
+    /// Width in bits.
+    const BITS: u32;
     /// The low `n` bits set (`n` up to the word width).
     fn ones(n: u32) -> Self;
     fn count_ones(self) -> u32;
@@ -45,6 +47,7 @@ macro_rules! impl_plane {
         impl Plane for $t {
             const ZERO: Self = 0;
             const ONE: Self = 1;
+            const BITS: u32 = <$t>::BITS;
             #[inline(always)]
             fn ones(n: u32) -> Self {
                 if n >= <$t>::BITS {
@@ -113,10 +116,15 @@ pub trait Geometry {
     fn store(elems: &Self::Elems, bytes: &mut [u8; BLOCK_BYTES]);
     fn to_planes(elems: &Self::Elems) -> Self::Planes;
     fn from_planes(planes: &Self::Planes) -> Self::Elems;
+    /// `packed[j]` to the position of the `j`-th set bit of `mask`, zeros elsewhere.
+    fn expand(mask: Self::Plane, packed: &Self::Elems) -> Self::Elems;
+    /// DBX's elements: `base`, then `base` plus each prefix sum of `deltas` (wrapping, `W`
+    /// bits); the last delta is not used.
+    fn accumulate(base: u64, deltas: &Self::Elems) -> Self::Elems;
 }
 
 macro_rules! geometry {
-    ($name:ident, $w:expr, $elem:ty, $plane:ty, $to:path, $from:path) => {
+    ($name:ident, $w:expr, $elem:ty, $plane:ty, $to:path, $from:path, $expand:path) => {
         /// Block geometry for this element width.
         pub struct $name;
         impl Geometry for $name {
@@ -160,10 +168,49 @@ macro_rules! geometry {
             fn from_planes(planes: &Self::Planes) -> Self::Elems {
                 $from(planes)
             }
+            #[inline(always)]
+            fn expand(mask: $plane, packed: &Self::Elems) -> Self::Elems {
+                $expand(mask, packed)
+            }
+            #[inline(always)]
+            fn accumulate(base: u64, deltas: &Self::Elems) -> Self::Elems {
+                // In the element type, so that the chain is one add per element.
+                let mut e = [0 as $elem; 1024 / $w];
+                let mut acc = base as $elem;
+                for (x, &d) in e.iter_mut().zip(deltas) {
+                    *x = acc;
+                    acc = acc.wrapping_add(d);
+                }
+                e
+            }
         }
     };
 }
 
-geometry!(W32, 32, u32, u32, transpose::planes32, transpose::elems32);
-geometry!(W16, 16, u16, u64, transpose::planes16, transpose::elems16);
-geometry!(W8, 8, u8, u128, transpose::planes8, transpose::elems8);
+geometry!(
+    W32,
+    32,
+    u32,
+    u32,
+    transpose::planes32,
+    transpose::elems32,
+    crate::expand::expand32
+);
+geometry!(
+    W16,
+    16,
+    u16,
+    u64,
+    transpose::planes16,
+    transpose::elems16,
+    crate::expand::expand16
+);
+geometry!(
+    W8,
+    8,
+    u8,
+    u128,
+    transpose::planes8,
+    transpose::elems8,
+    crate::expand::expand8
+);

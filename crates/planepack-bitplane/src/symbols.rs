@@ -175,9 +175,10 @@ fn encode_planes_with<P: Plane, S: Sink, const SPLIT: bool>(
 /// the hotter path. It is written as independent per-plane lane operations so that the
 /// compiler vectorises it (8 planes per AVX2 register for FP32): each plane's DBX symbol is
 /// classified with compares only (a single one is `x == lowest(x)`, two adjacent ones are
-/// `x == lowest(x) * 3`), its cost chosen with selects, and zero symbols priced by the run they
-/// belong to: a zero symbol whose next-lower plane is not zero ends a run and pays for it
-/// (three bits if it is also the run's start, a single), every other zero symbol is free.
+/// `x == lowest(x) * 3`) and its cost chosen with selects. Zero symbols cost nothing there;
+/// they are priced per run from a bit mask of them: a run ends at a zero symbol whose next
+/// lower plane is not zero and starts at one whose next higher plane is not; a run that
+/// starts where it ends is a single (3 bits), any other costs `run_cost`.
 #[inline(always)]
 pub(crate) fn planes_size<P: Plane>(planes: &[P], p_bits: u32) -> u32 {
     const MAX: usize = 32;
@@ -188,9 +189,8 @@ pub(crate) fn planes_size<P: Plane>(planes: &[P], p_bits: u32) -> u32 {
     let one_cost = 5 + bits_for(p_bits);
     let raw_cost = 1 + p_bits;
     let all = P::ones(p_bits);
-    // zero[b + 1]: the symbol of plane b is zero; zero[0] and zero[q + 1] stay false.
-    let mut zero = [false; MAX + 2];
-    let mut cost = [0u32; MAX];
+    let mut zero = 0u64; // bit b: the symbol of plane b is zero
+    let mut total = 0;
     for b in 0..q {
         let above = if b + 1 < q { planes[b + 1] } else { P::ZERO };
         let dbp = planes[b];
@@ -205,34 +205,23 @@ pub(crate) fn planes_size<P: Plane>(planes: &[P], p_bits: u32) -> u32 {
         c = if dbx == low { one_cost } else { c };
         c = if dbp == P::ZERO { 5 } else { c };
         c = if dbx == all { 5 } else { c };
-        zero[b + 1] = dbx == P::ZERO;
-        cost[b] = c;
+        let z = dbx == P::ZERO;
+        zero |= (z as u64) << b;
+        total += if z { 0 } else { c };
     }
-    let mut total = 0;
-    for b in 0..q {
-        let end = !zero[b];
-        let start = !zero[b + 2];
-        let zero_cost = if end {
-            if start {
-                3
-            } else {
-                run_cost
-            }
-        } else {
-            0
-        };
-        total += if zero[b + 1] { zero_cost } else { cost[b] };
-    }
-    total
+    let ends = zero & !(zero << 1);
+    let starts = zero & !(zero >> 1);
+    let runs = ends.count_ones();
+    let singles = (ends & starts).count_ones();
+    total + 3 * singles + run_cost * (runs - singles)
 }
 
 /// Decodes the planes of one block, one symbol per [`PlaneDecoder::step`].
 ///
-/// Decoding a symbol depends on where the previous one ended, so one block's symbols form a
-/// serial chain of load-shift-add latencies. Two blocks have two independent chains: the
-/// chunk decoder steps two decoders in turn ([`decode_planes_pair`]) and the CPU overlaps them.
-/// That is possible because the block table gives every block's start.
-pub(crate) struct PlaneDecoder<'a, P: Plane> {
+/// With `IN_BOUNDS` the reads skip their bounds checks: [`decode_planes`] sets it where the
+/// most a block's planes can read (every plane a raw symbol of the full plane width, plus
+/// one 8-byte window) lies inside the data, since each step fills at least one plane.
+pub(crate) struct PlaneDecoder<'a, P: Plane, const IN_BOUNDS: bool> {
     pub r: BitReader<'a>,
     /// Planes still to fill (they are filled from the top down).
     left: usize,
@@ -245,7 +234,7 @@ pub(crate) struct PlaneDecoder<'a, P: Plane> {
     one_field: u32,
 }
 
-impl<'a, P: Plane> PlaneDecoder<'a, P> {
+impl<'a, P: Plane, const IN_BOUNDS: bool> PlaneDecoder<'a, P, IN_BOUNDS> {
     #[inline(always)]
     pub fn new(r: BitReader<'a>, planes: usize, p_bits: u32) -> Self {
         PlaneDecoder {
@@ -265,20 +254,81 @@ impl<'a, P: Plane> PlaneDecoder<'a, P> {
         self.left == 0
     }
 
+    /// A raw symbol at the reader (`w` is the peek there): its plane XOR the plane above.
+    #[inline(always)]
+    fn raw(&mut self, w: u64) -> P {
+        let r = &mut self.r;
+        if P::BITS <= 55 || self.p_bits <= 55 {
+            r.skip(1 + self.p_bits);
+            P::from_u64(w >> 1) & self.all
+        } else if IN_BOUNDS && P::BITS <= 64 {
+            r.skip(1);
+            // SAFETY: `IN_BOUNDS` covers a full plane after the code bit of every step.
+            let v = unsafe { r.peek64_unchecked() };
+            r.skip(self.p_bits);
+            P::from_u64(v) & self.all
+        } else {
+            r.skip(1);
+            P::get(r, self.p_bits)
+        }
+    }
+
+    /// A raw symbol at the reader (`w` is the peek there) followed by another: decode both
+    /// and return true (two planes for one branch and one loop trip, on the commonest
+    /// symbol). False, having read nothing, if the next symbol is not raw. Needs
+    /// `left >= 2` and `IN_BOUNDS`: its reads are those of this step and the next.
+    #[inline(always)]
+    fn raw_pair(&mut self, w: u64, planes: &mut [P]) -> bool {
+        debug_assert!(IN_BOUNDS && self.left >= 2);
+        let len = 1 + self.p_bits;
+        let mut next = self.r.clone();
+        next.skip(len);
+        let (a, b) = if P::BITS <= 32 {
+            // The peek also holds the next code bit.
+            if (w >> len) & 1 == 0 {
+                return false;
+            }
+            // SAFETY: the peek the next step would make.
+            let w1 = unsafe { next.peek_unchecked(56) };
+            (w >> 1, w1 >> 1)
+        } else if P::BITS <= 64 {
+            // SAFETY (all three): the reads of this step and the next.
+            if unsafe { next.peek_unchecked(1) } == 0 {
+                return false;
+            }
+            let mut x = self.r.clone();
+            x.skip(1);
+            next.skip(1);
+            unsafe { (x.peek64_unchecked(), next.peek64_unchecked()) }
+        } else {
+            return false;
+        };
+        self.r.skip(2 * len);
+        let upper = (P::from_u64(a) & self.all) ^ self.prev;
+        self.prev = (P::from_u64(b) & self.all) ^ upper;
+        planes[self.left - 1] = upper;
+        planes[self.left - 2] = self.prev;
+        self.left -= 2;
+        true
+    }
+
     /// Decode one symbol into `planes` (one 56-bit peek serves the prefix code, its field and,
     /// for planes of up to 55 bits, the raw plane itself).
     #[inline(always)]
     pub fn step(&mut self, planes: &mut [P]) -> Result<(), &'static str> {
         let r = &mut self.r;
-        let w = r.peek(56);
+        let w = if IN_BOUNDS {
+            // SAFETY: `decode_planes` proved that every read of this block's planes is in
+            // bounds.
+            unsafe { r.peek_unchecked(56) }
+        } else {
+            r.peek(56)
+        };
         let dbx = if w & 1 == 1 {
-            if self.p_bits <= 55 {
-                r.skip(1 + self.p_bits);
-                P::from_u64(w >> 1) & self.all
-            } else {
-                r.skip(1);
-                P::get(r, self.p_bits)
+            if IN_BOUNDS && self.left >= 2 && self.raw_pair(w, planes) {
+                return Ok(());
             }
+            self.raw(w)
         } else if w & 2 != 0 {
             let run = ((w >> 2) & mask64(self.run_field)) as usize + 2;
             r.skip(2 + self.run_field);
@@ -338,32 +388,27 @@ pub(crate) fn decode_planes<P: Plane>(
     planes: &mut [P],
     p_bits: u32,
 ) -> Result<(), &'static str> {
-    let mut d = PlaneDecoder::new(r.clone(), planes.len(), p_bits);
+    // At most one step per plane, each reading at most a code bit and a full plane, and the
+    // last step's 8-byte window.
+    let most = planes.len() * (1 + P::BITS as usize) + 64;
+    if r.pos() + most <= r.len_bits() {
+        decode_planes_with::<P, true>(r, planes, p_bits)
+    } else {
+        decode_planes_with::<P, false>(r, planes, p_bits)
+    }
+}
+
+#[inline(always)]
+fn decode_planes_with<P: Plane, const IN_BOUNDS: bool>(
+    r: &mut BitReader,
+    planes: &mut [P],
+    p_bits: u32,
+) -> Result<(), &'static str> {
+    let mut d = PlaneDecoder::<P, IN_BOUNDS>::new(r.clone(), planes.len(), p_bits);
     while !d.done() {
         d.step(planes)?;
     }
     *r = d.r;
-    Ok(())
-}
-
-/// Decode the planes of two blocks with interleaved steps (see [`PlaneDecoder`]).
-#[inline(always)]
-pub(crate) fn decode_planes_pair<P: Plane>(
-    a: &mut PlaneDecoder<P>,
-    pa: &mut [P],
-    b: &mut PlaneDecoder<P>,
-    pb: &mut [P],
-) -> Result<(), (usize, &'static str)> {
-    while !a.done() && !b.done() {
-        a.step(pa).map_err(|e| (0, e))?;
-        b.step(pb).map_err(|e| (1, e))?;
-    }
-    while !a.done() {
-        a.step(pa).map_err(|e| (0, e))?;
-    }
-    while !b.done() {
-        b.step(pb).map_err(|e| (1, e))?;
-    }
     Ok(())
 }
 
