@@ -87,12 +87,13 @@ pub(crate) struct Plan<G: Geometry> {
 pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>) -> Plan<G> {
     let elems = G::load(block);
     let e = elems.as_ref();
-    let mut mask = G::Plane::ZERO;
-    for (i, &x) in e.iter().enumerate() {
-        if x.into() != 0 {
-            mask = mask | (G::Plane::ONE << i as u32);
-        }
-    }
+    // The planes BX codes; their OR is the nonzero mask (bit `i` is set in some plane exactly
+    // when element `i` is nonzero), cheaper than testing the elements one by one.
+    let bx_planes = G::to_planes(&elems);
+    let mask = bx_planes
+        .as_ref()
+        .iter()
+        .fold(G::Plane::ZERO, |m, &p| m | p);
     let k = mask.count_ones();
     let n = G::N as u32;
     let mut best = Plan::<G> {
@@ -119,7 +120,7 @@ pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>)
         best.bits = zvc;
     }
     if allowed(Mode::Bx) {
-        let planes = G::to_planes(&elems);
+        let planes = bx_planes;
         let c = planes_size(planes.as_ref(), n);
         if take(c, best.bits) {
             best.mode = Mode::Bx;
