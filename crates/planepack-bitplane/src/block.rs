@@ -72,7 +72,6 @@ pub(crate) struct Plan<G: Geometry> {
     pub mode: Mode,
     /// Payload bits (exact).
     pub bits: u32,
-    elems: G::Elems,
     mask: G::Plane,
     planes: G::Planes,
     /// Significant bits per plane (BX: N, DBX: N-1, ZBX: nonzero count).
@@ -99,7 +98,6 @@ pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>)
     let mut best = Plan::<G> {
         mode: Mode::Raw,
         bits: RAW_BITS,
-        elems,
         mask,
         planes: G::zero_planes(),
         p_bits: 0,
@@ -185,7 +183,7 @@ pub(crate) fn write<G: Geometry>(
         }
         Mode::Zvc => {
             plan.mask.put(w, G::N as u32);
-            for &x in plan.elems.as_ref() {
+            for &x in G::load(block).as_ref() {
                 let v = x.into();
                 if v != 0 {
                     w.put(v, G::W);

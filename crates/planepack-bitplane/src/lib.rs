@@ -178,15 +178,19 @@ fn encode_chunk<G: Geometry>(
     // Plan every block first: the table, which comes first, needs all payload sizes; then the
     // payloads are written straight behind it.
     let nb = chunk.len().div_ceil(BLOCK_BYTES);
-    let mut blocks = [[0u8; BLOCK_BYTES]; CHUNK_BLOCKS];
+    // Blocks are read in place; only a short last block is copied, zero padded.
+    let mut tail = [0u8; BLOCK_BYTES];
+    let full = chunk.len() / BLOCK_BYTES;
+    tail[..chunk.len() - full * BLOCK_BYTES].copy_from_slice(&chunk[full * BLOCK_BYTES..]);
+    let block_at = |b: usize| -> &[u8; BLOCK_BYTES] {
+        match chunk.get(b * BLOCK_BYTES..(b + 1) * BLOCK_BYTES) {
+            Some(x) => x.try_into().unwrap(),
+            None => &tail,
+        }
+    };
     let mut plans = [const { None }; CHUNK_BLOCKS];
-    for ((plan, block), src) in plans
-        .iter_mut()
-        .zip(&mut blocks)
-        .zip(chunk.chunks(BLOCK_BYTES))
-    {
-        block[..src.len()].copy_from_slice(src); // a short last block is zero padded
-        *plan = Some(block::plan::<G>(block, forced));
+    for (b, plan) in plans[..nb].iter_mut().enumerate() {
+        *plan = Some(block::plan::<G>(block_at(b), forced));
     }
     let plans = plans[..nb].iter().map(|p| p.as_ref().unwrap());
 
@@ -207,8 +211,8 @@ fn encode_chunk<G: Geometry>(
         );
         payload_bits += p.bits as usize;
     }
-    for (p, block) in plans.clone().zip(&blocks) {
-        write(p, block, &mut w);
+    for (b, p) in plans.clone().enumerate() {
+        write(p, block_at(b), &mut w);
     }
     let bits = w.bit_len();
     let len = 2 + bits.div_ceil(8);
