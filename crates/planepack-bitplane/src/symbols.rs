@@ -273,25 +273,34 @@ impl<'a, P: Plane, const IN_BOUNDS: bool> PlaneDecoder<'a, P, IN_BOUNDS> {
         }
     }
 
-    /// A raw symbol at the reader (`w` is the peek there) followed by another: decode both
-    /// and return true (two planes for one branch and one loop trip, on the commonest
-    /// symbol). False, having read nothing, if the next symbol is not raw. Needs
-    /// `left >= 2` and `IN_BOUNDS`: its reads are those of this step and the next.
+    /// A raw symbol at the reader (`w` is the peek there) followed by another: decode them
+    /// two at a time, for 32-bit planes as long as pairs of raw symbols follow, and return
+    /// true (two planes per branch and loop trip, on the commonest symbol); false, having
+    /// read nothing, if the next symbol is not raw. Needs `left >= 2` and `IN_BOUNDS`: each
+    /// pair's reads are those of the next two steps (and the bound leaves room for the peek
+    /// after the last symbol).
     #[inline(always)]
     fn raw_pair(&mut self, w: u64, planes: &mut [P]) -> bool {
         debug_assert!(IN_BOUNDS && self.left >= 2);
         let len = 1 + self.p_bits;
-        let mut next = self.r.clone();
-        next.skip(len);
-        let (a, b) = if P::BITS <= 32 {
-            // The peek also holds the next code bit.
-            if (w >> len) & 1 == 0 {
-                return false;
+        if P::BITS <= 32 {
+            // One peek holds a whole symbol and the next code bit.
+            let mut w = w;
+            let mut any = false;
+            while self.left >= 2 && (w & 1) & (w >> len) & 1 == 1 {
+                let mut next = self.r.clone();
+                next.skip(len);
+                // SAFETY: the peeks of the next two steps.
+                let w1 = unsafe { next.peek_unchecked(56) };
+                self.r.skip(2 * len);
+                self.put_pair(w >> 1, w1 >> 1, planes);
+                w = unsafe { self.r.peek_unchecked(56) };
+                any = true;
             }
-            // SAFETY: the peek the next step would make.
-            let w1 = unsafe { next.peek_unchecked(56) };
-            (w >> 1, w1 >> 1)
+            any
         } else if P::BITS <= 64 {
+            let mut next = self.r.clone();
+            next.skip(len);
             // SAFETY (all three): the reads of this step and the next.
             if unsafe { next.peek_unchecked(1) } == 0 {
                 return false;
@@ -299,17 +308,23 @@ impl<'a, P: Plane, const IN_BOUNDS: bool> PlaneDecoder<'a, P, IN_BOUNDS> {
             let mut x = self.r.clone();
             x.skip(1);
             next.skip(1);
-            unsafe { (x.peek64_unchecked(), next.peek64_unchecked()) }
+            let (a, b) = unsafe { (x.peek64_unchecked(), next.peek64_unchecked()) };
+            self.r.skip(2 * len);
+            self.put_pair(a, b, planes);
+            true
         } else {
-            return false;
-        };
-        self.r.skip(2 * len);
+            false
+        }
+    }
+
+    /// Two raw symbols' bits `a`, `b` (code bits dropped) become the next two planes.
+    #[inline(always)]
+    fn put_pair(&mut self, a: u64, b: u64, planes: &mut [P]) {
         let upper = (P::from_u64(a) & self.all) ^ self.prev;
         self.prev = (P::from_u64(b) & self.all) ^ upper;
         planes[self.left - 1] = upper;
         planes[self.left - 2] = self.prev;
         self.left -= 2;
-        true
     }
 
     /// Decode one symbol into `planes` (one 56-bit peek serves the prefix code, its field and,
