@@ -124,7 +124,16 @@ pub trait Geometry {
 }
 
 macro_rules! geometry {
-    ($name:ident, $w:expr, $elem:ty, $plane:ty, $to:path, $from:path, $expand:path) => {
+    (
+        $name:ident,
+        $w:expr,
+        $elem:ty,
+        $plane:ty,
+        $to:path,
+        $from:path,
+        $expand:path,
+        $accumulate:expr
+    ) => {
         /// Block geometry for this element width.
         pub struct $name;
         impl Geometry for $name {
@@ -174,14 +183,7 @@ macro_rules! geometry {
             }
             #[inline(always)]
             fn accumulate(base: u64, deltas: &Self::Elems) -> Self::Elems {
-                // In the element type, so that the chain is one add per element.
-                let mut e = [0 as $elem; 1024 / $w];
-                let mut acc = base as $elem;
-                for (x, &d) in e.iter_mut().zip(deltas) {
-                    *x = acc;
-                    acc = acc.wrapping_add(d);
-                }
-                e
+                $accumulate(base as $elem, deltas)
             }
         }
     };
@@ -194,7 +196,8 @@ geometry!(
     u32,
     transpose::planes32,
     transpose::elems32,
-    crate::expand::expand32
+    crate::mode_finish::expand32,
+    crate::mode_finish::accumulate32
 );
 geometry!(
     W16,
@@ -203,7 +206,8 @@ geometry!(
     u64,
     transpose::planes16,
     transpose::elems16,
-    crate::expand::expand16
+    crate::mode_finish::expand16,
+    crate::mode_finish::accumulate16
 );
 geometry!(
     W8,
@@ -212,5 +216,6 @@ geometry!(
     u128,
     transpose::planes8,
     transpose::elems8,
-    crate::expand::expand8
+    crate::mode_finish::expand8,
+    |base, deltas| crate::mode_finish::accumulate_portable(base, deltas, u8::wrapping_add)
 );

@@ -16,8 +16,9 @@
 //! [`stats`] (per-mode counts and the cost of each format deviation).
 
 pub mod block;
-mod expand;
 pub mod geometry;
+mod mode_finish;
+mod raw_tail;
 pub mod stats;
 pub(crate) mod symbols;
 
@@ -283,9 +284,9 @@ fn chunk_decoder(width: u32) -> ChunkDecoder {
         };
     }
     match width {
-        32 => decode_chunk::<W32>,
-        16 => decode_chunk::<W16>,
-        _ => decode_chunk::<W8>,
+        32 => decode_chunk::<W32, false>,
+        16 => decode_chunk::<W16, false>,
+        _ => decode_chunk::<W8, false>,
     }
 }
 
@@ -342,8 +343,11 @@ mod simd {
         offset: usize,
         index: usize,
         out: &mut [u8],
-    ) -> planepack_core::Result<()> {
-        super::decode_chunk::<G>(chunk, offset, index, out)
+    ) -> planepack_core::Result<()>
+    where
+        G::Plane: crate::raw_tail::RawTail,
+    {
+        super::decode_chunk::<G, true>(chunk, offset, index, out)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -352,7 +356,10 @@ mod simd {
         offset: usize,
         index: usize,
         out: &mut [u8],
-    ) -> planepack_core::Result<()> {
+    ) -> planepack_core::Result<()>
+    where
+        G::Plane: crate::raw_tail::RawTail,
+    {
         // SAFETY: only handed out by `chunk_decoder` after `has_v4()` confirmed the features.
         unsafe { decode_chunk_v4_inner::<G>(chunk, offset, index, out) }
     }
@@ -364,8 +371,11 @@ mod simd {
         offset: usize,
         index: usize,
         out: &mut [u8],
-    ) -> planepack_core::Result<()> {
-        super::decode_chunk::<G>(chunk, offset, index, out)
+    ) -> planepack_core::Result<()>
+    where
+        G::Plane: crate::raw_tail::RawTail,
+    {
+        super::decode_chunk::<G, false>(chunk, offset, index, out)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -374,7 +384,10 @@ mod simd {
         offset: usize,
         index: usize,
         out: &mut [u8],
-    ) -> planepack_core::Result<()> {
+    ) -> planepack_core::Result<()>
+    where
+        G::Plane: crate::raw_tail::RawTail,
+    {
         // SAFETY: only handed out by `chunk_decoder` after `has_v3()` confirmed the features.
         unsafe { decode_chunk_v3_inner::<G>(chunk, offset, index, out) }
     }
@@ -537,12 +550,15 @@ fn table_error<G: Geometry>(body: &[u8], nb: usize) -> (usize, String) {
 /// slower than one block at a time now that the rest of a block is cheap: the two decoders'
 /// state spills to the stack and their branches share one history.
 #[inline(always)]
-fn decode_chunk<G: Geometry>(
+fn decode_chunk<G: Geometry, const WIDE: bool>(
     chunk: &[u8],
     offset: usize,
     index: usize,
     out: &mut [u8],
-) -> Result<()> {
+) -> Result<()>
+where
+    G::Plane: raw_tail::RawTail,
+{
     let fail = |block: usize, rule: &str| {
         Error::corrupt_at(format!("chunk {index}, block {block}: {rule}"), offset)
     };
@@ -597,7 +613,8 @@ fn decode_chunk<G: Geometry>(
         let (o, short) = block_buf(dst, &mut scratch);
         let mut r = BitReader::at(body, readers[b]);
         let mut planes = G::zero_planes();
-        symbols::decode_planes(&mut r, planes.as_mut(), p_bits).map_err(|e| fail(b, e))?;
+        symbols::decode_planes::<_, WIDE>(&mut r, planes.as_mut(), p_bits, e.start + e.bits)
+            .map_err(|e| fail(b, e))?;
         block::finish::<G>(pending[b], &planes, o).map_err(|e| fail(b, e))?;
         check_consumed(&r, e, chunk.len(), offset)
             .map_err(|e| e.unwrap_or_else(|| fail(b, LENGTH_MISMATCH)))?;
@@ -672,8 +689,11 @@ mod tier_tests {
     use planepack_core::testdata::{generate, mutate, Mutation, Pattern, Rng};
 
     /// The chunk decoders this CPU can run: portable, and the x86-64-v3 and AVX-512 builds.
-    fn tiers<G: Geometry>() -> Vec<(&'static str, ChunkDecoder)> {
-        let mut v: Vec<(&'static str, ChunkDecoder)> = vec![("portable", decode_chunk::<G>)];
+    fn tiers<G: Geometry>() -> Vec<(&'static str, ChunkDecoder)>
+    where
+        G::Plane: raw_tail::RawTail,
+    {
+        let mut v: Vec<(&'static str, ChunkDecoder)> = vec![("portable", decode_chunk::<G, false>)];
         #[cfg(target_arch = "x86_64")]
         {
             if simd::has_v3() {
@@ -688,7 +708,10 @@ mod tier_tests {
 
     /// Decode `chunk` with every tier; all must agree (same bytes, or the same error).
     /// Returns the bytes if they accepted it.
-    fn agree<G: Geometry>(chunk: &[u8], out_len: usize) -> Option<Vec<u8>> {
+    fn agree<G: Geometry>(chunk: &[u8], out_len: usize) -> Option<Vec<u8>>
+    where
+        G::Plane: raw_tail::RawTail,
+    {
         let mut first: Option<(Result<()>, Vec<u8>)> = None;
         for (name, f) in tiers::<G>() {
             let mut out = vec![0u8; out_len];
@@ -714,7 +737,10 @@ mod tier_tests {
         }
     }
 
-    fn check_width<G: Geometry>(elem: ElemType, real: &[Vec<u8>]) {
+    fn check_width<G: Geometry>(elem: ElemType, real: &[Vec<u8>])
+    where
+        G::Plane: raw_tail::RawTail,
+    {
         let codec = BitPlane::new();
         let mut rng = Rng(G::W as u64);
         let mut inputs: Vec<Vec<u8>> = real.to_vec();
@@ -786,4 +812,30 @@ mod tier_tests {
         );
         check_width::<W8>(ElemType::U8, &[]);
     }
+}
+
+/// Does this CPU run the AVX-512 chunk decoder? (For tests of its parts.)
+#[cfg(test)]
+pub(crate) fn simd_has_v4() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return simd::has_v4();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// [`symbols::decode_planes`] as the AVX-512 chunk decoder runs it (with the vector tail).
+///
+/// # Safety
+/// [`simd_has_v4`] must be true.
+#[cfg(all(test, target_arch = "x86_64"))]
+#[target_feature(
+    enable = "avx2,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,gfni"
+)]
+pub(crate) fn decode_planes_v4<P: raw_tail::RawTail>(
+    r: &mut BitReader,
+    planes: &mut [P],
+    p_bits: u32,
+    end: usize,
+) -> std::result::Result<(), &'static str> {
+    symbols::decode_planes::<P, true>(r, planes, p_bits, end)
 }

@@ -21,6 +21,7 @@
 //! the size it writes.
 
 use crate::geometry::Plane;
+use crate::raw_tail::RawTail;
 use planepack_core::bitio::{bits_for, mask64, BitReader, SliceBitWriter};
 
 /// A prefix code: `bits` in stream order (first code bit = bit 0), `len` bits long.
@@ -220,8 +221,10 @@ pub(crate) fn planes_size<P: Plane>(planes: &[P], p_bits: u32) -> u32 {
 ///
 /// With `IN_BOUNDS` the reads skip their bounds checks: [`decode_planes`] sets it where the
 /// most a block's planes can read (every plane a raw symbol of the full plane width, plus
-/// one 8-byte window) lies inside the data, since each step fills at least one plane.
-pub(crate) struct PlaneDecoder<'a, P: Plane, const IN_BOUNDS: bool> {
+/// one 8-byte window) lies inside the data, since each step fills at least one plane. With
+/// `WIDE` (set by the AVX-512 chunk decoder only) a block's all-raw tail is read by
+/// [`RawTail`].
+pub(crate) struct PlaneDecoder<'a, P: RawTail, const IN_BOUNDS: bool, const WIDE: bool> {
     pub r: BitReader<'a>,
     /// Planes still to fill (they are filled from the top down).
     left: usize,
@@ -232,11 +235,13 @@ pub(crate) struct PlaneDecoder<'a, P: Plane, const IN_BOUNDS: bool> {
     run_field: u32,
     two_field: u32,
     one_field: u32,
+    /// Where the block's payload ends, by its length field.
+    end: usize,
 }
 
-impl<'a, P: Plane, const IN_BOUNDS: bool> PlaneDecoder<'a, P, IN_BOUNDS> {
+impl<'a, P: RawTail, const IN_BOUNDS: bool, const WIDE: bool> PlaneDecoder<'a, P, IN_BOUNDS, WIDE> {
     #[inline(always)]
-    pub fn new(r: BitReader<'a>, planes: usize, p_bits: u32) -> Self {
+    pub fn new(r: BitReader<'a>, planes: usize, p_bits: u32, end: usize) -> Self {
         PlaneDecoder {
             r,
             left: planes,
@@ -246,6 +251,7 @@ impl<'a, P: Plane, const IN_BOUNDS: bool> PlaneDecoder<'a, P, IN_BOUNDS> {
             run_field: bits_for(planes as u32 - 1),
             two_field: bits_for(p_bits - 1),
             one_field: bits_for(p_bits),
+            end,
         }
     }
 
@@ -271,6 +277,40 @@ impl<'a, P: Plane, const IN_BOUNDS: bool> PlaneDecoder<'a, P, IN_BOUNDS> {
             r.skip(1);
             P::get(r, self.p_bits)
         }
+    }
+
+    /// If the planes left, all coded raw, would end exactly where the block's length field
+    /// says the payload ends, they usually are (the low planes of real data are noise): read
+    /// them all at their known positions with the vector reader ([`RawTail`]), which checks
+    /// their code bits once at the end. Returns true if they were all raw (and decodes them),
+    /// false otherwise, with the decoder unchanged (the planes it wrote lie below `left`,
+    /// which later symbols overwrite). Only where the vector reader exists (`WIDE`): read one
+    /// by one, the same tail was slower than [`Self::raw_pair`].
+    #[inline(always)]
+    fn raw_tail(&mut self, planes: &mut [P]) -> bool {
+        let len = 1 + self.p_bits as usize;
+        if !(WIDE && P::FAST) || self.r.pos() + self.left * len != self.end {
+            return false;
+        }
+        // SAFETY: `WIDE` is set only where the CPU has the instructions; a step runs with
+        // `1 <= left <= planes.len()`; a raw code bit was just read, so the position is
+        // inside the data.
+        let all_raw = unsafe {
+            P::read(
+                self.r.data(),
+                self.r.pos(),
+                self.p_bits,
+                self.left,
+                self.prev,
+                planes,
+            )
+        };
+        if all_raw {
+            self.r.skip((self.left * len) as u32);
+            self.prev = planes[0];
+            self.left = 0;
+        }
+        all_raw
     }
 
     /// A raw symbol at the reader (`w` is the peek there) followed by another: decode them
@@ -340,7 +380,7 @@ impl<'a, P: Plane, const IN_BOUNDS: bool> PlaneDecoder<'a, P, IN_BOUNDS> {
             r.peek(56)
         };
         let dbx = if w & 1 == 1 {
-            if IN_BOUNDS && self.left >= 2 && self.raw_pair(w, planes) {
+            if IN_BOUNDS && (self.raw_tail(planes) || self.left >= 2 && self.raw_pair(w, planes)) {
                 return Ok(());
             }
             self.raw(w)
@@ -398,28 +438,30 @@ impl<'a, P: Plane, const IN_BOUNDS: bool> PlaneDecoder<'a, P, IN_BOUNDS> {
 /// Decode `planes.len()` planes of `p_bits` bits from `r`, filling `planes` from the top down.
 /// Reading past the end is left to the caller to detect with [`BitReader::overran`].
 #[inline(always)]
-pub(crate) fn decode_planes<P: Plane>(
+pub(crate) fn decode_planes<P: RawTail, const WIDE: bool>(
     r: &mut BitReader,
     planes: &mut [P],
     p_bits: u32,
+    end: usize,
 ) -> Result<(), &'static str> {
     // At most one step per plane, each reading at most a code bit and a full plane, and the
     // last step's 8-byte window.
     let most = planes.len() * (1 + P::BITS as usize) + 64;
     if r.pos() + most <= r.len_bits() {
-        decode_planes_with::<P, true>(r, planes, p_bits)
+        decode_planes_with::<P, true, WIDE>(r, planes, p_bits, end)
     } else {
-        decode_planes_with::<P, false>(r, planes, p_bits)
+        decode_planes_with::<P, false, WIDE>(r, planes, p_bits, end)
     }
 }
 
 #[inline(always)]
-fn decode_planes_with<P: Plane, const IN_BOUNDS: bool>(
+fn decode_planes_with<P: RawTail, const IN_BOUNDS: bool, const WIDE: bool>(
     r: &mut BitReader,
     planes: &mut [P],
     p_bits: u32,
+    end: usize,
 ) -> Result<(), &'static str> {
-    let mut d = PlaneDecoder::<P, IN_BOUNDS>::new(r.clone(), planes.len(), p_bits);
+    let mut d = PlaneDecoder::<P, IN_BOUNDS, WIDE>::new(r.clone(), planes.len(), p_bits, end);
     while !d.done() {
         d.step(planes)?;
     }
@@ -511,7 +553,7 @@ mod tests {
         }
     }
 
-    fn roundtrip<P: Plane + std::fmt::Debug>(planes: &[P], p_bits: u32) -> u32 {
+    fn roundtrip<P: RawTail + std::fmt::Debug>(planes: &[P], p_bits: u32) -> u32 {
         let mut count = Count::default();
         encode_planes(planes, p_bits, &mut count);
         let mut buf = vec![0u8; 4 * 1024];
@@ -520,7 +562,7 @@ mod tests {
         assert_eq!(w.bit_len(), count.0 as usize);
         let mut r = BitReader::new(&buf);
         let mut back = vec![P::ZERO; planes.len()];
-        decode_planes(&mut r, &mut back, p_bits).unwrap();
+        decode_planes::<P, false>(&mut r, &mut back, p_bits, count.0 as usize).unwrap();
         assert_eq!(back, planes);
         assert_eq!(r.pos(), count.0 as usize);
         count.0

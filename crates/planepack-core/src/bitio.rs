@@ -104,6 +104,12 @@ impl<'a> BitReader<'a> {
         self.pos
     }
 
+    /// The bytes being read (for decoders that fetch several fields at once).
+    #[inline]
+    pub fn data(&self) -> &'a [u8] {
+        self.data
+    }
+
     /// Total bits available.
     #[inline]
     pub fn len_bits(&self) -> usize {
