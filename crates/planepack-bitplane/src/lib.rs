@@ -683,6 +683,32 @@ impl Codec for BitPlane {
     }
 }
 
+/// Does this CPU run the AVX-512 chunk decoder? (For tests of its parts.)
+#[cfg(test)]
+pub(crate) fn simd_has_v4() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return simd::has_v4();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// [`symbols::decode_planes`] as the AVX-512 chunk decoder runs it (with the vector tail).
+///
+/// # Safety
+/// [`simd_has_v4`] must be true.
+#[cfg(all(test, target_arch = "x86_64"))]
+#[target_feature(
+    enable = "avx2,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,gfni"
+)]
+pub(crate) fn decode_planes_v4<P: raw_tail::RawTail>(
+    r: &mut BitReader,
+    planes: &mut [P],
+    p_bits: u32,
+    end: usize,
+) -> std::result::Result<(), &'static str> {
+    symbols::decode_planes::<P, true>(r, planes, p_bits, end)
+}
+
 #[cfg(test)]
 mod tier_tests {
     use super::*;
@@ -812,30 +838,4 @@ mod tier_tests {
         );
         check_width::<W8>(ElemType::U8, &[]);
     }
-}
-
-/// Does this CPU run the AVX-512 chunk decoder? (For tests of its parts.)
-#[cfg(test)]
-pub(crate) fn simd_has_v4() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return simd::has_v4();
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
-/// [`symbols::decode_planes`] as the AVX-512 chunk decoder runs it (with the vector tail).
-///
-/// # Safety
-/// [`simd_has_v4`] must be true.
-#[cfg(all(test, target_arch = "x86_64"))]
-#[target_feature(
-    enable = "avx2,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,gfni"
-)]
-pub(crate) fn decode_planes_v4<P: raw_tail::RawTail>(
-    r: &mut BitReader,
-    planes: &mut [P],
-    p_bits: u32,
-    end: usize,
-) -> std::result::Result<(), &'static str> {
-    symbols::decode_planes::<P, true>(r, planes, p_bits, end)
 }
