@@ -83,12 +83,15 @@ pub(crate) struct Plan<G: Geometry> {
 /// a forced mode that does not apply (ZERO on nonzero data, ZBX with fewer than two nonzeros)
 /// falls back to the normal choice.
 #[inline(always)]
-pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>) -> Plan<G> {
+pub(crate) fn plan<G: Geometry, const GFNI: bool>(
+    block: &[u8; BLOCK_BYTES],
+    forced: Option<Mode>,
+) -> Plan<G> {
     let elems = G::load(block);
     let e = elems.as_ref();
     // The planes BX codes; their OR is the nonzero mask (bit `i` is set in some plane exactly
     // when element `i` is nonzero), cheaper than testing the elements one by one.
-    let bx_planes = G::to_planes(&elems);
+    let bx_planes = to_planes::<G, GFNI>(&elems);
     let mask = bx_planes
         .as_ref()
         .iter()
@@ -135,7 +138,7 @@ pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>)
             packed.as_mut()[j.min(G::N - 1)] = x;
             j += (x.into() != 0) as usize;
         }
-        let planes = G::to_planes(&packed);
+        let planes = to_planes::<G, GFNI>(&packed);
         let c = n + planes_size(planes.as_ref(), k);
         if take(c, best.bits) {
             best.mode = Mode::Zbx;
@@ -151,7 +154,7 @@ pub(crate) fn plan<G: Geometry>(block: &[u8; BLOCK_BYTES], forced: Option<Mode>)
             let d = e[i + 1].into().wrapping_sub(e[i].into()) & mask_w;
             deltas.as_mut()[i] = G::elem(d);
         }
-        let planes = G::to_planes(&deltas);
+        let planes = to_planes::<G, GFNI>(&deltas);
         let base = e[0].into();
         let mut c = Count::default();
         encode_base(base, G::W, &mut c);
@@ -280,18 +283,44 @@ pub(crate) fn begin<G: Geometry>(
     })
 }
 
-/// Turn decoded planes back into the block's bytes.
+/// [`Geometry::to_planes`], or with `GFNI` (set only where the CPU has the features)
+/// [`Geometry::to_planes_gfni`], which inlines.
 #[inline(always)]
-pub(crate) fn finish<G: Geometry>(
+fn to_planes<G: Geometry, const GFNI: bool>(elems: &G::Elems) -> G::Planes {
+    if GFNI {
+        // SAFETY: see above.
+        unsafe { G::to_planes_gfni(elems) }
+    } else {
+        G::to_planes(elems)
+    }
+}
+
+/// [`Geometry::from_planes`], or with `GFNI` (set only where the CPU has the features)
+/// [`Geometry::from_planes_gfni`], which inlines.
+#[inline(always)]
+fn from_planes<G: Geometry, const GFNI: bool>(planes: &G::Planes) -> G::Elems {
+    if GFNI {
+        // SAFETY: see above.
+        unsafe { G::from_planes_gfni(planes) }
+    } else {
+        G::from_planes(planes)
+    }
+}
+
+/// Turn decoded planes back into the block's bytes. `GFNI` (the AVX-512 chunk decoder only)
+/// transposes with [`Geometry::from_planes_gfni`].
+#[inline(always)]
+pub(crate) fn finish<G: Geometry, const GFNI: bool>(
     pending: Pending<G>,
     planes: &G::Planes,
     out: &mut [u8; BLOCK_BYTES],
 ) -> Result<(), &'static str> {
+    let from_planes = from_planes::<G, GFNI>;
     match pending {
         Pending::Done => {}
-        Pending::Bx => G::store(&G::from_planes(planes), out),
+        Pending::Bx => G::store(&from_planes(planes), out),
         Pending::Zbx { mask } => {
-            let packed = G::from_planes(planes);
+            let packed = from_planes(planes);
             // The first `k` packed elements are the nonzeros; none may be zero.
             let k = mask.count_ones() as usize;
             let zero = packed.as_ref()[..k]
@@ -303,7 +332,7 @@ pub(crate) fn finish<G: Geometry>(
             G::store(&G::expand(mask, &packed), out);
         }
         Pending::Dbx { base } => {
-            G::store(&G::accumulate(base, &G::from_planes(planes)), out);
+            G::store(&G::accumulate(base, &from_planes(planes)), out);
         }
     }
     Ok(())

@@ -116,6 +116,18 @@ pub trait Geometry {
     fn store(elems: &Self::Elems, bytes: &mut [u8; BLOCK_BYTES]);
     fn to_planes(elems: &Self::Elems) -> Self::Planes;
     fn from_planes(planes: &Self::Planes) -> Self::Elems;
+    /// [`Geometry::to_planes`] by the AVX-512 GFNI transpose (see the next).
+    ///
+    /// # Safety
+    /// On x86_64 the CPU must have AVX-512 F/BW/VBMI and GFNI.
+    unsafe fn to_planes_gfni(elems: &Self::Elems) -> Self::Planes;
+    /// [`Geometry::from_planes`] by the AVX-512 GFNI transpose, called directly so that it
+    /// inlines into the AVX-512 chunk decoder (through the dispatching function it stays a
+    /// call). Other targets: [`Geometry::from_planes`].
+    ///
+    /// # Safety
+    /// On x86_64 the CPU must have AVX-512 F/BW/VBMI and GFNI.
+    unsafe fn from_planes_gfni(planes: &Self::Planes) -> Self::Elems;
     /// `packed[j]` to the position of the `j`-th set bit of `mask`, zeros elsewhere.
     fn expand(mask: Self::Plane, packed: &Self::Elems) -> Self::Elems;
     /// DBX's elements: `base`, then `base` plus each prefix sum of `deltas` (wrapping, `W`
@@ -175,6 +187,20 @@ macro_rules! geometry {
             }
             #[inline(always)]
             fn from_planes(planes: &Self::Planes) -> Self::Elems {
+                $from(planes)
+            }
+            #[inline(always)]
+            unsafe fn to_planes_gfni(elems: &Self::Elems) -> Self::Planes {
+                #[cfg(target_arch = "x86_64")]
+                return transpose::gfni::transpose::<{ 1024 / $w }, $w, { 1024 / $w }, $w>(elems);
+                #[cfg(not(target_arch = "x86_64"))]
+                $to(elems)
+            }
+            #[inline(always)]
+            unsafe fn from_planes_gfni(planes: &Self::Planes) -> Self::Elems {
+                #[cfg(target_arch = "x86_64")]
+                return transpose::gfni::transpose::<$w, { 1024 / $w }, $w, { 1024 / $w }>(planes);
+                #[cfg(not(target_arch = "x86_64"))]
                 $from(planes)
             }
             #[inline(always)]

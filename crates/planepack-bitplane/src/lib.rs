@@ -170,7 +170,7 @@ fn max_len(raw_len: usize) -> usize {
 
 /// Encode one chunk (up to 4096 bytes; a partial last block is zero padded).
 #[inline(always)]
-fn encode_chunk<G: Geometry>(
+fn encode_chunk<G: Geometry, const GFNI: bool>(
     chunk: &[u8],
     forced: Option<Mode>,
     out: &mut Vec<u8>,
@@ -191,7 +191,7 @@ fn encode_chunk<G: Geometry>(
     };
     let mut plans = [const { None }; CHUNK_BLOCKS];
     for (b, plan) in plans[..nb].iter_mut().enumerate() {
-        *plan = Some(block::plan::<G>(block_at(b), forced));
+        *plan = Some(block::plan::<G, GFNI>(block_at(b), forced));
     }
     let plans = plans[..nb].iter().map(|p| p.as_ref().unwrap());
 
@@ -400,7 +400,7 @@ mod simd {
         out: &mut Vec<u8>,
         stats: &mut super::Stats,
     ) {
-        super::encode_chunk::<G>(chunk, forced, out, stats)
+        super::encode_chunk::<G, false>(chunk, forced, out, stats)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -413,7 +413,7 @@ mod simd {
         out: &mut Vec<u8>,
         stats: &mut super::Stats,
     ) {
-        super::encode_chunk::<G>(chunk, forced, out, stats)
+        super::encode_chunk::<G, true>(chunk, forced, out, stats)
     }
 
     /// Encode a chunk with the best instruction set available.
@@ -433,7 +433,7 @@ mod simd {
             // SAFETY: `has_v3()` confirmed the features.
             return unsafe { encode_chunk_v3_inner::<G>(chunk, forced, out, stats) };
         }
-        super::encode_chunk::<G>(chunk, forced, out, stats)
+        super::encode_chunk::<G, false>(chunk, forced, out, stats)
     }
 }
 
@@ -615,7 +615,7 @@ where
         let mut planes = G::zero_planes();
         symbols::decode_planes::<_, WIDE>(&mut r, planes.as_mut(), p_bits, e.start + e.bits)
             .map_err(|e| fail(b, e))?;
-        block::finish::<G>(pending[b], &planes, o).map_err(|e| fail(b, e))?;
+        block::finish::<G, WIDE>(pending[b], &planes, o).map_err(|e| fail(b, e))?;
         check_consumed(&r, e, chunk.len(), offset)
             .map_err(|e| e.unwrap_or_else(|| fail(b, LENGTH_MISMATCH)))?;
         short_block_done(o, short).map_err(|e| fail(b, e))?;
