@@ -45,7 +45,7 @@ fn bench(c: &mut Criterion) {
         let data = real_tensor(file, dtype);
         let mut g = c.benchmark_group(label.to_string());
         g.throughput(Throughput::Bytes(data.len() as u64));
-        g.sample_size(10)
+        g.sample_size(20)
             .warm_up_time(Duration::from_millis(500))
             .measurement_time(Duration::from_secs(2));
         let mut dst = vec![0u8; data.len()];
