@@ -300,7 +300,8 @@ fn chunk_decoder(width: u32) -> ChunkDecoder {
 /// are single instructions that inline into the chunk loops, and plane sizing vectorises over
 /// 512 bits. The chunk encoder and decoder dispatch to the best. All are the same source, so
 /// their output is identical; a unit test runs every tier this CPU has on the same valid and
-/// corrupt chunks, and `PLANEPACK_NO_SIMD=1` forces the portable one.
+/// corrupt chunks, `PLANEPACK_NO_AVX512=1` stops at x86-64-v3 and `PLANEPACK_NO_SIMD=1`
+/// forces the portable one.
 mod simd {
     #[cfg(target_arch = "x86_64")]
     pub fn has_v3() -> bool {
@@ -316,15 +317,17 @@ mod simd {
         })
     }
 
-    /// x86-64-v3 plus AVX-512 F/BW/VBMI/VBMI2 and GFNI: what the block transposes
-    /// (`planepack_core::transpose::gfni`) and ZBX expansion (`crate::expand`) use, so that
-    /// compiled with them they inline into the chunk loops.
+    /// x86-64-v3 plus AVX-512 F/BW/VL/VBMI/VBMI2 and GFNI: what the block transposes
+    /// (`planepack_core::transpose::gfni`), `mode_finish` and `raw_tail` use, so that
+    /// compiled with them they inline into the chunk loops. `PLANEPACK_NO_AVX512=1` turns
+    /// this tier off (and the AVX-512 code it calls), leaving x86-64-v3.
     #[cfg(target_arch = "x86_64")]
     pub fn has_v4() -> bool {
         use std::sync::OnceLock;
         static V4: OnceLock<bool> = OnceLock::new();
         *V4.get_or_init(|| {
             has_v3()
+                && std::env::var_os("PLANEPACK_NO_AVX512").is_none()
                 && is_x86_feature_detected!("avx512f")
                 && is_x86_feature_detected!("avx512bw")
                 && is_x86_feature_detected!("avx512vl")

@@ -87,7 +87,8 @@ pub(crate) fn accumulate16(base: u16, deltas: &[u16; 64]) -> [u16; 64] {
 mod avx512 {
     use std::arch::x86_64::*;
 
-    /// AVX-512 F/BW/VBMI2 present and `PLANEPACK_NO_SIMD` unset (cached).
+    /// AVX-512 F/BW/VBMI2 present and `PLANEPACK_NO_SIMD`, `PLANEPACK_NO_AVX512` unset
+    /// (cached).
     #[inline(always)]
     pub fn available() -> bool {
         use std::sync::atomic::{AtomicU8, Ordering};
@@ -97,6 +98,7 @@ mod avx512 {
             1 => false,
             _ => {
                 let yes = std::env::var_os("PLANEPACK_NO_SIMD").is_none()
+                    && std::env::var_os("PLANEPACK_NO_AVX512").is_none()
                     && is_x86_feature_detected!("avx512f")
                     && is_x86_feature_detected!("avx512bw")
                     && is_x86_feature_detected!("avx512vbmi2");

@@ -13,7 +13,8 @@
 //! On x86_64 faster versions are picked at run time: with AVX-512 VBMI and GFNI (Ice Lake
 //! server, Sapphire Rapids, Zen 4 and later) a whole block is two byte permutations around
 //! one instruction that transposes every 8x8 bit tile ([`gfni`]); with AVX2 or SSE2 the bits
-//! are peeled off with `movemask`. `PLANEPACK_NO_SIMD=1` keeps the portable code.
+//! are peeled off with `movemask`. `PLANEPACK_NO_AVX512=1` stops at AVX2 and
+//! `PLANEPACK_NO_SIMD=1` keeps the portable code.
 
 macro_rules! square_transpose {
     ($name:ident, $t:ty, $n:expr, [$(($j:expr, $m:expr)),*]) => {
@@ -488,7 +489,8 @@ mod avx2 {
 pub mod gfni {
     use core::arch::x86_64::*;
 
-    /// Are AVX-512 F/BW/VBMI and GFNI usable (and `PLANEPACK_NO_SIMD` unset)? Cached.
+    /// Are AVX-512 F/BW/VBMI and GFNI usable (and `PLANEPACK_NO_SIMD`, `PLANEPACK_NO_AVX512`
+    /// unset)? Cached.
     #[inline(always)]
     pub fn available() -> bool {
         use std::sync::atomic::{AtomicU8, Ordering};
@@ -498,6 +500,7 @@ pub mod gfni {
             1 => false,
             _ => {
                 let yes = std::env::var_os("PLANEPACK_NO_SIMD").is_none()
+                    && std::env::var_os("PLANEPACK_NO_AVX512").is_none()
                     && is_x86_feature_detected!("avx512f")
                     && is_x86_feature_detected!("avx512bw")
                     && is_x86_feature_detected!("avx512vbmi")
@@ -634,6 +637,10 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             prop_assert_eq!(sse2::transpose32(&e), p);
             #[cfg(target_arch = "x86_64")]
+            if avx2::available() {
+                prop_assert_eq!(unsafe { avx2::transpose32(&e) }, p);
+            }
+            #[cfg(target_arch = "x86_64")]
             if gfni::available() {
                 prop_assert_eq!(unsafe { gfni::transpose::<32, 32, 32, 32>(&e) }, p);
             }
@@ -649,6 +656,12 @@ mod tests {
             prop_assert_eq!(portable_planes16(&e), p);
             #[cfg(target_arch = "x86_64")]
             prop_assert_eq!(sse2::planes16(&e), p);
+            #[cfg(target_arch = "x86_64")]
+            if avx2::available() {
+                prop_assert_eq!(unsafe { avx2::planes16(&e) }, p);
+            }
+            #[cfg(target_arch = "x86_64")]
+            prop_assert_eq!(sse2::elems16(&p), e);
             prop_assert_eq!(portable_elems16(&p), e);
             #[cfg(target_arch = "x86_64")]
             if gfni::available() {
