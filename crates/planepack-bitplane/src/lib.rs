@@ -303,120 +303,78 @@ fn chunk_decoder(width: u32) -> ChunkDecoder {
 /// corrupt chunks, `PLANEPACK_NO_AVX512=1` stops at x86-64-v3 and `PLANEPACK_NO_SIMD=1`
 /// forces the portable one.
 mod simd {
-    #[cfg(target_arch = "x86_64")]
+    use planepack_core::cpu;
+
+    /// The chunk decoder and encoder compiled for one tier: `$decode` (safe; the tier must
+    /// have been checked) wraps `$decode_inner`, `$encode_inner` needs the check at its call.
+    macro_rules! tier {
+        ($features:literal, $wide:literal, $decode:ident, $decode_inner:ident, $encode_inner:ident) => {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = $features)]
+            fn $decode_inner<G: super::Geometry>(
+                chunk: &[u8],
+                offset: usize,
+                index: usize,
+                out: &mut [u8],
+            ) -> planepack_core::Result<()>
+            where
+                G::Plane: crate::raw_tail::RawTail,
+            {
+                super::decode_chunk::<G, $wide>(chunk, offset, index, out)
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            pub fn $decode<G: super::Geometry>(
+                chunk: &[u8],
+                offset: usize,
+                index: usize,
+                out: &mut [u8],
+            ) -> planepack_core::Result<()>
+            where
+                G::Plane: crate::raw_tail::RawTail,
+            {
+                // SAFETY: only handed out by `chunk_decoder` (and the tests) after the tier's
+                // check in `planepack_core::cpu`.
+                unsafe { $decode_inner::<G>(chunk, offset, index, out) }
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = $features)]
+            fn $encode_inner<G: super::Geometry>(
+                chunk: &[u8],
+                forced: Option<super::Mode>,
+                out: &mut Vec<u8>,
+                stats: &mut super::Stats,
+            ) {
+                super::encode_chunk::<G, $wide>(chunk, forced, out, stats)
+            }
+        };
+    }
+
+    tier!(
+        "avx2,bmi1,bmi2,popcnt,lzcnt",
+        false,
+        decode_chunk_v3,
+        decode_chunk_v3_inner,
+        encode_chunk_v3_inner
+    );
+    // With `WIDE`/`GFNI` set: the transposes, `mode_finish` and `raw_tail` inline.
+    tier!(
+        "avx2,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,gfni",
+        true,
+        decode_chunk_v4,
+        decode_chunk_v4_inner,
+        encode_chunk_v4_inner
+    );
+
+    /// Does the CPU run the x86-64-v3 tier ([`cpu::x86_64_v3`])?
     pub fn has_v3() -> bool {
-        use std::sync::OnceLock;
-        static V3: OnceLock<bool> = OnceLock::new();
-        *V3.get_or_init(|| {
-            std::env::var_os("PLANEPACK_NO_SIMD").is_none()
-                && is_x86_feature_detected!("avx2")
-                && is_x86_feature_detected!("bmi1")
-                && is_x86_feature_detected!("bmi2")
-                && is_x86_feature_detected!("popcnt")
-                && is_x86_feature_detected!("lzcnt")
-        })
+        cpu::x86_64_v3()
     }
 
-    /// x86-64-v3 plus AVX-512 F/BW/VL/VBMI/VBMI2 and GFNI: what the block transposes
-    /// (`planepack_core::transpose::gfni`), `mode_finish` and `raw_tail` use, so that
-    /// compiled with them they inline into the chunk loops. `PLANEPACK_NO_AVX512=1` turns
-    /// this tier off (and the AVX-512 code it calls), leaving x86-64-v3.
-    #[cfg(target_arch = "x86_64")]
+    /// Does the CPU run the AVX-512 tier ([`cpu::avx512`])?
     pub fn has_v4() -> bool {
-        use std::sync::OnceLock;
-        static V4: OnceLock<bool> = OnceLock::new();
-        *V4.get_or_init(|| {
-            has_v3()
-                && std::env::var_os("PLANEPACK_NO_AVX512").is_none()
-                && is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512bw")
-                && is_x86_feature_detected!("avx512vl")
-                && is_x86_feature_detected!("avx512vbmi")
-                && is_x86_feature_detected!("avx512vbmi2")
-                && is_x86_feature_detected!("gfni")
-        })
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(
-        enable = "avx2,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,gfni"
-    )]
-    fn decode_chunk_v4_inner<G: super::Geometry>(
-        chunk: &[u8],
-        offset: usize,
-        index: usize,
-        out: &mut [u8],
-    ) -> planepack_core::Result<()>
-    where
-        G::Plane: crate::raw_tail::RawTail,
-    {
-        super::decode_chunk::<G, true>(chunk, offset, index, out)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    pub fn decode_chunk_v4<G: super::Geometry>(
-        chunk: &[u8],
-        offset: usize,
-        index: usize,
-        out: &mut [u8],
-    ) -> planepack_core::Result<()>
-    where
-        G::Plane: crate::raw_tail::RawTail,
-    {
-        // SAFETY: only handed out by `chunk_decoder` after `has_v4()` confirmed the features.
-        unsafe { decode_chunk_v4_inner::<G>(chunk, offset, index, out) }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
-    fn decode_chunk_v3_inner<G: super::Geometry>(
-        chunk: &[u8],
-        offset: usize,
-        index: usize,
-        out: &mut [u8],
-    ) -> planepack_core::Result<()>
-    where
-        G::Plane: crate::raw_tail::RawTail,
-    {
-        super::decode_chunk::<G, false>(chunk, offset, index, out)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    pub fn decode_chunk_v3<G: super::Geometry>(
-        chunk: &[u8],
-        offset: usize,
-        index: usize,
-        out: &mut [u8],
-    ) -> planepack_core::Result<()>
-    where
-        G::Plane: crate::raw_tail::RawTail,
-    {
-        // SAFETY: only handed out by `chunk_decoder` after `has_v3()` confirmed the features.
-        unsafe { decode_chunk_v3_inner::<G>(chunk, offset, index, out) }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
-    fn encode_chunk_v3_inner<G: super::Geometry>(
-        chunk: &[u8],
-        forced: Option<super::Mode>,
-        out: &mut Vec<u8>,
-        stats: &mut super::Stats,
-    ) {
-        super::encode_chunk::<G, false>(chunk, forced, out, stats)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(
-        enable = "avx2,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,gfni"
-    )]
-    fn encode_chunk_v4_inner<G: super::Geometry>(
-        chunk: &[u8],
-        forced: Option<super::Mode>,
-        out: &mut Vec<u8>,
-        stats: &mut super::Stats,
-    ) {
-        super::encode_chunk::<G, true>(chunk, forced, out, stats)
+        cpu::avx512()
     }
 
     /// Encode a chunk with the best instruction set available.

@@ -87,25 +87,10 @@ pub(crate) fn accumulate16(base: u16, deltas: &[u16; 64]) -> [u16; 64] {
 mod avx512 {
     use std::arch::x86_64::*;
 
-    /// AVX-512 F/BW/VBMI2 present and `PLANEPACK_NO_SIMD`, `PLANEPACK_NO_AVX512` unset
-    /// (cached).
+    /// May these versions run ([`planepack_core::cpu::avx512`])?
     #[inline(always)]
     pub fn available() -> bool {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        static STATE: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 no, 2 yes
-        match STATE.load(Ordering::Relaxed) {
-            2 => true,
-            1 => false,
-            _ => {
-                let yes = std::env::var_os("PLANEPACK_NO_SIMD").is_none()
-                    && std::env::var_os("PLANEPACK_NO_AVX512").is_none()
-                    && is_x86_feature_detected!("avx512f")
-                    && is_x86_feature_detected!("avx512bw")
-                    && is_x86_feature_detected!("avx512vbmi2");
-                STATE.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-                yes
-            }
-        }
+        planepack_core::cpu::avx512()
     }
 
     // Each block is two 512-bit halves: the low half's mask bits take the first packed

@@ -12,9 +12,11 @@
 //! * [`transpose`]: bit-matrix transposes (element bits to bit planes and back), shared by the
 //!   bit-plane codec and the bit-shuffle baseline.
 //! * [`transfer`]: the link cost model of PlaneZip's equation (2).
+//! * [`cpu`]: which instruction-set tier the SIMD paths may use (decided once, for all crates).
 
 pub mod bitio;
 pub mod codec;
+pub mod cpu;
 pub mod elem;
 pub mod error;
 pub mod testdata;

@@ -383,21 +383,10 @@ mod sse2 {
 mod avx2 {
     use core::arch::x86_64::*;
 
-    /// Is AVX2 usable (cached by std; one load and a test)?
+    /// May the AVX2 versions run ([`crate::cpu::x86_64_v3`])?
     #[inline(always)]
     pub fn available() -> bool {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        static STATE: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 no, 2 yes
-        match STATE.load(Ordering::Relaxed) {
-            2 => true,
-            1 => false,
-            _ => {
-                let yes = std::env::var_os("PLANEPACK_NO_SIMD").is_none()
-                    && is_x86_feature_detected!("avx2");
-                STATE.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-                yes
-            }
-        }
+        crate::cpu::x86_64_v3()
     }
 
     /// 32x32 bit transpose. Caller guarantees AVX2.
@@ -489,26 +478,10 @@ mod avx2 {
 pub mod gfni {
     use core::arch::x86_64::*;
 
-    /// Are AVX-512 F/BW/VBMI and GFNI usable (and `PLANEPACK_NO_SIMD`, `PLANEPACK_NO_AVX512`
-    /// unset)? Cached.
+    /// May these versions run ([`crate::cpu::avx512`])?
     #[inline(always)]
     pub fn available() -> bool {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        static STATE: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 no, 2 yes
-        match STATE.load(Ordering::Relaxed) {
-            2 => true,
-            1 => false,
-            _ => {
-                let yes = std::env::var_os("PLANEPACK_NO_SIMD").is_none()
-                    && std::env::var_os("PLANEPACK_NO_AVX512").is_none()
-                    && is_x86_feature_detected!("avx512f")
-                    && is_x86_feature_detected!("avx512bw")
-                    && is_x86_feature_detected!("avx512vbmi")
-                    && is_x86_feature_detected!("gfni");
-                STATE.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-                yes
-            }
-        }
+        crate::cpu::avx512()
     }
 
     /// The two byte permutations for a `rows x cols` matrix (`rows * cols = 1024`):

@@ -56,17 +56,10 @@ pub enum BitOps {
 }
 
 impl BitOps {
-    /// BMI2 when the CPU has it and `PLANEPACK_NO_SIMD` is unset.
+    /// BMI2 where the x86-64-v3 tier runs ([`planepack_core::cpu::x86_64_v3`]).
     pub fn detect() -> BitOps {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::sync::OnceLock;
-            static B: OnceLock<bool> = OnceLock::new();
-            if *B.get_or_init(|| {
-                std::env::var_os("PLANEPACK_NO_SIMD").is_none() && is_x86_feature_detected!("bmi2")
-            }) {
-                return BitOps::Bmi2;
-            }
+        if planepack_core::cpu::x86_64_v3() {
+            return BitOps::Bmi2;
         }
         BitOps::Portable
     }

@@ -17,18 +17,10 @@
 
 use crate::row::Columns;
 
-/// Is the lockstep path usable on this CPU (AVX2, and `PLANEPACK_NO_SIMD` unset)?
+/// Is the lockstep path usable on this CPU (AVX2, the x86-64-v3 tier of
+/// [`planepack_core::cpu`])?
 pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::sync::OnceLock;
-        static AVX2: OnceLock<bool> = OnceLock::new();
-        *AVX2.get_or_init(|| {
-            std::env::var_os("PLANEPACK_NO_SIMD").is_none() && is_x86_feature_detected!("avx2")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    planepack_core::cpu::x86_64_v3()
 }
 
 /// Rows narrower than this many chunks stay on the scalar path: the lockstep loop's setup and

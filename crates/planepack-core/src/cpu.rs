@@ -1,0 +1,76 @@
+//! Which instruction-set tier the SIMD paths of every crate may use, decided once.
+//!
+//! Why one place: the codecs have several fast paths (block transposes here, the bit-plane
+//! chunk loops, ZBX/DBX finishing, IBP's lockstep rows and BMI2 deposits), each of which
+//! must agree on the CPU's features and on the two switches users and CI turn them off with:
+//! `PLANEPACK_NO_SIMD=1` (portable code everywhere) and `PLANEPACK_NO_AVX512=1` (stop at
+//! x86-64-v3). A fast path compiled for a tier (`#[target_feature]`) may be called only when
+//! its tier function here says yes. Each answer is computed on first use and cached.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// A yes/no decided on first use (for `static`s).
+struct Decided(AtomicU8);
+
+impl Decided {
+    const fn new() -> Self {
+        Decided(AtomicU8::new(0)) // 0 unknown, 1 no, 2 yes
+    }
+
+    #[inline(always)]
+    fn get(&self, decide: impl FnOnce() -> bool) -> bool {
+        match self.0.load(Ordering::Relaxed) {
+            2 => true,
+            1 => false,
+            _ => {
+                let yes = decide();
+                self.0.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+                yes
+            }
+        }
+    }
+}
+
+/// x86-64-v3: AVX2, BMI1, BMI2, POPCNT, LZCNT (Haswell and later, Zen and later), unless
+/// `PLANEPACK_NO_SIMD` is set. Fast paths of this tier are compiled with
+/// `#[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]` or a subset.
+#[inline(always)]
+pub fn x86_64_v3() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static V3: Decided = Decided::new();
+        V3.get(|| {
+            std::env::var_os("PLANEPACK_NO_SIMD").is_none()
+                && is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("bmi1")
+                && is_x86_feature_detected!("bmi2")
+                && is_x86_feature_detected!("popcnt")
+                && is_x86_feature_detected!("lzcnt")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// x86-64-v3 plus AVX-512 F/BW/VL/VBMI/VBMI2 and GFNI (Ice Lake server, Sapphire Rapids,
+/// Zen 4 and later), unless `PLANEPACK_NO_AVX512` (or `PLANEPACK_NO_SIMD`) is set. Fast paths
+/// of this tier are compiled with those features or a subset.
+#[inline(always)]
+pub fn avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static V4: Decided = Decided::new();
+        V4.get(|| {
+            x86_64_v3()
+                && std::env::var_os("PLANEPACK_NO_AVX512").is_none()
+                && is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl")
+                && is_x86_feature_detected!("avx512vbmi")
+                && is_x86_feature_detected!("avx512vbmi2")
+                && is_x86_feature_detected!("gfni")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
