@@ -44,6 +44,9 @@ enum Command {
         /// Only rewrite the table from target/criterion, do not run the benchmarks.
         #[arg(long)]
         no_run: bool,
+        /// Runs of the whole suite; each benchmark reports the median of its runs' medians.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
     },
     /// Peak resident memory of `planepack compress` / `decompress` on a large file
     /// (bench-results/cli-memory.md and the README).
@@ -92,7 +95,7 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Bench(args) => bench::run(args),
         Command::Tables { dir } => bench::tables(dir),
-        Command::Criterion { no_run } => criterion::run(no_run),
+        Command::Criterion { no_run, runs } => criterion::run(no_run, runs),
         Command::Datasets { stats } => datasets(stats),
         Command::Shaders => gpu::shaders(),
         Command::GpuBench {
