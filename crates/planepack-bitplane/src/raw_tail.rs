@@ -66,6 +66,7 @@ mod portable {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::RawTail;
+    use crate::geometry::Plane;
     use std::arch::x86_64::*;
 
     /// The bytes of `data` from `byte` on, at most 64 (zeros after the end).
@@ -137,6 +138,39 @@ mod avx512 {
         )
     }
 
+    /// The loop both plane widths share. Per eight symbols starting with symbol `first` at bit
+    /// `at`, `symbols(at)` gives each lane's code bit (bit 0 of the first vector) and the bits
+    /// after it (the second); here the code bits are checked, the planes built by prefix XOR
+    /// from `prev`, and `store(lowest, lanes, mask)` writes the reversed lanes to the planes
+    /// from `lowest` on. Returns whether every code bit was set.
+    #[inline(always)]
+    unsafe fn read_tail(
+        pos: usize,
+        len: usize,
+        all: u64,
+        left: usize,
+        prev: u64,
+        symbols: impl Fn(usize) -> (__m512i, __m512i),
+        mut store: impl FnMut(usize, __m512i, u8),
+    ) -> bool {
+        let all = _mm512_set1_epi64(all as i64);
+        let seven = _mm512_set1_epi64(7);
+        let one = _mm512_set1_epi64(1);
+        let mut carry = _mm512_set1_epi64(prev as i64);
+        let mut codes = 0xFFu8;
+        let mut first = 0;
+        while first < left {
+            let (code, bits) = symbols(pos + first * len);
+            let (lowest, idx, mask) = placement(first, left);
+            codes &= _mm512_test_epi64_mask(code, one) | !mask;
+            let x = prefix_xor(_mm512_and_si512(bits, all), carry);
+            carry = _mm512_permutexvar_epi64(seven, x);
+            store(lowest, _mm512_permutexvar_epi64(idx, x), mask);
+            first += 8;
+        }
+        codes == 0xFF
+    }
+
     impl RawTail for u32 {
         const FAST: bool = true;
 
@@ -152,36 +186,20 @@ mod avx512 {
         ) -> bool {
             debug_assert!((1..=planes.len()).contains(&left) && p_bits <= 32);
             let len = 1 + p_bits as usize;
-            let all = if p_bits >= 32 {
-                u32::MAX
-            } else {
-                (1 << p_bits) - 1
-            };
-            let all = _mm512_set1_epi64(all as i64);
-            let seven = _mm512_set1_epi64(7);
-            let one = _mm512_set1_epi64(1);
-            let mut carry = _mm512_set1_epi64(prev as i64);
-            let mut codes = 0xFFu8;
-            let mut first = 0;
-            while first < left {
-                let at = pos + first * len;
+            let symbols = |at: usize| {
                 // Eight symbols of at most 33 bits from a bit offset below 8: 37 bytes.
-                let src = load_from(data, at >> 3);
                 let t = offsets(at, len);
-                let v = _mm512_srlv_epi64(
-                    _mm512_permutexvar_epi8(windows(t), src),
-                    _mm512_and_si512(t, seven),
-                );
-                let (lowest, idx, mask) = placement(first, left);
-                codes &= _mm512_test_epi64_mask(v, one) | !mask;
-                let x = prefix_xor(_mm512_and_si512(_mm512_srli_epi64::<1>(v), all), carry);
-                carry = _mm512_permutexvar_epi64(seven, x);
-                let reversed = _mm512_cvtepi64_epi32(_mm512_permutexvar_epi64(idx, x));
-                let dst = planes.as_mut_ptr().add(lowest) as *mut i32;
-                _mm256_mask_storeu_epi32(dst, mask, reversed);
-                first += 8;
-            }
-            codes == 0xFF
+                let w = _mm512_permutexvar_epi8(windows(t), load_from(data, at >> 3));
+                let v = _mm512_srlv_epi64(w, _mm512_and_si512(t, _mm512_set1_epi64(7)));
+                (v, _mm512_srli_epi64::<1>(v))
+            };
+            let dst = planes.as_mut_ptr();
+            let store = |lowest: usize, lanes: __m512i, mask: u8| {
+                let lanes = _mm512_cvtepi64_epi32(lanes);
+                _mm256_mask_storeu_epi32(dst.add(lowest) as *mut i32, mask, lanes);
+            };
+            let all = u32::ones(p_bits) as u64;
+            read_tail(pos, len, all, left, prev as u64, symbols, store)
         }
     }
 
@@ -200,20 +218,7 @@ mod avx512 {
         ) -> bool {
             debug_assert!((1..=planes.len()).contains(&left) && p_bits <= 64);
             let len = 1 + p_bits as usize;
-            let all = if p_bits >= 64 {
-                u64::MAX
-            } else {
-                (1 << p_bits) - 1
-            };
-            let all = _mm512_set1_epi64(all as i64);
-            let seven = _mm512_set1_epi64(7);
-            let one = _mm512_set1_epi64(1);
-            let eight = _mm512_set1_epi8(8);
-            let mut carry = _mm512_set1_epi64(prev as i64);
-            let mut codes = 0xFFu8;
-            let mut first = 0;
-            while first < left {
-                let at = pos + first * len;
+            let symbols = |at: usize| {
                 // Eight symbols of at most 65 bits from a bit offset below 8, each read as
                 // 16 bytes from its first: up to 73 bytes.
                 let byte = at >> 3;
@@ -221,20 +226,21 @@ mod avx512 {
                 let t = offsets(at, len);
                 let idx = windows(t);
                 let lo = _mm512_permutex2var_epi8(src0, idx, src1);
+                let eight = _mm512_set1_epi8(8);
                 let hi = _mm512_permutex2var_epi8(src0, _mm512_add_epi8(idx, eight), src1);
-                let bit = _mm512_and_si512(t, seven);
-                let (lowest, idx, mask) = placement(first, left);
-                codes &= _mm512_test_epi64_mask(_mm512_srlv_epi64(lo, bit), one) | !mask;
-                // The 64 bits after each code bit: (hi:lo) >> (bit + 1).
-                let x = _mm512_shrdv_epi64(lo, hi, _mm512_add_epi64(bit, one));
-                let x = prefix_xor(_mm512_and_si512(x, all), carry);
-                carry = _mm512_permutexvar_epi64(seven, x);
-                let reversed = _mm512_permutexvar_epi64(idx, x);
-                let dst = planes.as_mut_ptr().add(lowest) as *mut i64;
-                _mm512_mask_storeu_epi64(dst, mask, reversed);
-                first += 8;
-            }
-            codes == 0xFF
+                let bit = _mm512_and_si512(t, _mm512_set1_epi64(7));
+                // The code bit, and the 64 bits after it: (hi:lo) >> (bit + 1).
+                let after = _mm512_add_epi64(bit, _mm512_set1_epi64(1));
+                (
+                    _mm512_srlv_epi64(lo, bit),
+                    _mm512_shrdv_epi64(lo, hi, after),
+                )
+            };
+            let dst = planes.as_mut_ptr();
+            let store = |lowest: usize, lanes: __m512i, mask: u8| {
+                _mm512_mask_storeu_epi64(dst.add(lowest) as *mut i64, mask, lanes);
+            };
+            read_tail(pos, len, u64::ones(p_bits), left, prev, symbols, store)
         }
     }
 }
