@@ -93,9 +93,6 @@ mod avx512 {
         planepack_core::cpu::avx512()
     }
 
-    // Each block is two 512-bit halves: the low half's mask bits take the first packed
-    // elements, the high half's continue where those end.
-
     /// Inclusive prefix sums of sixteen 32-bit lanes.
     #[inline(always)]
     unsafe fn scan32(x: __m512i) -> __m512i {
@@ -165,59 +162,32 @@ mod avx512 {
         out
     }
 
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
-    #[inline]
-    pub unsafe fn expand32(mask: u32, packed: &[u32; 32]) -> [u32; 32] {
-        let lo = mask as u16;
-        let hi = (mask >> 16) as u16;
-        // Each load reads 512 bits inside `packed`: the second starts at most 16 in.
-        let p = packed.as_ptr();
-        let a = _mm512_maskz_expand_epi32(lo, _mm512_loadu_si512(p as *const _));
-        let b = _mm512_maskz_expand_epi32(
-            hi,
-            _mm512_loadu_si512(p.add(lo.count_ones() as usize) as *const _),
-        );
-        let mut out = [0u32; 32];
-        _mm512_storeu_si512(out.as_mut_ptr() as *mut _, a);
-        _mm512_storeu_si512(out.as_mut_ptr().add(16) as *mut _, b);
-        out
+    /// ZBX's expansion for one element width: the block is two 512-bit halves, the low
+    /// half's mask bits take the first packed elements, the high half's continue where those
+    /// end. Each load reads 512 bits inside `packed`: the second starts at most half way in.
+    macro_rules! expand_fn {
+        ($name:ident, $t:ty, $n:expr, $mask:ty, $half:ty, $expand:ident) => {
+            #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
+            #[inline]
+            pub unsafe fn $name(mask: $mask, packed: &[$t; $n]) -> [$t; $n] {
+                let lo = mask as $half;
+                let hi = (mask >> <$half>::BITS) as $half;
+                let p = packed.as_ptr();
+                let a = $expand(lo, _mm512_loadu_si512(p as *const _));
+                let b = $expand(
+                    hi,
+                    _mm512_loadu_si512(p.add(lo.count_ones() as usize) as *const _),
+                );
+                let mut out = [0 as $t; $n];
+                _mm512_storeu_si512(out.as_mut_ptr() as *mut _, a);
+                _mm512_storeu_si512(out.as_mut_ptr().add($n / 2) as *mut _, b);
+                out
+            }
+        };
     }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
-    #[inline]
-    pub unsafe fn expand16(mask: u64, packed: &[u16; 64]) -> [u16; 64] {
-        let lo = mask as u32;
-        let hi = (mask >> 32) as u32;
-        // Each load reads 512 bits inside `packed`: the second starts at most 32 in.
-        let p = packed.as_ptr();
-        let a = _mm512_maskz_expand_epi16(lo, _mm512_loadu_si512(p as *const _));
-        let b = _mm512_maskz_expand_epi16(
-            hi,
-            _mm512_loadu_si512(p.add(lo.count_ones() as usize) as *const _),
-        );
-        let mut out = [0u16; 64];
-        _mm512_storeu_si512(out.as_mut_ptr() as *mut _, a);
-        _mm512_storeu_si512(out.as_mut_ptr().add(32) as *mut _, b);
-        out
-    }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
-    #[inline]
-    pub unsafe fn expand8(mask: u128, packed: &[u8; 128]) -> [u8; 128] {
-        let lo = mask as u64;
-        let hi = (mask >> 64) as u64;
-        // Each load reads 512 bits inside `packed`: the second starts at most 64 in.
-        let p = packed.as_ptr();
-        let a = _mm512_maskz_expand_epi8(lo, _mm512_loadu_si512(p as *const _));
-        let b = _mm512_maskz_expand_epi8(
-            hi,
-            _mm512_loadu_si512(p.add(lo.count_ones() as usize) as *const _),
-        );
-        let mut out = [0u8; 128];
-        _mm512_storeu_si512(out.as_mut_ptr() as *mut _, a);
-        _mm512_storeu_si512(out.as_mut_ptr().add(64) as *mut _, b);
-        out
-    }
+    expand_fn!(expand32, u32, 32, u32, u16, _mm512_maskz_expand_epi32);
+    expand_fn!(expand16, u16, 64, u64, u32, _mm512_maskz_expand_epi16);
+    expand_fn!(expand8, u8, 128, u128, u64, _mm512_maskz_expand_epi8);
 }
 
 #[cfg(test)]
