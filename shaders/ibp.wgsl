@@ -1,13 +1,26 @@
 // IBP row decoder (docs/format-ibp.md): a workgroup decodes several rows, a few invocations each.
 //
-// The host has checked the stream (mask, bitval, row bitmask) and placed every stored row
-// (`row_span`: byte start and end of row `i` at `2 i`, `2 i + 1`; rows may be back to back, as
-// in the condensed layout and the `Ibp` stream, or in fixed slots, as in the in-place layout). Output row `r` is stored row `row_ids[r]`: the
-// identity for a whole tensor, any list of row indices for a gather. A raw row is copied; a
-// packed row is decoded `WG` chunks at a time: each invocation owns one output word (one
-// chunk, or two 16-bit chunks), computes the width of its fields, and a workgroup prefix
-// sum (`scan`) gives every field's bit position in the row's MSB-first word stream. One extra
-// workgroup copies the tensor's tail bytes when `tail_len > 0`.
+// The host prepends the chunk width as constants (`const W: u32 = 32u;` and `const PER: u32`,
+// chunks per output word: 2 for W = 16, else 1), so each width is its own pipeline and every
+// width test below folds away at compile time. It has checked the stream (mask, bitval, row
+// bitmask) and placed every stored row (`row_span`: byte start and end of row `i` at `2 i`,
+// `2 i + 1`; rows may be back to back, as in the condensed layout and the `Ibp` stream, or in
+// fixed slots, as in the in-place layout). Rows and column arrays start on 4-byte boundaries
+// for W >= 32 and on 2-byte boundaries for W = 16. Output row `r` is stored row `row_ids[r]`:
+// the identity for a whole tensor, any list of row indices for a gather.
+//
+// A raw row is copied. A packed row is split into runs of whole 32-chunk groups (one word of
+// its participation bitmap each), one run per invocation. Pass 1: each invocation adds up its
+// fields' widths from the bitmap and a workgroup table of the columns' mask popcounts; a
+// workgroup prefix sum (`scan`) turns the sums into every run's first bit in the row's field
+// stream. Pass 2: each invocation reads its fields in order through a three-word window that
+// advances by one load per 32 bits, deposits them into the columns' free bits and writes its
+// output words. One extra workgroup copies the tensor's tail bytes when `tail_len > 0`.
+//
+// Why this shape: on GPUs and on lavapipe alike, memory operations are what a chunk costs, and
+// lavapipe executes both sides of every branch whose condition differs between invocations.
+// So the loops carry no data-dependent loads: per 32-bit output word pass 2 makes one mask,
+// one bitval and one field-stream load and one store, pass 1 a quarter of a workgroup load.
 //
 // Untrusted input: every read is bounds-checked, loops are bounded by the row's chunk count,
 // writes stay inside the output row, and a row whose fields do not add up to its stored
@@ -24,7 +37,7 @@ struct Params {
     tail_len: u32,
     rows_x: u32,
     // Invocations per row (a power of two dividing WG); a workgroup decodes WG / lanes rows,
-    // each invocation a run of consecutive output words of its row.
+    // each invocation a run of whole 32-chunk groups of its row.
     lanes: u32,
 }
 
@@ -36,104 +49,131 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> status: array<atomic<u32>>;
 
 const WG: u32 = 64u;
+const B: u32 = W / 8u;
 
-// The last two 32-bit units of the field stream read (unit fr_k and fr_k + 1).
-var<private> fr_k: u32;
-var<private> fr_u0: u32;
-var<private> fr_u1: u32;
-// The last stream word read for participation bits.
-var<private> bm_i: u32;
-var<private> bm_w: u32;
-// Mask and bitval of every column, loaded once per workgroup when the row has at most
-// CACHE_COLS chunks; from the stream otherwise.
-const CACHE_COLS: u32 = 512u;
-var<workgroup> col_mask: array<vec2<u32>, CACHE_COLS>;
-var<workgroup> col_bitval: array<vec2<u32>, CACHE_COLS>;
-var<private> cols_cached: bool;
+// Columns per tile of the popcount table: pass 1 walks a wider row tile by tile.
+const TILE: u32 = 4096u;
+// Byte i of word q: popcount of the mask of column 4 q + i of the current tile.
+var<workgroup> col_pop: array<u32, TILE / 4u>;
 var<workgroup> seg: array<u32, WG>;
 
-// 32 bits at any byte offset, little-endian.
+// 32 bits at byte `b` (a multiple of 4, or of 2 when W = 16), little-endian.
 fn load32(b: u32) -> u32 {
-    let sh = (b & 3u) * 8u;
     let lo = word(b >> 2u);
-    if (sh == 0u) {
+    if (W >= 32u) {
         return lo;
     }
-    return (lo >> sh) | (word((b >> 2u) + 1u) << (32u - sh));
+    let hi = word((b >> 2u) + 1u);
+    return select(lo, (lo >> 16u) | (hi << 16u), (b & 2u) != 0u);
 }
 
-// Chunk-width word `j` (W bits) of the array at byte `at`, as (low 32, high 32).
-fn wword(at: u32, j: u32) -> vec2<u32> {
-    let w = params.width;
-    if (w == 64u) {
-        return vec2<u32>(load32(at + 8u * j), load32(at + 8u * j + 4u));
+// Word `j` of the W-bit column array at byte `off` (4-aligned), as (low 32, high 32).
+fn col_word(off: u32, j: u32) -> vec2<u32> {
+    if (W == 64u) {
+        let i = (off >> 2u) + 2u * j;
+        return vec2<u32>(word(i), word(i + 1u));
     }
-    let v = load32(at + (w / 8u) * j);
-    if (w == 32u) {
-        return vec2<u32>(v, 0u);
+    if (W == 32u) {
+        return vec2<u32>(word((off >> 2u) + j), 0u);
     }
-    return vec2<u32>(v & 0xffffu, 0u);
+    let b = off + 2u * j;
+    return vec2<u32>((word(b >> 2u) >> ((b & 2u) * 8u)) & 0xffffu, 0u);
 }
 
-// 32-bit unit `k` of a row's MSB-first field stream starting at byte `at`.
-fn unit(at: u32, k: u32) -> u32 {
-    let w = params.width;
-    if (w == 32u) {
-        return load32(at + 4u * k);
+fn width_mask() -> vec2<u32> {
+    if (W == 64u) {
+        return vec2<u32>(0xffffffffu);
     }
-    if (w == 64u) {
-        // Word k/2 (u64, little-endian): its high half comes first in the stream.
-        return load32(at + 8u * (k >> 1u) + 4u * (1u - (k & 1u)));
+    if (W == 32u) {
+        return vec2<u32>(0xffffffffu, 0u);
     }
-    let v = load32(at + 4u * k);
-    return (v << 16u) | (v >> 16u);
+    return vec2<u32>(0xffffu, 0u);
 }
 
-// `n` (1..=32) bits at stream bit `p`, the first one most significant.
-fn msb_bits(at: u32, p: u32, n: u32) -> u32 {
-    let k = p >> 5u;
-    let s = p & 31u;
-    // Consecutive fields share stream words: keep the last two units.
-    if (k != fr_k) {
-        fr_k = k;
-        fr_u0 = unit(at, k);
-        fr_u1 = unit(at, k + 1u);
+// ---- The field-stream reader --------------------------------------------------------------
+//
+// The stream of a row is a sequence of 32-bit units, unit k holding stream bits 32 k .. 32 k + 31
+// with the first one most significant. `fr_r0..2` are the raw stream words behind units k,
+// k + 1, k + 2; `fr_s` is the position's bit offset in unit k.
+var<private> fr_a: u32;
+var<private> fr_odd: bool;
+var<private> fr_k: u32;
+var<private> fr_s: u32;
+var<private> fr_r0: u32;
+var<private> fr_r1: u32;
+var<private> fr_r2: u32;
+
+// The stream word behind unit `j`.
+fn raw_unit(j: u32) -> u32 {
+    if (W == 64u) {
+        // Each u64 is little-endian; its high half comes first in the stream.
+        return word(fr_a + (j ^ 1u));
     }
-    var v = fr_u0 << s;
-    if (s != 0u) {
-        v = v | (fr_u1 >> (32u - s));
-    }
-    return v >> (32u - n);
+    return word(fr_a + j);
 }
 
-// A field of `n` (0..=64) bits at `p`, as (low, high).
-fn field(at: u32, p: u32, n: u32) -> vec2<u32> {
-    if (n == 0u) {
-        return vec2<u32>(0u);
+// Unit k from the raw words behind units k and k + 1.
+fn unit_of(r: u32, next: u32) -> u32 {
+    if (W == 16u) {
+        // 16-bit words, the first of a unit in the low half of an aligned word, or (a row
+        // starting 2 bytes into a word) in the high half of one and the low half of the next.
+        return select((r << 16u) | (r >> 16u), (r & 0xffff0000u) | (next & 0xffffu), fr_odd);
     }
-    if (n <= 32u) {
-        return vec2<u32>(msb_bits(at, p, n), 0u);
-    }
-    return vec2<u32>(msb_bits(at, p + n - 32u, 32u), msb_bits(at, p, n - 32u));
+    return r;
 }
+
+// Start reading the row's field stream at byte `at` (a multiple of B), at stream bit `p`.
+fn reader_at(at: u32, p: u32) {
+    fr_a = at >> 2u;
+    fr_odd = (at & 2u) != 0u;
+    fr_k = p >> 5u;
+    fr_s = p & 31u;
+    fr_r0 = raw_unit(fr_k);
+    fr_r1 = raw_unit(fr_k + 1u);
+    fr_r2 = raw_unit(fr_k + 2u);
+}
+
+// The next `n` (0..=32) bits, the first one most significant, and move past them. One load.
+fn read_bits(n: u32) -> u32 {
+    let u0 = unit_of(fr_r0, fr_r1);
+    let u1 = unit_of(fr_r1, fr_r2);
+    let s = fr_s;
+    let v = (u0 << s) | select(0u, u1 >> (32u - s), s != 0u);
+    let r = select(0u, v >> (32u - n), n != 0u);
+    let next = raw_unit(fr_k + 3u);
+    let t = s + n;
+    let adv = t >= 32u;
+    fr_s = t & 31u;
+    fr_k = fr_k + select(0u, 1u, adv);
+    fr_r0 = select(fr_r0, fr_r1, adv);
+    fr_r1 = select(fr_r1, fr_r2, adv);
+    fr_r2 = select(fr_r2, next, adv);
+    return r;
+}
+
+// A field of `n` (0..=W) bits, as (low, high).
+fn read_field(n: u32) -> vec2<u32> {
+    if (W == 64u) {
+        let hi = read_bits(max(n, 32u) - 32u);
+        let lo = read_bits(min(n, 32u));
+        return vec2<u32>(lo, hi);
+    }
+    return vec2<u32>(read_bits(n), 0u);
+}
+
+// ---- Deposit ------------------------------------------------------------------------------
 
 // Bits `k ..` of the 64-bit value `f` (low, high), as one word.
 fn take64(f: vec2<u32>, k: u32) -> u32 {
-    if (k == 0u) {
-        return f.x;
-    }
-    if (k < 32u) {
-        return (f.x >> k) | (f.y << (32u - k));
-    }
-    if (k < 64u) {
-        return f.y >> (k - 32u);
-    }
-    return 0u;
+    let lo = select(f.x >> (k & 31u), 0u, k >= 32u);
+    let carry = select(0u, f.y << (32u - k), k > 0u && k < 32u);
+    let hi = select(0u, f.y >> (k - 32u), k >= 32u && k < 64u);
+    return lo | carry | hi;
 }
 
 // Deposit bits of `f` from bit `k` on into the set bits of `m`; returns (word, next k).
-// Works run by run of consecutive set bits: a column mask has few runs (sign, exponent,
-// mantissa boundaries), so this loops a few times rather than once per bit.
+// Works run by run of consecutive set bits: a column's free bits form few runs (sign,
+// exponent, mantissa boundaries), so this loops a few times rather than once per bit.
 fn deposit(f: vec2<u32>, m_in: u32, k_in: u32) -> vec2<u32> {
     var m = m_in;
     var k = k_in;
@@ -141,10 +181,7 @@ fn deposit(f: vec2<u32>, m_in: u32, k_in: u32) -> vec2<u32> {
     for (var guard = 0u; guard < 16u && m != 0u; guard = guard + 1u) {
         let at = countTrailingZeros(m);
         let len = countTrailingZeros(~(m >> at));
-        var run = 0xffffffffu;
-        if (len < 32u) {
-            run = (1u << len) - 1u;
-        }
+        let run = select((1u << len) - 1u, 0xffffffffu, len >= 32u);
         r = r | ((take64(f, k) & run) << at);
         m = m & ~(run << at);
         k = k + len;
@@ -155,69 +192,36 @@ fn deposit(f: vec2<u32>, m_in: u32, k_in: u32) -> vec2<u32> {
 // pdep for up to 64 bits: the low bits of `f` placed at the set bits of `sel`.
 fn pdep(f: vec2<u32>, sel: vec2<u32>) -> vec2<u32> {
     let lo = deposit(f, sel.x, 0u);
+    if (W < 64u) {
+        return vec2<u32>(lo.x, 0u);
+    }
     let hi = deposit(f, sel.y, lo.y);
     return vec2<u32>(lo.x, hi.x);
 }
 
-// Field width of chunk `j` of the row whose bitmap starts at `start`, and whether it
-// participates (1) or not (0).
-fn mask_of(j: u32) -> vec2<u32> {
-    if (cols_cached) {
-        return col_mask[j];
-    }
-    return wword(params.mask_off, j);
+// Chunk `j` of a packed row, its participation bit `part`: its field read from the stream.
+fn chunk(j: u32, part: bool) -> vec2<u32> {
+    let m = col_word(params.mask_off, j);
+    let bv = col_word(params.mask_off + params.columns * B, j);
+    let n = select(W, W - countOneBits(m.x) - countOneBits(m.y), part);
+    let f = read_field(n);
+    return select(f, bv | pdep(f, ~m & width_mask()), part);
 }
 
-fn bitval_of(j: u32) -> vec2<u32> {
-    if (cols_cached) {
-        return col_bitval[j];
-    }
-    return wword(params.mask_off + params.columns * (params.width / 8u), j);
+// Bytes 0..3 of `x` added.
+fn byte_sum(x: u32) -> u32 {
+    let y = (x & 0x00ff00ffu) + ((x >> 8u) & 0x00ff00ffu);
+    return (y & 0xffffu) + (y >> 16u);
 }
 
-// Participation bit of chunk `j` of the row whose bitmap starts at byte `start`.
-fn part_bit(start: u32, j: u32) -> u32 {
-    let byte = start + (j >> 3u);
-    let i = byte >> 2u;
-    if (i != bm_i) {
-        bm_i = i;
-        bm_w = word(i);
-    }
-    return (bm_w >> ((byte & 3u) * 8u + (j & 7u))) & 1u;
-}
-
-fn chunk_width(start: u32, j: u32) -> vec2<u32> {
-    let w = params.width;
-    if (part_bit(start, j) == 1u) {
-        let mj = mask_of(j);
-        return vec2<u32>(w - countOneBits(mj.x) - countOneBits(mj.y), 1u);
-    }
-    return vec2<u32>(w, 0u);
-}
-
-// Chunk `j` decoded from its field at stream bit `p`.
-fn chunk_value(fields_at: u32, j: u32, p: u32, cw: vec2<u32>) -> vec2<u32> {
-    let f = field(fields_at, p, cw.x);
-    if (cw.y == 1u) {
-        return bitval_of(j) | pdep(f, ~mask_of(j) & width_mask());
-    }
-    return f;
-}
-
-fn width_mask() -> vec2<u32> {
-    let w = params.width;
-    if (w == 64u) {
-        return vec2<u32>(0xffffffffu);
-    }
-    if (w == 32u) {
-        return vec2<u32>(0xffffffffu, 0u);
-    }
-    return vec2<u32>(0xffffu, 0u);
+// The low 4 bits of `b` spread to bytes: 0xff in byte i where bit i is set.
+fn spread4(b: u32) -> u32 {
+    return ((((b & 0xfu) * 0x00204081u) & 0x01010101u) * 0xffu);
 }
 
 fn tail() {
     // Copy `tail_len` bytes to the end of the output, one word per invocation.
-    let base = params.n_out * params.columns * (params.width / 8u);
+    let base = params.n_out * params.columns * B;
     let words = (params.tail_len + 3u) / 4u;
     for (var t = slot; t < words; t = t + WG) {
         var v = 0u;
@@ -230,15 +234,6 @@ fn tail() {
         }
         out[base / 4u + t] = v;
     }
-}
-
-// Width and participation of the (one or two) chunks of output word `u`.
-fn unit_width(start: u32, u: u32, per: u32) -> u32 {
-    var sum = chunk_width(start, u * per).x;
-    if (per == 2u) {
-        sum = sum + chunk_width(start, u * per + 1u).x;
-    }
-    return sum;
 }
 
 fn run(wg: vec3<u32>) {
@@ -258,28 +253,15 @@ fn run(wg: vec3<u32>) {
         }
         return;
     }
-    let w = params.width;
-    let b = w / 8u;
     let v = params.columns;
-    let row_bytes = v * b;
-    let per = select(1u, 2u, w == 16u);
-    let units = v / per;
-    // This invocation: row k of the group, output words [u_lo, u_hi) of it.
+    let row_bytes = v * B;
+    // This invocation: row k of the workgroup, 32-chunk groups [q_lo, q_hi) of it.
     let k = slot / lanes;
     let l = slot % lanes;
-    let upl = (units + lanes - 1u) / lanes;
-    fr_k = 0xffffffffu;
-    bm_i = 0xffffffffu;
-    cols_cached = v <= CACHE_COLS;
-    if (cols_cached) {
-        for (var j = slot; j < v; j = j + WG) {
-            col_mask[j] = wword(params.mask_off, j);
-            col_bitval[j] = wword(params.mask_off + v * b, j);
-        }
-    }
-    workgroupBarrier();
-    let u_lo = min(l * upl, units);
-    let u_hi = min(u_lo + upl, units);
+    let groups = (v + 31u) / 32u;
+    let gpl = (groups + lanes - 1u) / lanes;
+    let q_lo = min(l * gpl, groups);
+    let q_hi = min(q_lo + gpl, groups);
     let r = g * rpg + k;
     let mine = r < params.n_out;
     var row = 0u;
@@ -297,13 +279,42 @@ fn run(wg: vec3<u32>) {
         packed = ((word(params.bitmask_off / 4u + row / 32u) >> (row % 32u)) & 1u) == 1u;
     }
     let base = r * (row_bytes / 4u);
-    let h = ((v + 7u) / 8u + b - 1u) / b * b;
+    let h = ((v + 7u) / 8u + B - 1u) / B * B;
     let fields_at = start + h;
     let live = mine && packed;
+
+    // Pass 1: the widths of this invocation's fields, tile by tile of the popcount table.
     var sum = 0u;
-    if (live) {
-        for (var u = u_lo; u < u_hi; u = u + 1u) {
-            sum = sum + unit_width(start, u, per);
+    let tiles = (v + TILE - 1u) / TILE;
+    for (var t = 0u; t < tiles; t = t + 1u) {
+        let c0 = t * TILE;
+        let cols = min(v - c0, TILE);
+        workgroupBarrier();
+        for (var q = slot; q < (cols + 3u) / 4u; q = q + WG) {
+            var packed_pop = 0u;
+            for (var i = 0u; i < 4u; i = i + 1u) {
+                let j = c0 + 4u * q + i;
+                let m = col_word(params.mask_off, min(j, v - 1u));
+                let pc = select(0u, countOneBits(m.x) + countOneBits(m.y), j < v);
+                packed_pop = packed_pop | (pc << (8u * i));
+            }
+            col_pop[q] = packed_pop;
+        }
+        workgroupBarrier();
+        if (live) {
+            let lo = max(q_lo, c0 / 32u);
+            let hi = min(q_hi, (c0 + cols + 31u) / 32u);
+            for (var q = lo; q < hi; q = q + 1u) {
+                let n_valid = min(32u, v - 32u * q);
+                var bm = load32(start + 4u * q);
+                bm = bm & select((1u << n_valid) - 1u, 0xffffffffu, n_valid >= 32u);
+                let p0 = (32u * q - c0) / 4u;
+                var pops = 0u;
+                for (var i = 0u; i < 8u; i = i + 1u) {
+                    pops = pops + byte_sum(col_pop[p0 + i] & spread4(bm >> (4u * i)));
+                }
+                sum = sum + n_valid * W - pops;
+            }
         }
     }
     let sc = scan(sum);
@@ -316,22 +327,24 @@ fn run(wg: vec3<u32>) {
         total = seg[(k + 1u) * lanes];
     }
     total = total - before;
+
+    // Pass 2: decode this invocation's groups.
     if (live) {
-        var p = sc.x - before;
-        for (var u = u_lo; u < u_hi; u = u + 1u) {
-            let c0 = chunk_width(start, u * per);
-            let x0 = chunk_value(fields_at, u * per, p, c0);
-            p = p + c0.x;
-            if (w == 64u) {
-                out[base + 2u * u] = x0.x;
-                out[base + 2u * u + 1u] = x0.y;
-            } else if (w == 32u) {
-                out[base + u] = x0.x;
-            } else {
-                let c1 = chunk_width(start, u * per + 1u);
-                let x1 = chunk_value(fields_at, u * per + 1u, p, c1);
-                p = p + c1.x;
-                out[base + u] = x0.x | (x1.x << 16u);
+        reader_at(fields_at, sc.x - before);
+        for (var q = q_lo; q < q_hi; q = q + 1u) {
+            let bm = load32(start + 4u * q);
+            let end = min(32u * q + 32u, v);
+            for (var j = 32u * q; j < end; j = j + PER) {
+                let x0 = chunk(j, ((bm >> (j & 31u)) & 1u) == 1u);
+                if (W == 64u) {
+                    out[base + 2u * j] = x0.x;
+                    out[base + 2u * j + 1u] = x0.y;
+                } else if (W == 32u) {
+                    out[base + j] = x0.x;
+                } else {
+                    let x1 = chunk(j + 1u, ((bm >> ((j + 1u) & 31u)) & 1u) == 1u);
+                    out[base + j / 2u] = x0.x | (x1.x << 16u);
+                }
             }
         }
     }
@@ -345,18 +358,24 @@ fn run(wg: vec3<u32>) {
     }
     if (live && l == 0u) {
         // The row's length follows from its fields; its padding must be zero.
-        let running = total;
-        let d = (running + w - 1u) / w * b;
+        let d = (total + W - 1u) / W * B;
         if (h + d != stored || stored >= row_bytes) {
             err = err | ERR_LENGTH;
         } else {
-            let pad = d * 8u - running;
-            let rest = field(fields_at, running, pad);
+            let pad = d * 8u - total;
+            reader_at(fields_at, total);
+            let rest = read_field(pad);
             if (rest.x != 0u || rest.y != 0u) {
                 err = err | ERR_VALUE;
             }
-            for (var j = v; j < h * 8u; j = j + 1u) {
-                if (part_bit(start, j) == 1u) {
+            // Bitmap bits v .. 8 h must be zero.
+            for (var q = v / 32u; q < (8u * h + 31u) / 32u; q = q + 1u) {
+                var bits = load32(start + 4u * q);
+                let lo = max(v, 32u * q) - 32u * q;
+                let hi = min(8u * h - 32u * q, 32u);
+                bits = bits & ~select((1u << lo) - 1u, 0xffffffffu, lo >= 32u);
+                bits = bits & select((1u << hi) - 1u, 0xffffffffu, hi >= 32u);
+                if (bits != 0u) {
                     err = err | ERR_VALUE;
                 }
             }

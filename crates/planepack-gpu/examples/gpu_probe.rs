@@ -1,35 +1,74 @@
-//! Where does GPU decode time go? Times the kernels on synthetic extremes (not for figures).
-use planepack_core::{Codec, ElemType};
-use planepack_gpu::{Gpu, GpuOptions, ScanPath};
+//! Where does GPU decode time go on large tensors? For kernel work and tuning, not for figures
+//! (`cargo xtask gpu-bench` makes those).
+//!
+//! Every tensor of at least 1 MiB in `datasets/` (or those whose file name contains one of the
+//! arguments) is encoded on the CPU with each codec, decoded on the GPU and checked, then the
+//! decode and the copy kernel are timed alternately five times; the median of the five
+//! decode / copy ratios is printed (this machine's speed drifts, so ratios are taken from
+//! neighbouring runs). `PLANEPACK_GPU_IBP_LANES` sets invocations per IBP row,
+//! `PLANEPACK_GPU_NO_SUBGROUPS=1` the workgroup-memory path, `CODECS=ibp` or `=bitplane` one
+//! codec.
+//!
+//! `cargo run --release -p planepack-gpu --example gpu_probe [name ...]`
+use planepack_core::Codec;
+use planepack_datasets::{datasets_dir, load, Manifest};
+use planepack_gpu::{Gpu, GpuOptions};
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
 
 fn main() {
-    let g = Gpu::new(&GpuOptions::from_env()).unwrap();
-    println!("{}", g.describe());
-    let n = 8 << 20;
-    let zeros = vec![0u8; n];
-    let mut rng = planepack_core::testdata::Rng(1);
-    let random: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
-    let bp = planepack_bitplane::BitPlane::new();
-    for (name, data) in [("zeros", &zeros), ("random", &random)] {
-        let enc = bp.encode_to_vec(data, ElemType::F32).unwrap();
-        for path in [ScanPath::Subgroup, ScanPath::Workgroup] {
-            let p = g.prepare_bitplane(&enc, path).unwrap();
-            let t = g.time(&p, 3).median();
-            let c = g.time(&g.prepare_copy(data).unwrap(), 3).median();
-            println!(
-                "bitplane {name} {path:?}: {:.3} GB/s, copy {:.3} GB/s",
-                n as f64 / t / 1e9,
-                n as f64 / c / 1e9
-            );
+    let g = Gpu::new(&GpuOptions::from_env()).expect("a GPU adapter");
+    println!("{} (IBP lanes {})", g.describe(), g.ibp_lanes());
+    let which: Vec<String> = std::env::args().skip(1).collect();
+    let codecs = std::env::var("CODECS").unwrap_or_else(|_| "ibp,bitplane".into());
+    let dir = datasets_dir();
+    let manifest = Manifest::read(&dir).expect("datasets/manifest.toml");
+    for d in &manifest.datasets {
+        if !which.is_empty() && !which.iter().any(|w| d.file.contains(w.as_str())) {
+            continue;
         }
-        let ibp = planepack_ibp::Ibp::default();
-        let mut e = Vec::new();
-        ibp.encode_shaped(data, ElemType::F32, &[n / 4 / 256, 256], &mut e)
-            .unwrap();
-        for path in [ScanPath::Subgroup, ScanPath::Workgroup] {
-            let p = g.prepare_ibp(&e, None, path).unwrap();
-            let t = g.time(&p, 3).median();
-            println!("ibp {name} {path:?}: {:.3} GB/s", n as f64 / t / 1e9);
+        for t in load(&dir.join(&d.file)).expect("dataset") {
+            let Some(elem) = t.elem() else { continue };
+            if t.data.len() < 1 << 20 {
+                continue;
+            }
+            let copy = g.prepare_copy(&t.data).unwrap();
+            for codec in codecs.split(',') {
+                let mut enc = Vec::new();
+                let prepared = if codec == "ibp" {
+                    planepack_ibp::Ibp::default()
+                        .encode_shaped(&t.data, elem, &t.shape, &mut enc)
+                        .unwrap();
+                    g.prepare_ibp(&enc, None, g.path())
+                } else {
+                    planepack_bitplane::BitPlane::new()
+                        .encode_shaped(&t.data, elem, &t.shape, &mut enc)
+                        .unwrap();
+                    g.prepare_bitplane(&enc, g.path())
+                };
+                let Ok(p) = prepared else { continue };
+                assert!(g.run(&p).unwrap() == t.data, "{}: GPU decode differs", t.name);
+                let (mut ratios, mut secs) = (Vec::new(), Vec::new());
+                for _ in 0..5 {
+                    let c = g.time(&copy, 3).median();
+                    let s = g.time(&p, 3).median();
+                    ratios.push(c / s);
+                    secs.push(s);
+                }
+                let s = median(secs);
+                println!(
+                    "{:<48} {:<8} {:?} ratio {:.2}: decode {:.3} GB/s, decode / copy {:.3}",
+                    format!("{}/{}", d.name, t.name),
+                    codec,
+                    t.shape,
+                    t.data.len() as f64 / enc.len() as f64,
+                    t.data.len() as f64 / s / 1e9,
+                    median(ratios)
+                );
+            }
         }
     }
 }

@@ -27,12 +27,15 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use wgpu::util::DeviceExt;
 
-/// Invocations that decode one IBP row together (at most; short rows take fewer). Each owns a
-/// run of the row's output words, and a workgroup of 64 takes 64 / lanes rows, so one prefix
-/// sum (and its barriers) and one load of the column masks serve many rows. On lavapipe 4 was
-/// fastest of 1, 2, 4, 16, 64 (`examples/gpu_probe.rs`); a GPU may prefer more lanes per row
-/// for coalesced writes: this is the constant to tune when one is measured.
-pub const IBP_LANES: u32 = 4;
+/// Invocations that decode one IBP row together (at most; short rows take fewer), on a CPU
+/// device (lavapipe) and on a GPU. Each invocation takes a run of whole 32-chunk groups of the
+/// row, and a workgroup of 64 takes 64 / lanes rows, so one prefix sum (and its barriers) and
+/// one table of the columns' popcounts serve many rows. On lavapipe 1 and 2 were fastest and 4
+/// and 8 slower (`examples/gpu_probe.rs`, large real tensors); a GPU wants more invocations per
+/// row to keep its cores busy on a few thousand rows. The GPU figure is unmeasured: set
+/// `PLANEPACK_GPU_IBP_LANES` (a power of two up to 64) to tune it on a real device.
+pub const IBP_LANES_CPU: u32 = 2;
+pub const IBP_LANES_GPU: u32 = 16;
 
 /// The error bit a subgroup kernel sets when it cannot number its subgroups (shaders/common.wgsl).
 pub const ERR_LAYOUT: u32 = 256;
@@ -92,11 +95,14 @@ pub struct GpuOptions {
     pub adapter: Option<String>,
     /// Do not request subgroups even when the adapter has them.
     pub no_subgroups: bool,
+    /// Invocations per IBP row (a power of two, 1 to 64); default [`IBP_LANES_CPU`] or
+    /// [`IBP_LANES_GPU`] by device type.
+    pub ibp_lanes: Option<u32>,
 }
 
 impl GpuOptions {
-    /// From `PLANEPACK_GPU_BACKEND` (vulkan, metal, dx12, gl, all), `PLANEPACK_GPU_ADAPTER`
-    /// and `PLANEPACK_GPU_NO_SUBGROUPS=1`.
+    /// From `PLANEPACK_GPU_BACKEND` (vulkan, metal, dx12, gl, all), `PLANEPACK_GPU_ADAPTER`,
+    /// `PLANEPACK_GPU_NO_SUBGROUPS=1` and `PLANEPACK_GPU_IBP_LANES`.
     pub fn from_env() -> GpuOptions {
         let backends = std::env::var("PLANEPACK_GPU_BACKEND").ok().map(|b| {
             match b.to_ascii_lowercase().as_str() {
@@ -111,6 +117,9 @@ impl GpuOptions {
             backends,
             adapter: std::env::var("PLANEPACK_GPU_ADAPTER").ok(),
             no_subgroups: std::env::var("PLANEPACK_GPU_NO_SUBGROUPS").is_ok_and(|v| v == "1"),
+            ibp_lanes: std::env::var("PLANEPACK_GPU_IBP_LANES")
+                .ok()
+                .and_then(|v| v.parse().ok()),
         }
     }
 }
@@ -126,6 +135,7 @@ pub struct Gpu {
     pipelines: Mutex<HashMap<(Kernel, ScanPath), wgpu::ComputePipeline>>,
     max_binding: u64,
     max_groups: u32,
+    ibp_lanes: std::sync::atomic::AtomicU32,
 }
 
 /// Words of `bytes`, zero-padded to a multiple of 4 and at least one word.
@@ -195,6 +205,16 @@ impl Gpu {
             required |= wgpu::Features::TIMESTAMP_QUERY;
         }
         let limits = adapter.limits();
+        let ibp_lanes = match opts.ibp_lanes {
+            Some(l) if l.is_power_of_two() && l <= 64 => l,
+            Some(l) => {
+                return Err(GpuError::Unsupported(format!(
+                    "{l} invocations per IBP row (a power of two up to 64)"
+                )))
+            }
+            None if adapter.get_info().device_type == wgpu::DeviceType::Cpu => IBP_LANES_CPU,
+            None => IBP_LANES_GPU,
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("planepack"),
             required_features: required,
@@ -218,6 +238,7 @@ impl Gpu {
                 .max_storage_buffer_binding_size
                 .min(limits.max_buffer_size),
             max_groups: limits.max_compute_workgroups_per_dimension,
+            ibp_lanes: ibp_lanes.into(),
         })
     }
 
@@ -272,6 +293,23 @@ impl Gpu {
         Ok(())
     }
 
+    /// Invocations per IBP row in launches prepared from now on.
+    pub fn ibp_lanes(&self) -> u32 {
+        self.ibp_lanes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Set the invocations per IBP row (a power of two, 1 to 64): for tuning and tests.
+    pub fn set_ibp_lanes(&self, lanes: u32) -> Result<()> {
+        if !lanes.is_power_of_two() || lanes > 64 {
+            return Err(GpuError::Unsupported(format!(
+                "{lanes} invocations per IBP row (a power of two up to 64)"
+            )));
+        }
+        self.ibp_lanes
+            .store(lanes, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
     fn pipeline(&self, kernel: Kernel, path: ScanPath) -> wgpu::ComputePipeline {
         let mut map = self.pipelines.lock().unwrap();
         map.entry((kernel, path))
@@ -296,12 +334,13 @@ impl Gpu {
             .clone()
     }
 
-    /// The compressed stream, with two spare zero words: unaligned 32-bit loads of its last
-    /// bytes read one word further; the kernels' own length checks decide what is valid.
+    /// The compressed stream, with eight spare zero words: unaligned 32-bit loads of its last
+    /// bytes read one word further, and the IBP kernel's field reader loads up to five words
+    /// ahead of its position; the kernels' own length checks decide what is valid.
     fn stream(&self, bytes: &[u8]) -> Result<wgpu::Buffer> {
-        let mut padded = Vec::with_capacity(bytes.len() + 8);
+        let mut padded = Vec::with_capacity(bytes.len() + 32);
         padded.extend_from_slice(bytes);
-        padded.extend_from_slice(&[0u8; 8]);
+        padded.extend_from_slice(&[0u8; 32]);
         self.storage(&padded, "stream")
     }
 
@@ -542,13 +581,13 @@ impl Gpu {
             spans.push(u32_of(e, "stream")?);
         }
         let n_out = u32_of(ids.len(), "row count")?;
-        // Invocations per row: up to IBP_LANES, fewer for short rows; the kernel's workgroup
-        // (64 invocations) takes 64 / lanes rows.
-        let units = (l.columns / if l.width == 16 { 2 } else { 1 }).max(1) as u32;
-        let lanes = units.next_power_of_two().min(IBP_LANES);
+        // Invocations per row: up to IBP_LANES, fewer for short rows (each takes whole
+        // 32-chunk groups); the kernel's workgroup (64 invocations) takes 64 / lanes rows.
+        let chunk_groups = (l.columns.div_ceil(32)).max(1) as u32;
+        let lanes = chunk_groups.next_power_of_two().min(self.ibp_lanes());
         let rows_per_group = 64 / lanes;
         let groups = n_out.div_ceil(rows_per_group) + u32::from(tail_len > 0);
-        let pipeline = self.pipeline(Kernel::Ibp, path);
+        let pipeline = self.pipeline(Kernel::Ibp { width: l.width }, path);
         let (gx, gy) = self.grid(groups);
         let s = self.stream(l.bytes)?;
         let o = self.storage(bytemuck::cast_slice(&spans), "row spans")?;
@@ -579,7 +618,7 @@ impl Gpu {
             status,
             out_len,
             upload_bytes: l.bytes.len() + spans.len() * 4 + ids.len() * 4,
-            kernel: Kernel::Ibp,
+            kernel: Kernel::Ibp { width: l.width },
         })
     }
 
@@ -668,7 +707,7 @@ impl Gpu {
                 } else {
                     describe_flags(flags)
                 },
-                unit: if p.kernel == Kernel::Ibp {
+                unit: if matches!(p.kernel, Kernel::Ibp { .. }) {
                     "output row"
                 } else {
                     "block"

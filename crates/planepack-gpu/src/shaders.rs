@@ -15,9 +15,16 @@ use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
     BitPlane,
-    Ibp,
+    /// The IBP decoder for chunks of `width` bits (16, 32 or 64): each width is its own
+    /// pipeline, so the kernel's width tests fold away at compile time.
+    Ibp {
+        width: u32,
+    },
     Copy,
 }
+
+/// The chunk widths the IBP kernel is built for.
+pub const IBP_WIDTHS: [u32; 3] = [16, 32, 64];
 
 /// How a kernel computes its prefix sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,22 +42,33 @@ const SCAN_WORKGROUP: &str = include_str!("../../../shaders/scan_workgroup.wgsl"
 
 /// The WGSL source of a kernel on a path (the copy kernel has no scan).
 pub fn source(kernel: Kernel, path: ScanPath) -> String {
-    let body = match kernel {
-        Kernel::BitPlane => BITPLANE,
-        Kernel::Ibp => IBP,
+    let (consts, body) = match kernel {
+        Kernel::BitPlane => (String::new(), BITPLANE),
+        Kernel::Ibp { width } => (
+            format!(
+                "const W: u32 = {width}u;\nconst PER: u32 = {}u;\n",
+                if width == 16 { 2 } else { 1 }
+            ),
+            IBP,
+        ),
         Kernel::Copy => return COPY.to_owned(),
     };
     let scan = match path {
         ScanPath::Subgroup => SCAN_SUBGROUP,
         ScanPath::Workgroup => SCAN_WORKGROUP,
     };
-    format!("{COMMON}\n{body}\n{scan}")
+    format!("{consts}{COMMON}\n{body}\n{scan}")
 }
 
 /// Every shader the crate builds: (name, source, needs subgroups).
 pub fn all() -> Vec<(String, String, bool)> {
     let mut v = Vec::new();
-    for (k, name) in [(Kernel::BitPlane, "bitplane"), (Kernel::Ibp, "ibp")] {
+    let kernels = std::iter::once((Kernel::BitPlane, "bitplane".to_string())).chain(
+        IBP_WIDTHS
+            .iter()
+            .map(|&width| (Kernel::Ibp { width }, format!("ibp{width}"))),
+    );
+    for (k, name) in kernels {
         v.push((
             format!("{name}-subgroup"),
             source(k, ScanPath::Subgroup),

@@ -171,43 +171,75 @@ fn ibp_streams_and_gathers() {
     });
 }
 
+/// Every chunk width that divides a row (the stream codec takes only the widest, so 16-bit
+/// chunks and their rows starting 2 bytes into a word are met only here), rows wider than
+/// the kernel's popcount table (4096 columns), and both layouts.
 #[test]
 fn ibp_groups_in_both_layouts() {
     let Some(g) = gpu() else { return };
+    let mut cases = ibp_cases();
+    let mut rng = Rng(12);
+    let (rows, cols) = (7, 4500);
+    let mut wide = generate(
+        Pattern::ReluSparse,
+        ElemType::F32,
+        rows * cols * 4,
+        rng.next_u64(),
+    );
+    for r in (1..rows).step_by(2) {
+        let (a, b) = wide.split_at_mut(r * cols * 4);
+        b[..cols * 4].copy_from_slice(&a[..cols * 4]);
+    }
+    cases.push((wide, ElemType::F32, vec![rows, cols]));
+    let default_lanes = g.ibp_lanes();
     on_each_path(g, |p| {
-        for (data, elem, shape) in ibp_cases() {
-            let row = shape[1] * elem.size();
-            let width = [64u32, 32, 16]
-                .into_iter()
-                .find(|w| row % (*w as usize / 8) == 0);
-            let Some(width) = width.filter(|_| row % 4 == 0) else {
-                continue;
-            };
-            let body = &data[..shape[0] * row];
-            let rows = planepack_ibp::Rows::new(body, row, width).unwrap();
-            let pre = planepack_ibp::preprocess(
-                &rows,
-                planepack_ibp::Threshold::Sweep,
-                planepack_ibp::Sample::All,
-            );
-            let cols = planepack_ibp::Columns::new(&pre.mask);
-            for layout in [
-                planepack_ibp::Layout::InPlace,
-                planepack_ibp::Layout::Condensed,
-            ] {
-                let group = planepack_ibp::compress(&rows, &cols, layout);
-                let got = g
-                    .gather_rows(&group, &pre.mask, None)
-                    .unwrap_or_else(|e| panic!("{p:?} {layout:?}: {e}"));
-                assert!(got == body, "{p:?} {layout:?} {elem} {shape:?}");
-                let pick = [shape[0] - 1, 0, shape[0] / 2, 0];
-                let got = g.gather_rows(&group, &pre.mask, Some(&pick)).unwrap();
-                for (k, &r) in pick.iter().enumerate() {
-                    assert_eq!(&got[k * row..(k + 1) * row], &body[r * row..(r + 1) * row]);
+        // One invocation per row, a few, and more than a row has 32-chunk groups. (Other
+        // tests running meanwhile may meet any of these; every setting decodes the same bytes.)
+        for lanes in [1, 4, 64] {
+            g.set_ibp_lanes(lanes).unwrap();
+            for (data, elem, shape) in &cases {
+                let row = shape[1] * elem.size();
+                if row % 4 != 0 {
+                    continue;
+                }
+                for width in [64u32, 32, 16] {
+                    if row % (width as usize / 8) != 0 {
+                        continue;
+                    }
+                    let body = &data[..shape[0] * row];
+                    let rows = planepack_ibp::Rows::new(body, row, width).unwrap();
+                    let pre = planepack_ibp::preprocess(
+                        &rows,
+                        planepack_ibp::Threshold::Sweep,
+                        planepack_ibp::Sample::All,
+                    );
+                    let cols = planepack_ibp::Columns::new(&pre.mask);
+                    for layout in [
+                        planepack_ibp::Layout::InPlace,
+                        planepack_ibp::Layout::Condensed,
+                    ] {
+                        let what =
+                            format!("{p:?} {layout:?} lanes {lanes} W={width} {elem} {shape:?}");
+                        let group = planepack_ibp::compress(&rows, &cols, layout);
+                        let got = g
+                            .gather_rows(&group, &pre.mask, None)
+                            .unwrap_or_else(|e| panic!("{what}: {e}"));
+                        assert!(got == body, "{what}");
+                        let pick = [shape[0] - 1, 0, shape[0] / 2, 0];
+                        let got = g.gather_rows(&group, &pre.mask, Some(&pick)).unwrap();
+                        for (k, &r) in pick.iter().enumerate() {
+                            assert_eq!(
+                                &got[k * row..(k + 1) * row],
+                                &body[r * row..(r + 1) * row],
+                                "{what}"
+                            );
+                        }
+                    }
                 }
             }
         }
     });
+    g.set_ibp_lanes(default_lanes).unwrap();
 }
 
 #[test]
