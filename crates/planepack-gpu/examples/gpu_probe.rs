@@ -50,7 +50,11 @@ fn main() {
                     g.prepare_bitplane(&enc, g.path())
                 };
                 let Ok(p) = prepared else { continue };
-                assert!(g.run(&p).unwrap() == t.data, "{}: GPU decode differs", t.name);
+                assert!(
+                    g.run(&p).unwrap() == t.data,
+                    "{}: GPU decode differs",
+                    t.name
+                );
                 let (mut ratios, mut secs) = (Vec::new(), Vec::new());
                 for _ in 0..5 {
                     let c = g.time(&copy, 3).median();

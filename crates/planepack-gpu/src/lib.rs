@@ -430,7 +430,12 @@ impl Gpu {
             .iter()
             .map(|&(o, _)| u32_of(o, "stream"))
             .collect::<Result<_>>()?;
-        let pipeline = self.pipeline(Kernel::BitPlane, path);
+        let pipeline = self.pipeline(
+            Kernel::BitPlane {
+                width: header.width,
+            },
+            path,
+        );
         let (gx, gy) = self.grid(n_chunks);
         let s = self.stream(stream)?;
         let c = self.storage(bytemuck::cast_slice(&offsets), "chunk offsets")?;
@@ -447,7 +452,9 @@ impl Gpu {
             status,
             out_len: header.raw_len,
             upload_bytes: stream.len() + offsets.len() * 4,
-            kernel: Kernel::BitPlane,
+            kernel: Kernel::BitPlane {
+                width: header.width,
+            },
         })
     }
 

@@ -14,7 +14,10 @@ use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 /// A decoder kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
-    BitPlane,
+    /// The bit-plane decoder for elements of `width` bits (8, 16 or 32), one pipeline each.
+    BitPlane {
+        width: u32,
+    },
     /// The IBP decoder for chunks of `width` bits (16, 32 or 64): each width is its own
     /// pipeline, so the kernel's width tests fold away at compile time.
     Ibp {
@@ -25,6 +28,9 @@ pub enum Kernel {
 
 /// The chunk widths the IBP kernel is built for.
 pub const IBP_WIDTHS: [u32; 3] = [16, 32, 64];
+
+/// The element widths the bit-plane kernel is built for.
+pub const BITPLANE_WIDTHS: [u32; 3] = [8, 16, 32];
 
 /// How a kernel computes its prefix sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,7 +49,14 @@ const SCAN_WORKGROUP: &str = include_str!("../../../shaders/scan_workgroup.wgsl"
 /// The WGSL source of a kernel on a path (the copy kernel has no scan).
 pub fn source(kernel: Kernel, path: ScanPath) -> String {
     let (consts, body) = match kernel {
-        Kernel::BitPlane => (String::new(), BITPLANE),
+        Kernel::BitPlane { width } => (
+            // RUN_BITS: the zero-run field, bits_for(W - 1).
+            format!(
+                "const W: u32 = {width}u;\nconst RUN_BITS: u32 = {}u;\n",
+                u32::BITS - (width - 2).leading_zeros()
+            ),
+            BITPLANE,
+        ),
         Kernel::Ibp { width } => (
             format!(
                 "const W: u32 = {width}u;\nconst PER: u32 = {}u;\n",
@@ -63,11 +76,14 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
 /// Every shader the crate builds: (name, source, needs subgroups).
 pub fn all() -> Vec<(String, String, bool)> {
     let mut v = Vec::new();
-    let kernels = std::iter::once((Kernel::BitPlane, "bitplane".to_string())).chain(
-        IBP_WIDTHS
-            .iter()
-            .map(|&width| (Kernel::Ibp { width }, format!("ibp{width}"))),
-    );
+    let kernels = BITPLANE_WIDTHS
+        .iter()
+        .map(|&width| (Kernel::BitPlane { width }, format!("bitplane{width}")))
+        .chain(
+            IBP_WIDTHS
+                .iter()
+                .map(|&width| (Kernel::Ibp { width }, format!("ibp{width}"))),
+        );
     for (k, name) in kernels {
         v.push((
             format!("{name}-subgroup"),
