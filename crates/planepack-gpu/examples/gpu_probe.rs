@@ -3,7 +3,7 @@
 //!
 //! Every tensor of at least 1 MiB in `datasets/` (or those whose file name contains one of the
 //! arguments) is encoded on the CPU with each codec, decoded on the GPU and checked, then the
-//! decode and the copy kernel are timed alternately five times; the median of the five
+//! decode and the copy kernel are timed alternately 15 times; the median of the 15
 //! decode / copy ratios is printed (this machine's speed drifts, so ratios are taken from
 //! neighbouring runs). `PLANEPACK_GPU_IBP_LANES` sets invocations per IBP row,
 //! `PLANEPACK_GPU_NO_SUBGROUPS=1` the workgroup-memory path, `CODECS=ibp` or `=bitplane` one
@@ -55,14 +55,14 @@ fn main() {
                     "{}: GPU decode differs",
                     t.name
                 );
-                let (mut ratios, mut secs) = (Vec::new(), Vec::new());
-                for _ in 0..5 {
-                    let c = g.time(&copy, 3).median();
-                    let s = g.time(&p, 3).median();
-                    ratios.push(c / s);
-                    secs.push(s);
-                }
-                let s = median(secs);
+                let times = g.time_each(&[&p, &copy], 15);
+                let ratios: Vec<f64> = times[1]
+                    .seconds
+                    .iter()
+                    .zip(&times[0].seconds)
+                    .map(|(c, d)| c / d)
+                    .collect();
+                let s = times[0].median();
                 println!(
                     "{:<48} {:<8} {:?} ratio {:.2}: decode {:.3} GB/s, decode / copy {:.3}",
                     format!("{}/{}", d.name, t.name),

@@ -24,28 +24,40 @@ impl Timing {
 impl Gpu {
     /// Run `p` `runs` times (after one warm-up) and time each run.
     pub fn time(&self, p: &Prepared, runs: usize) -> Timing {
+        self.time_each(&[p], runs).remove(0)
+    }
+
+    /// Time several kernels `runs` times each, in turn (a, b, a, b, ...) after one warm-up
+    /// each, so that their runs share the same stretch of time: a ratio of two kernels'
+    /// medians then compares like with like on a device (or a CPU, for lavapipe) whose speed
+    /// drifts.
+    pub fn time_each(&self, ps: &[&Prepared], runs: usize) -> Vec<Timing> {
         let mut enc = self.device.create_command_encoder(&Default::default());
-        self.record(p, &mut enc, None);
+        for p in ps {
+            self.record(p, &mut enc, None);
+        }
         self.queue.submit([enc.finish()]);
         self.wait();
+        let k = ps.len();
         if self.timestamps {
+            let n = (runs * k) as u32;
             let qs = self.device.create_query_set(&wgpu::QuerySetDescriptor {
                 label: None,
                 ty: wgpu::QueryType::Timestamp,
-                count: 2 * runs as u32,
+                count: 2 * n,
             });
             let mut enc = self.device.create_command_encoder(&Default::default());
-            for i in 0..runs {
-                self.record(p, &mut enc, Some((&qs, 2 * i as u32)));
+            for i in 0..runs * k {
+                self.record(ps[i % k], &mut enc, Some((&qs, 2 * i as u32)));
             }
-            let size = 16 * runs as u64;
+            let size = 16 * n as u64;
             let resolve = self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: None,
                 size,
                 usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
                 mapped_at_creation: false,
             });
-            enc.resolve_query_set(&qs, 0..2 * runs as u32, &resolve, 0);
+            enc.resolve_query_set(&qs, 0..2 * n, &resolve, 0);
             self.queue.submit([enc.finish()]);
             let raw = self.read(&resolve, size as usize);
             let period = self.queue.get_timestamp_period() as f64 * 1e-9;
@@ -53,33 +65,37 @@ impl Gpu {
                 .chunks_exact(8)
                 .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
                 .collect();
-            let seconds = ticks
+            let all: Vec<f64> = ticks
                 .chunks_exact(2)
                 .map(|t| t[1].saturating_sub(t[0]) as f64 * period)
                 .collect();
-            return Timing {
-                seconds,
-                timestamps: true,
-            };
+            return (0..k)
+                .map(|j| Timing {
+                    seconds: all.iter().skip(j).step_by(k).copied().collect(),
+                    timestamps: true,
+                })
+                .collect();
         }
-        let seconds = (0..runs)
-            .map(|_| {
+        let mut seconds = vec![Vec::with_capacity(runs); k];
+        for _ in 0..runs {
+            for (p, s) in ps.iter().zip(&mut seconds) {
                 let t = Instant::now();
                 let mut enc = self.device.create_command_encoder(&Default::default());
                 self.record(p, &mut enc, None);
                 self.queue.submit([enc.finish()]);
                 self.wait();
-                t.elapsed().as_secs_f64()
-            })
-            .collect();
-        Timing {
-            seconds,
-            timestamps: false,
+                s.push(t.elapsed().as_secs_f64());
+            }
         }
+        seconds
+            .into_iter()
+            .map(|seconds| Timing {
+                seconds,
+                timestamps: false,
+            })
+            .collect()
     }
 
-    /// Wall-clock seconds to upload `bytes` to a new device buffer and wait for it (the
-    /// transfer a decoder saves bytes of), median of `runs`.
     pub fn time_upload(&self, bytes: &[u8], runs: usize) -> f64 {
         let size = bytes.len().div_ceil(4).max(1) as u64 * 4;
         let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
