@@ -37,6 +37,17 @@ use wgpu::util::DeviceExt;
 pub const IBP_LANES_CPU: u32 = 2;
 pub const IBP_LANES_GPU: u32 = 16;
 
+/// Invocations per IBP row must be a power of two dividing the kernel's workgroup of 64.
+fn checked_lanes(lanes: u32) -> Result<u32> {
+    if lanes.is_power_of_two() && lanes <= 64 {
+        Ok(lanes)
+    } else {
+        Err(GpuError::Unsupported(format!(
+            "{lanes} invocations per IBP row (a power of two up to 64)"
+        )))
+    }
+}
+
 /// The error bit a subgroup kernel sets when it cannot number its subgroups (shaders/common.wgsl).
 pub const ERR_LAYOUT: u32 = 256;
 
@@ -206,12 +217,7 @@ impl Gpu {
         }
         let limits = adapter.limits();
         let ibp_lanes = match opts.ibp_lanes {
-            Some(l) if l.is_power_of_two() && l <= 64 => l,
-            Some(l) => {
-                return Err(GpuError::Unsupported(format!(
-                    "{l} invocations per IBP row (a power of two up to 64)"
-                )))
-            }
+            Some(l) => checked_lanes(l)?,
             None if adapter.get_info().device_type == wgpu::DeviceType::Cpu => IBP_LANES_CPU,
             None => IBP_LANES_GPU,
         };
@@ -300,13 +306,8 @@ impl Gpu {
 
     /// Set the invocations per IBP row (a power of two, 1 to 64): for tuning and tests.
     pub fn set_ibp_lanes(&self, lanes: u32) -> Result<()> {
-        if !lanes.is_power_of_two() || lanes > 64 {
-            return Err(GpuError::Unsupported(format!(
-                "{lanes} invocations per IBP row (a power of two up to 64)"
-            )));
-        }
         self.ibp_lanes
-            .store(lanes, std::sync::atomic::Ordering::Relaxed);
+            .store(checked_lanes(lanes)?, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -581,6 +582,14 @@ impl Gpu {
                 })
                 .collect::<Result<_>>()?,
         };
+        // The kernel reads the column arrays and rows with aligned loads (shaders/ibp.wgsl):
+        // every layout places them so; a group that does not is refused, not misread.
+        let align = if l.width == 16 { 2 } else { 4 };
+        if !l.mask_offset.is_multiple_of(4) || l.spans.iter().any(|&(s, _)| s % align != 0) {
+            return Err(GpuError::Unsupported(format!(
+                "IBP rows or masks not aligned to {align} bytes"
+            )));
+        }
         let (tail_off, tail_len) = l.tail.unwrap_or((0, 0));
         let mut spans = Vec::with_capacity(2 * l.spans.len());
         for &(s, e) in l.spans {
