@@ -45,7 +45,7 @@ enum Command {
         #[arg(long)]
         no_run: bool,
         /// Runs of the whole suite; each benchmark reports the median of its runs' medians.
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 5)]
         runs: usize,
     },
     /// Peak resident memory of `planepack compress` / `decompress` on a large file

@@ -5,7 +5,7 @@
 //! Ties go to the mode that is cheapest to decode, in the order of [`Mode::TIE_ORDER`].
 
 use crate::geometry::{Geometry, Plane, BLOCK_BYTES};
-use crate::symbols::{decode_base, encode_base, encode_planes, planes_size, Count};
+use crate::symbols::{decode_base, encode_base, encode_planes, Count};
 use planepack_core::bitio::{mask64, BitReader, SliceBitWriter};
 
 /// Bits of a RAW payload.
@@ -122,7 +122,7 @@ pub(crate) fn plan<G: Geometry, const GFNI: bool>(
     }
     if allowed(Mode::Bx) {
         let planes = bx_planes;
-        let c = planes_size(planes.as_ref(), n);
+        let c = G::Plane::planes_size(planes.as_ref(), n);
         if take(c, best.bits) {
             best.mode = Mode::Bx;
             best.bits = c;
@@ -139,7 +139,7 @@ pub(crate) fn plan<G: Geometry, const GFNI: bool>(
             j += (x.into() != 0) as usize;
         }
         let planes = to_planes::<G, GFNI>(&packed);
-        let c = n + planes_size(planes.as_ref(), k);
+        let c = n + G::Plane::planes_size(planes.as_ref(), k);
         if take(c, best.bits) {
             best.mode = Mode::Zbx;
             best.bits = c;
@@ -158,7 +158,7 @@ pub(crate) fn plan<G: Geometry, const GFNI: bool>(
         let base = e[0].into();
         let mut c = Count::default();
         encode_base(base, G::W, &mut c);
-        let c = c.0 + planes_size(planes.as_ref(), n - 1);
+        let c = c.0 + G::Plane::planes_size(planes.as_ref(), n - 1);
         if take(c, best.bits) {
             best.mode = Mode::Dbx;
             best.bits = c;

@@ -40,10 +40,13 @@ pub trait Plane:
     fn from_u64(v: u64) -> Self;
     /// The low 64 bits.
     fn low_u64(self) -> u64;
+    /// The coded size of `planes` ([`crate::symbols::planes_size`]; a vector version where
+    /// there is one).
+    fn planes_size(planes: &[Self], p_bits: u32) -> u32;
 }
 
 macro_rules! impl_plane {
-    ($t:ty, $write:ident, $read:ident, $wide:ty) => {
+    ($t:ty, $write:ident, $read:ident, $wide:ty, $size:expr) => {
         impl Plane for $t {
             const ZERO: Self = 0;
             const ONE: Self = 1;
@@ -84,12 +87,22 @@ macro_rules! impl_plane {
             fn low_u64(self) -> u64 {
                 self as u64
             }
+            #[inline(always)]
+            fn planes_size(planes: &[Self], p_bits: u32) -> u32 {
+                $size(planes, p_bits)
+            }
         }
     };
 }
-impl_plane!(u32, put_u64, read, u64);
-impl_plane!(u64, put_u64, read_u64, u64);
-impl_plane!(u128, put_u128, read_u128, u128);
+impl_plane!(u32, put_u64, read, u64, crate::symbols::planes_size32);
+impl_plane!(u64, put_u64, read_u64, u64, crate::symbols::planes_size64);
+impl_plane!(
+    u128,
+    put_u128,
+    read_u128,
+    u128,
+    crate::symbols::planes_size::<u128>
+);
 
 /// The geometry of one element width.
 pub trait Geometry {

@@ -217,6 +217,109 @@ pub(crate) fn planes_size<P: Plane>(planes: &[P], p_bits: u32) -> u32 {
     total + 3 * singles + run_cost * (runs - singles)
 }
 
+/// [`planes_size`] for 32-bit planes; 32 of them (FP32 blocks) at once with AVX-512 where
+/// present. Why: the encoder sizes up to three candidate modes per block (BX, ZBX, DBX), and
+/// one plane at a time this loop was the largest share of encoding (FP32 encode +28 %).
+#[inline(always)]
+pub(crate) fn planes_size32(planes: &[u32], p_bits: u32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if let (Ok(planes), true) = (planes.try_into(), planepack_core::cpu::avx512()) {
+        // SAFETY: the features were checked at run time.
+        return unsafe { sizing::planes_size32(planes, p_bits) };
+    }
+    planes_size(planes, p_bits)
+}
+
+/// [`planes_size32`] for 64-bit planes: 16 of them (16-bit elements).
+#[inline(always)]
+pub(crate) fn planes_size64(planes: &[u64], p_bits: u32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if let (Ok(planes), true) = (planes.try_into(), planepack_core::cpu::avx512()) {
+        // SAFETY: the features were checked at run time.
+        return unsafe { sizing::planes_size64(planes, p_bits) };
+    }
+    planes_size(planes, p_bits)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod sizing {
+    use planepack_core::bitio::bits_for;
+    use std::arch::x86_64::*;
+
+    /// [`super::planes_size`] of a block's planes, two registers of them: the same costs
+    /// chosen by masks in the same order of precedence, zero symbols collected as a bit mask
+    /// and priced per run as there. One version per plane width; they differ in lane type,
+    /// plane count and intrinsics only.
+    macro_rules! sizing_fn {
+        ($name:ident, $t:ty, $q:expr, $set1:ident, $sub:ident, $slli:ident, $alignr:ident,
+         $cmpeq:ident, $mov:ident, $reduce:ident) => {
+            #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
+            #[inline]
+            pub unsafe fn $name(planes: &[$t; $q], p_bits: u32) -> u32 {
+                const HALF: usize = $q / 2;
+                let run_cost = 2 + bits_for($q - 1);
+                let c = |v: $t| $set1(v as _);
+                let (two, one, raw) = (
+                    c((5 + bits_for(p_bits - 1)) as $t),
+                    c((5 + bits_for(p_bits)) as $t),
+                    c((1 + p_bits) as $t),
+                );
+                let five = c(5);
+                let all = c(<$t as crate::geometry::Plane>::ones(p_bits));
+                let zero = _mm512_setzero_si512();
+                let lo = _mm512_loadu_si512(planes.as_ptr() as *const _);
+                let hi = _mm512_loadu_si512(planes.as_ptr().add(HALF) as *const _);
+                // The plane above plane b is plane b + 1 (zero above the top one).
+                let halves = [(lo, $alignr::<1>(hi, lo)), (hi, $alignr::<1>(zero, hi))];
+                let mut total = 0;
+                let mut zeros = 0u64;
+                for (half, (dbp, above)) in halves.into_iter().enumerate() {
+                    let dbx = _mm512_xor_si512(dbp, above);
+                    let low = _mm512_and_si512(dbx, $sub(zero, dbx));
+                    let pair = _mm512_or_si512(low, $slli::<1>(low));
+                    let is_low = $cmpeq(dbx, low);
+                    let mut cost = $mov(raw, $cmpeq(dbx, pair) & !is_low, two);
+                    cost = $mov(cost, is_low, one);
+                    cost = $mov(cost, $cmpeq(dbp, zero), five);
+                    cost = $mov(cost, $cmpeq(dbx, all), five);
+                    let z = $cmpeq(dbx, zero);
+                    total += $reduce(!z, cost) as u32;
+                    zeros |= (z as u64) << (HALF * half);
+                }
+                let ends = zeros & !(zeros << 1);
+                let starts = zeros & !(zeros >> 1);
+                let runs = ends.count_ones();
+                let singles = (ends & starts).count_ones();
+                total + 3 * singles + run_cost * (runs - singles)
+            }
+        };
+    }
+    sizing_fn!(
+        planes_size32,
+        u32,
+        32,
+        _mm512_set1_epi32,
+        _mm512_sub_epi32,
+        _mm512_slli_epi32,
+        _mm512_alignr_epi32,
+        _mm512_cmpeq_epi32_mask,
+        _mm512_mask_mov_epi32,
+        _mm512_mask_reduce_add_epi32
+    );
+    sizing_fn!(
+        planes_size64,
+        u64,
+        16,
+        _mm512_set1_epi64,
+        _mm512_sub_epi64,
+        _mm512_slli_epi64,
+        _mm512_alignr_epi64,
+        _mm512_cmpeq_epi64_mask,
+        _mm512_mask_mov_epi64,
+        _mm512_mask_reduce_add_epi64
+    );
+}
+
 /// Decodes the planes of one block, one symbol per [`PlaneDecoder::step`].
 ///
 /// With `IN_BOUNDS` the reads skip their bounds checks: [`decode_planes`] sets it where the
@@ -677,8 +780,12 @@ mod tests {
             if p_bits <= 32 {
                 let narrow: Vec<u32> = planes.iter().map(|&p| p as u32).collect();
                 assert_eq!(planes_size(&narrow, p_bits) as usize, expect.len());
+                // The AVX-512 version where the CPU has it (32 planes), else the same loop.
+                assert_eq!(planes_size32(&narrow, p_bits) as usize, expect.len());
                 roundtrip(&narrow, p_bits);
             }
+            // The AVX-512 version for 64-bit planes (16 of them), else the same loop.
+            assert_eq!(planes_size64(&planes, p_bits) as usize, expect.len());
             roundtrip(&planes, p_bits);
         }
     }
