@@ -177,18 +177,17 @@ fn encode_planes_with<P: Plane, S: Sink, const SPLIT: bool>(
 /// compiler vectorises it (8 planes per AVX2 register for FP32): each plane's DBX symbol is
 /// classified with compares only (a single one is `x == lowest(x)`, two adjacent ones are
 /// `x == lowest(x) * 3`) and its cost chosen with selects. Zero symbols cost nothing there;
-/// they are priced per run from a bit mask of them: a run ends at a zero symbol whose next
-/// lower plane is not zero and starts at one whose next higher plane is not; a run that
-/// starts where it ends is a single (3 bits), any other costs `run_cost`.
+/// they are priced per run from a bit mask of them ([`zero_runs_size`]).
 #[inline(always)]
 pub(crate) fn planes_size<P: Plane>(planes: &[P], p_bits: u32) -> u32 {
     const MAX: usize = 32;
     let q = planes.len();
     debug_assert!((1..=MAX).contains(&q));
-    let run_cost = 2 + bits_for(q as u32 - 1);
-    let two_cost = 5 + bits_for(p_bits - 1);
-    let one_cost = 5 + bits_for(p_bits);
-    let raw_cost = 1 + p_bits;
+    let SymbolCosts {
+        two: two_cost,
+        one: one_cost,
+        raw: raw_cost,
+    } = SymbolCosts::new(p_bits);
     let all = P::ones(p_bits);
     let mut zero = 0u64; // bit b: the symbol of plane b is zero
     let mut total = 0;
@@ -210,16 +209,48 @@ pub(crate) fn planes_size<P: Plane>(planes: &[P], p_bits: u32) -> u32 {
         zero |= (z as u64) << b;
         total += if z { 0 } else { c };
     }
+    total + zero_runs_size(zero, q)
+}
+
+/// Bits of the symbols of `p_bits`-bit planes whose size depends on `p_bits` (the all-ones,
+/// plane-zero and zero-symbol codes cost 5, 5 and 3 bits at any width).
+struct SymbolCosts {
+    /// Two adjacent ones: code and position.
+    two: u32,
+    /// A single one: code and position.
+    one: u32,
+    /// Raw: code bit and the plane.
+    raw: u32,
+}
+
+impl SymbolCosts {
+    #[inline(always)]
+    fn new(p_bits: u32) -> SymbolCosts {
+        SymbolCosts {
+            two: 5 + bits_for(p_bits - 1),
+            one: 5 + bits_for(p_bits),
+            raw: 1 + p_bits,
+        }
+    }
+}
+
+/// Bits of the zero symbols of `q` planes, bit `b` of `zero` set where plane `b`'s symbol is
+/// zero: a run ends at a zero symbol whose next lower plane is not zero and starts at one whose
+/// next higher plane is not; a run that starts where it ends is a single (3 bits), any other
+/// costs the run code and its length field.
+#[inline(always)]
+fn zero_runs_size(zero: u64, q: usize) -> u32 {
+    let run_cost = 2 + bits_for(q as u32 - 1);
     let ends = zero & !(zero << 1);
     let starts = zero & !(zero >> 1);
     let runs = ends.count_ones();
     let singles = (ends & starts).count_ones();
-    total + 3 * singles + run_cost * (runs - singles)
+    3 * singles + run_cost * (runs - singles)
 }
 
 /// [`planes_size`] for 32-bit planes; 32 of them (FP32 blocks) at once with AVX-512 where
 /// present. Why: the encoder sizes up to three candidate modes per block (BX, ZBX, DBX), and
-/// one plane at a time this loop was the largest share of encoding (FP32 encode +28 %).
+/// one plane at a time this loop was the largest share of encoding (FP32 encode +30 %).
 #[inline(always)]
 pub(crate) fn planes_size32(planes: &[u32], p_bits: u32) -> u32 {
     #[cfg(target_arch = "x86_64")]
@@ -243,7 +274,6 @@ pub(crate) fn planes_size64(planes: &[u64], p_bits: u32) -> u32 {
 
 #[cfg(target_arch = "x86_64")]
 mod sizing {
-    use planepack_core::bitio::bits_for;
     use std::arch::x86_64::*;
 
     /// [`super::planes_size`] of a block's planes, two registers of them: the same costs
@@ -257,13 +287,9 @@ mod sizing {
             #[inline]
             pub unsafe fn $name(planes: &[$t; $q], p_bits: u32) -> u32 {
                 const HALF: usize = $q / 2;
-                let run_cost = 2 + bits_for($q - 1);
                 let c = |v: $t| $set1(v as _);
-                let (two, one, raw) = (
-                    c((5 + bits_for(p_bits - 1)) as $t),
-                    c((5 + bits_for(p_bits)) as $t),
-                    c((1 + p_bits) as $t),
-                );
+                let costs = super::SymbolCosts::new(p_bits);
+                let (two, one, raw) = (c(costs.two as $t), c(costs.one as $t), c(costs.raw as $t));
                 let five = c(5);
                 let all = c(<$t as crate::geometry::Plane>::ones(p_bits));
                 let zero = _mm512_setzero_si512();
@@ -286,11 +312,7 @@ mod sizing {
                     total += $reduce(!z, cost) as u32;
                     zeros |= (z as u64) << (HALF * half);
                 }
-                let ends = zeros & !(zeros << 1);
-                let starts = zeros & !(zeros >> 1);
-                let runs = ends.count_ones();
-                let singles = (ends & starts).count_ones();
-                total + 3 * singles + run_cost * (runs - singles)
+                total + super::zero_runs_size(zeros, $q)
             }
         };
     }
