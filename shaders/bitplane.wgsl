@@ -29,6 +29,7 @@
 struct Params {
     n_chunks: u32,
     n_blocks: u32,
+    // Also the compile-time W: the host picks the pipeline by the stream's width.
     width: u32,
     raw_len: u32,
     chunks_x: u32,

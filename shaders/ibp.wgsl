@@ -28,6 +28,7 @@
 
 struct Params {
     columns: u32,
+    // Also the compile-time W: the host picks the pipeline by the group's width.
     width: u32,
     n_out: u32,
     n_rows: u32,
