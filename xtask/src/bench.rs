@@ -16,7 +16,8 @@ pub struct BenchArgs {
     /// Only datasets whose name contains one of these (comma separated).
     #[arg(long, value_delimiter = ',')]
     filter: Vec<String>,
-    /// Only codecs whose name contains one of these (comma separated).
+    /// Only these codecs, by exact name as the tables print them (comma separated, e.g.
+    /// `bitplane,zstd-19,blosc2-shuffle-zstd-5`; a family alone means its default level).
     #[arg(long, value_delimiter = ',')]
     codecs: Vec<String>,
     /// Output folder (default: bench-results/<machine>).
@@ -86,7 +87,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
     }
     anyhow::ensure!(!groups.is_empty(), "no tensors to measure");
-    let codecs = registry::filtered(&args.codecs);
+    let codecs: Vec<_> = registry::named(&args.codecs)?
+        .into_iter()
+        .map(|c| c.codec())
+        .collect();
 
     let bar = ProgressBar::new((groups.len() * codecs.len()) as u64);
     bar.set_style(
@@ -120,6 +124,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         command += &format!(" {}", p.display());
     }
     let results = Results {
+        schema_version: planepack_harness::SCHEMA_VERSION,
         machine: machine.clone(),
         command,
         quick: args.quick,

@@ -27,10 +27,9 @@ const BUDGETS: [f64; 6] = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8];
 const CODECS: [&str; 5] = ["bitplane", "zstd-3", "lz4", "zvc", "ibp"];
 
 fn codec(name: &str) -> Box<dyn Codec> {
-    planepack_harness::registry::all()
-        .into_iter()
-        .find(|c| c.name() == name)
-        .expect("codec in registry")
+    planepack_container::CodecSpec::parse(name)
+        .expect("codec in the catalogue")
+        .codec()
 }
 
 /// Measured ratios of every real activation, by codec, dtype and saving op.

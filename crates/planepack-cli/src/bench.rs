@@ -13,7 +13,8 @@ pub struct BenchArgs {
     /// .safetensors / .npy files or folders of them.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
-    /// Only codecs whose name contains one of these (comma separated), e.g. `bitplane,zstd`.
+    /// Only these codecs, by exact name (comma separated), e.g. `bitplane,zstd-19`; a family
+    /// alone means its default level.
     #[arg(long, value_delimiter = ',')]
     pub codecs: Vec<String>,
     /// Few repetitions: rough speeds, quick answer.
@@ -58,7 +59,11 @@ pub fn run(a: BenchArgs) -> Result<(), Fail> {
             "no tensors of a dtype the codecs take (F32, F16, BF16, 8-bit)",
         ));
     }
-    let codecs = registry::filtered(&a.codecs);
+    let codecs: Vec<_> = registry::named(&a.codecs)
+        .map_err(|e| Fail::new(Code::Usage, format!("{e:#}")))?
+        .into_iter()
+        .map(|c| c.codec())
+        .collect();
     let settings = if a.quick {
         Settings::quick()
     } else {
@@ -79,27 +84,57 @@ pub fn run(a: BenchArgs) -> Result<(), Fail> {
     }
     bar.finish_and_clear();
     if a.json {
-        let s = serde_json::to_string_pretty(&records)
+        let results = planepack_harness::Results {
+            schema_version: planepack_harness::SCHEMA_VERSION,
+            machine: planepack_harness::machine_name(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            quick: a.quick,
+            code_version: env!("CARGO_PKG_VERSION").to_owned(),
+            records,
+        };
+        let s = serde_json::to_string_pretty(&results)
             .map_err(|e| Fail::new(Code::Internal, e.to_string()))?;
         return print_out(&(s + "\n"));
     }
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{device}; single-core medians; decode/memcpy measured interleaved in the same run"
+        "{device}; single-core medians; decode and memcpy timed separately, interleaved in the same run"
     );
+    let wf = records
+        .iter()
+        .map(|r| r.dataset.len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    let wc = records
+        .iter()
+        .map(|r| r.codec.len())
+        .max()
+        .unwrap_or(0)
+        .max(5);
     let _ = writeln!(
         s,
-        "{:24} {:5} {:18} {:>8} {:>10} {:>10} {:>10}",
-        "file", "dtype", "codec", "ratio", "enc GB/s", "dec GB/s", "dec/memcpy"
+        "{:wf$}  {:5} {:wc$} {:>10} {:>10} {:>8} {:>9} {:>9} {:>10}",
+        "file",
+        "dtype",
+        "codec",
+        "raw",
+        "compressed",
+        "ratio",
+        "enc GB/s",
+        "dec GB/s",
+        "dec/memcpy"
     );
     for r in &records {
         let _ = writeln!(
             s,
-            "{:24} {:5} {:18} {:>8.3} {:>10.2} {:>10.2} {:>10.3}",
+            "{:wf$}  {:5} {:wc$} {:>10} {:>10} {:>8.3} {:>9.2} {:>9.2} {:>10.3}",
             r.dataset,
             r.dtype,
             r.codec,
+            human_bytes(r.raw_bytes),
+            human_bytes(r.compressed_bytes),
             r.ratio,
             r.encode_gbps,
             r.decode_gbps,
@@ -107,4 +142,24 @@ pub fn run(a: BenchArgs) -> Result<(), Fail> {
         );
     }
     print_out(&s)
+}
+
+/// Bytes in binary units with three significant digits (`1.50 MiB`).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else if v < 10.0 {
+        format!("{v:.2} {}", UNITS[u])
+    } else if v < 100.0 {
+        format!("{v:.1} {}", UNITS[u])
+    } else {
+        format!("{v:.0} {}", UNITS[u])
+    }
 }

@@ -6,7 +6,7 @@ use crate::{files_under, npy_name, print_out};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use planepack_container::{
-    compress as write_container, CodecId, CompressOptions, Container, Policy, TensorReport,
+    compress as write_container, CodecSpec, CompressOptions, Container, Policy, TensorReport,
 };
 use std::collections::BTreeMap;
 use std::io::BufWriter;
@@ -20,8 +20,16 @@ pub struct CompressArgs {
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Codec for every tensor, or `auto` to choose per tensor.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "bitplane", "ibp", "zstd", "lz4", "zvc", "raw"])]
+    ///
+    /// Any codec `planepack bench` measures, by the name its table prints: `bitplane`, `ibp`,
+    /// `zstd` (level 3) or `zstd-1` .. `zstd-22`, `lz4`, `zvc`, `raw`, `blosc2-shuffle-zstd`
+    /// (level 5) or `blosc2-shuffle-zstd-9`, `blosc2-bitshuffle-zstd[-L]`,
+    /// `blosc2-shuffle-lz4[-L]`, `blosc2-bitshuffle-lz4[-L]`.
+    #[arg(long, default_value = "auto")]
     pub codec: String,
+    /// Level for a codec that has levels (zstd 1-22, Blosc2 1-9); same as `--codec NAME-LEVEL`.
+    #[arg(long)]
+    pub level: Option<u8>,
     /// With `auto`: choose by modelled transfer time over a link of this many GB/s (equation 2
     /// of PlaneZip, with each codec's decode speed measured on the tensor). Without it, `auto`
     /// chooses the best ratio.
@@ -179,7 +187,39 @@ struct FileReport {
     tensors: Vec<TensorReport>,
 }
 
+/// The codec `--codec NAME [--level L]` names.
+fn codec_spec(name: &str, level: Option<u8>) -> Result<CodecSpec, Fail> {
+    let unknown = || {
+        Fail::new(
+            Code::Usage,
+            format!(
+                "unknown codec {name:?}; codecs are: auto, {}",
+                CodecSpec::spellings()
+            ),
+        )
+    };
+    let spec = CodecSpec::parse(name).ok_or_else(unknown)?;
+    match level {
+        None => Ok(spec),
+        Some(l) => CodecSpec::parse(&format!("{}-{l}", spec.id.name())).ok_or_else(|| {
+            Fail::new(
+                Code::Usage,
+                match spec.id.levels() {
+                    Some((_, lo, hi)) => format!("--level for {} is {lo} to {hi}", spec.id.name()),
+                    None => format!("{} has no levels", spec.id.name()),
+                },
+            )
+        }),
+    }
+}
+
 pub fn compress(a: CompressArgs) -> Result<(), Fail> {
+    if a.level.is_some() && a.codec == "auto" {
+        return Err(Fail::new(
+            Code::Usage,
+            "--level needs --codec with a codec that has levels (zstd, blosc2-*)",
+        ));
+    }
     let positive = |g: Option<f64>| g.is_none_or(|g| g.is_finite() && g > 0.0);
     if !positive(a.link) || !positive(a.engine) {
         return Err(Fail::new(
@@ -199,10 +239,7 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
                 "--link applies to --codec auto only",
             ))
         }
-        (name, None) => Policy::Fixed(
-            CodecId::from_name(name)
-                .ok_or_else(|| Fail::new(Code::Usage, format!("unknown codec {name}")))?,
-        ),
+        (name, None) => Policy::Fixed(codec_spec(name, a.level)?),
     };
     let is_tensor_file = |p: &Path| {
         matches!(
@@ -269,7 +306,7 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
             + "\n";
     } else {
         for r in &reports {
-            let mut by_codec: BTreeMap<&str, usize> = BTreeMap::new();
+            let mut by_codec: BTreeMap<String, usize> = BTreeMap::new();
             for t in &r.tensors {
                 *by_codec.entry(t.codec.name()).or_default() += 1;
             }

@@ -1,11 +1,12 @@
 //! `planepack inspect`: what is in a container, or what each codec would make of a plain file.
 
+use crate::bench::human_bytes;
 use crate::fail::{Code, Fail};
 use crate::{npy_name, print_out};
 use clap::Args;
 use planepack_container::select::{choose, Candidate, Policy};
 use planepack_container::write::{read_source, ReadAt};
-use planepack_container::{CodecId, Container};
+use planepack_container::{CodecId, CodecSpec, Container};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -27,7 +28,7 @@ struct Row {
     dtype: String,
     shape: Vec<usize>,
     /// The codec used (container) or the one with the best ratio (plain file).
-    codec: CodecId,
+    codec: CodecSpec,
     raw_bytes: u64,
     compressed_bytes: u64,
     ratio: f64,
@@ -38,7 +39,12 @@ struct Row {
 
 #[derive(serde::Serialize)]
 struct Report {
+    /// The JSON shape's version, shared with `planepack bench --json` and `results.json`.
+    schema_version: u32,
     file: PathBuf,
+    /// `--verify` on a container: every tensor was decoded and both checksums matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verified: Option<bool>,
     kind: &'static str,
     file_bytes: u64,
     /// For a container: the original file's size; for a plain file: the container size with
@@ -67,6 +73,14 @@ pub fn run(a: InspectArgs) -> Result<(), Fail> {
     }
     let report = if magic == planepack_container::format::MAGIC {
         container(path, a.verify)?
+    } else if a.verify {
+        return Err(Fail::new(
+            Code::Corrupt,
+            format!(
+                "{}: --verify checks a .ppk container, and this is not one",
+                path.display()
+            ),
+        ));
     } else {
         plain(path, &file)?
     };
@@ -93,7 +107,7 @@ fn container(path: &Path, verify: bool) -> Result<Report, Fail> {
             name: t.name.clone(),
             dtype: t.dtype.clone(),
             shape: t.shape.clone(),
-            codec: e.codec,
+            codec: e.spec(),
             raw_bytes: e.raw_len,
             compressed_bytes: e.payload_len,
             ratio: ratio(e.raw_len, e.payload_len),
@@ -101,7 +115,9 @@ fn container(path: &Path, verify: bool) -> Result<Report, Fail> {
         })
         .collect();
     Ok(Report {
+        schema_version: planepack_harness::SCHEMA_VERSION,
         file: path.to_owned(),
+        verified: verify.then_some(true),
         kind: "container",
         file_bytes: c.file_len(),
         other_file_bytes: c.header.original_len,
@@ -144,7 +160,9 @@ fn plain(path: &Path, file: &std::fs::File) -> Result<Report, Fail> {
     .payload_start()
     .unwrap_or(u64::MAX);
     Ok(Report {
+        schema_version: planepack_harness::SCHEMA_VERSION,
         file: path.to_owned(),
+        verified: None,
         kind: source_kind(&source),
         file_bytes: source.file_len,
         other_file_bytes: meta + comp,
@@ -166,20 +184,39 @@ fn table(r: &Report) -> String {
     let plain = r.kind != "container";
     let _ = writeln!(
         s,
-        "{} ({}, {} bytes)",
+        "{} ({}, {})",
         r.file.display(),
         r.kind,
-        r.file_bytes
+        human_bytes(r.file_bytes)
     );
-    let name_w = r
+    // Tensor names are the file's: printed escaped, so control characters cannot reach the
+    // terminal.
+    let names: Vec<String> = r
         .tensors
         .iter()
-        .map(|t| t.name.len())
+        .map(|t| t.name.escape_debug().to_string())
+        .collect();
+    let name_w = names
+        .iter()
+        .map(|n| n.len())
         .max()
         .unwrap_or(4)
         .clamp(4, 48);
+    let shapes: Vec<String> = r.tensors.iter().map(|t| format!("{:?}", t.shape)).collect();
+    let shape_w = shapes.iter().map(|n| n.len()).max().unwrap_or(5).max(5);
+    let codec_w = r
+        .tensors
+        .iter()
+        .map(|t| t.codec.name().len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    let others: Vec<CodecSpec> = CodecSpec::auto_candidates()
+        .into_iter()
+        .filter(|c| c.id != CodecId::Raw)
+        .collect();
     let mut head = format!(
-        "{:name_w$}  {:6}  {:18}  {:8}  {:>12}  {:>12}  {:>7}",
+        "{:name_w$}  {:6}  {:shape_w$}  {:codec_w$}  {:>10}  {:>10}  {:>7}",
         "name",
         "dtype",
         "shape",
@@ -189,25 +226,24 @@ fn table(r: &Report) -> String {
         "ratio"
     );
     if plain {
-        for c in CodecId::ALL.iter().filter(|c| **c != CodecId::Raw) {
+        for c in &others {
             head += &format!("  {:>8}", c.name());
         }
     }
     let _ = writeln!(s, "{head}");
-    for t in &r.tensors {
-        let shape = format!("{:?}", t.shape);
+    for ((t, name), shape) in r.tensors.iter().zip(&names).zip(&shapes) {
         let mut line = format!(
-            "{:name_w$}  {:6}  {:18}  {:8}  {:>12}  {:>12}  {:>7.3}",
-            t.name,
+            "{:name_w$}  {:6}  {:shape_w$}  {:codec_w$}  {:>10}  {:>10}  {:>7.3}",
+            name,
             t.dtype,
             shape,
             t.codec.name(),
-            t.raw_bytes,
-            t.compressed_bytes,
+            human_bytes(t.raw_bytes),
+            human_bytes(t.compressed_bytes),
             t.ratio
         );
         if plain {
-            for c in CodecId::ALL.iter().filter(|c| **c != CodecId::Raw) {
+            for c in &others {
                 let cell = t
                     .candidates
                     .iter()
@@ -221,26 +257,34 @@ fn table(r: &Report) -> String {
     }
     let _ = writeln!(
         s,
-        "total: {} tensors, {} raw bytes -> {} compressed (ratio {:.3})",
+        "total: {} tensors, {} raw -> {} compressed (ratio {:.3})",
         r.tensors.len(),
-        r.raw_tensor_bytes,
-        r.compressed_tensor_bytes,
+        human_bytes(r.raw_tensor_bytes),
+        human_bytes(r.compressed_tensor_bytes),
         ratio(r.raw_tensor_bytes, r.compressed_tensor_bytes)
     );
     if plain {
-        let _ =
-            writeln!(s,
-            "as a container with the best codec per tensor: {} bytes (ratio {:.3} over the file)",
-            r.other_file_bytes,
+        let _ = writeln!(
+            s,
+            "as a container with the best codec per tensor: {} (ratio {:.3} over the file)",
+            human_bytes(r.other_file_bytes),
             ratio(r.file_bytes, r.other_file_bytes)
         );
     } else {
         let _ = writeln!(
             s,
-            "original file {} bytes, container {} bytes (ratio {:.3})",
-            r.other_file_bytes,
-            r.file_bytes,
+            "original file {}, container {} (ratio {:.3})",
+            human_bytes(r.other_file_bytes),
+            human_bytes(r.file_bytes),
             ratio(r.other_file_bytes, r.file_bytes)
+        );
+    }
+    if r.verified == Some(true) {
+        let _ = writeln!(
+            s,
+            "verified: all {} tensors decoded; every payload and decoded tensor matched its \
+             xxh3-64 checksum, and the metadata checksum matched",
+            r.tensors.len()
         );
     }
     s

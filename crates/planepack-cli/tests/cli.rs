@@ -143,12 +143,10 @@ fn bench_on_a_user_file() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let recs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let recs = recs.as_array().unwrap();
+    assert_eq!(recs["schema_version"], 2);
+    let recs = recs["records"].as_array().unwrap();
     let names: Vec<&str> = recs.iter().map(|r| r["codec"].as_str().unwrap()).collect();
-    assert_eq!(
-        names,
-        ["bitplane", "lz4", "byteshuffle-lz4", "bitshuffle-lz4"]
-    );
+    assert_eq!(names, ["bitplane", "lz4"]);
     assert!(recs.iter().all(|r| r["ratio"].as_f64().unwrap() > 0.9));
 }
 

@@ -1,10 +1,13 @@
-//! The codecs a container entry can name, and how an entry's element type is chosen.
+//! The codecs a container entry can name, how they are spelled, and how an entry's element
+//! type is chosen: the one catalogue of codecs (the harness, the command and `auto` all take
+//! their codecs from here, so whatever `bench` measures, `compress --codec` can write).
 //!
 //! A codec id is part of the file format: ids are never reused. The parameters a decoder
-//! needs (element width, zstd level) travel inside each codec's own stream; the entry repeats
-//! the element type and level only so that `inspect` can show them without decoding.
+//! needs (element width, zstd level, Blosc2's filter and typesize) travel inside each codec's
+//! own stream; the entry repeats the element type and level so that `inspect` can show them
+//! without decoding.
 
-use planepack_baselines::{Lz4, Raw, Zstd, Zvc};
+use planepack_baselines::{Blosc2, Blosc2Filter, Blosc2Inner, Lz4, Raw, Zstd, Zvc};
 use planepack_bitplane::BitPlane;
 use planepack_core::{Codec, ElemType};
 use planepack_ibp::Ibp;
@@ -12,9 +15,8 @@ use planepack_ibp::Ibp;
 /// zstd level used by `--codec zstd` and by `auto`.
 pub const ZSTD_LEVEL: u8 = 3;
 
-/// Codec of one container entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+/// Codec family of one container entry (the level, where one applies, is stored beside it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CodecId {
     /// Stored verbatim: the payload is the raw bytes.
     Raw = 0,
@@ -23,24 +25,33 @@ pub enum CodecId {
     Zstd = 3,
     Lz4 = 4,
     Zvc = 5,
+    /// C-Blosc2 chunks (one per tensor) with this filter and codec.
+    Blosc2ShuffleLz4 = 6,
+    Blosc2BitShuffleLz4 = 7,
+    Blosc2ShuffleZstd = 8,
+    Blosc2BitShuffleZstd = 9,
 }
 
 impl CodecId {
-    /// Every codec, in the order `auto` tries them (raw first, so it wins ties).
-    pub const ALL: [CodecId; 6] = [
+    /// Every id, in the order `auto` and tables list them (raw first, so it wins ties).
+    pub const ALL: [CodecId; 10] = [
         CodecId::Raw,
         CodecId::BitPlane,
         CodecId::Ibp,
         CodecId::Zstd,
         CodecId::Lz4,
         CodecId::Zvc,
+        CodecId::Blosc2ShuffleLz4,
+        CodecId::Blosc2BitShuffleLz4,
+        CodecId::Blosc2ShuffleZstd,
+        CodecId::Blosc2BitShuffleZstd,
     ];
 
     pub fn from_u8(v: u8) -> Option<CodecId> {
         CodecId::ALL.into_iter().find(|c| *c as u8 == v)
     }
 
-    /// Name on the command line and in reports.
+    /// The family's name, without a level.
     pub fn name(self) -> &'static str {
         match self {
             CodecId::Raw => "raw",
@@ -49,34 +60,154 @@ impl CodecId {
             CodecId::Zstd => "zstd",
             CodecId::Lz4 => "lz4",
             CodecId::Zvc => "zvc",
+            CodecId::Blosc2ShuffleLz4 => "blosc2-shuffle-lz4",
+            CodecId::Blosc2BitShuffleLz4 => "blosc2-bitshuffle-lz4",
+            CodecId::Blosc2ShuffleZstd => "blosc2-shuffle-zstd",
+            CodecId::Blosc2BitShuffleZstd => "blosc2-bitshuffle-zstd",
         }
     }
 
-    pub fn from_name(s: &str) -> Option<CodecId> {
-        CodecId::ALL.into_iter().find(|c| c.name() == s)
+    /// `(default, lowest, highest)` level of a family that has levels.
+    pub fn levels(self) -> Option<(u8, u8, u8)> {
+        match self {
+            CodecId::Zstd => Some((ZSTD_LEVEL, 1, 22)),
+            CodecId::Blosc2ShuffleLz4
+            | CodecId::Blosc2BitShuffleLz4
+            | CodecId::Blosc2ShuffleZstd
+            | CodecId::Blosc2BitShuffleZstd => {
+                Some((planepack_baselines::BLOSC2_DEFAULT_LEVEL, 1, 9))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A codec with its level: what an entry stores and what a name on the command line means.
+/// Spelled `family` or `family-level` (`zstd`, `zstd-19`, `blosc2-shuffle-zstd-9`); a family
+/// without levels has level 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CodecSpec {
+    pub id: CodecId,
+    pub level: u8,
+}
+
+impl serde::Serialize for CodecId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl serde::Serialize for CodecSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+impl From<CodecId> for CodecSpec {
+    /// The family at its default level.
+    fn from(id: CodecId) -> Self {
+        CodecSpec {
+            id,
+            level: id.levels().map_or(0, |l| l.0),
+        }
+    }
+}
+
+impl CodecSpec {
+    /// The codecs `auto` tries, in order (raw first, so it wins ties).
+    pub fn auto_candidates() -> Vec<CodecSpec> {
+        [
+            CodecId::Raw,
+            CodecId::BitPlane,
+            CodecId::Ibp,
+            CodecId::Zstd,
+            CodecId::Lz4,
+            CodecId::Zvc,
+        ]
+        .into_iter()
+        .map(CodecSpec::from)
+        .collect()
     }
 
-    /// The codec behind the id.
+    /// The codecs the comparison harness measures, in table order: ours, then what users
+    /// reach for instead (zstd at its fast, default and best levels; LZ4; cDMA's ZVC; the real
+    /// C-Blosc2 at its default level 5 and, with zstd, its best-ratio level 9).
+    pub fn bench_set() -> Vec<CodecSpec> {
+        let at = |id, level| CodecSpec { id, level };
+        vec![
+            at(CodecId::BitPlane, 0),
+            at(CodecId::Ibp, 0),
+            at(CodecId::Raw, 0),
+            at(CodecId::Zvc, 0),
+            at(CodecId::Zstd, 1),
+            at(CodecId::Zstd, 3),
+            at(CodecId::Zstd, 19),
+            at(CodecId::Lz4, 0),
+            at(CodecId::Blosc2ShuffleLz4, 5),
+            at(CodecId::Blosc2BitShuffleLz4, 5),
+            at(CodecId::Blosc2ShuffleZstd, 5),
+            at(CodecId::Blosc2ShuffleZstd, 9),
+            at(CodecId::Blosc2BitShuffleZstd, 5),
+            at(CodecId::Blosc2BitShuffleZstd, 9),
+        ]
+    }
+
+    /// The name used on the command line, in tables and in records.
+    pub fn name(self) -> String {
+        match self.id.levels() {
+            Some(_) => format!("{}-{}", self.id.name(), self.level),
+            None => self.id.name().to_owned(),
+        }
+    }
+
+    /// Parse `family` or `family-level`; `None` for an unknown family or a level out of range.
+    pub fn parse(s: &str) -> Option<CodecSpec> {
+        if let Some(id) = CodecId::ALL.into_iter().find(|c| c.name() == s) {
+            return Some(id.into());
+        }
+        let (family, level) = s.rsplit_once('-')?;
+        let id = CodecId::ALL.into_iter().find(|c| c.name() == family)?;
+        let (_, lo, hi) = id.levels()?;
+        let level: u8 = level.parse().ok()?;
+        (lo..=hi)
+            .contains(&level)
+            .then_some(CodecSpec { id, level })
+    }
+
+    /// Every spelling `parse` takes, for help and error messages.
+    pub fn spellings() -> String {
+        CodecId::ALL
+            .iter()
+            .map(|c| match c.levels() {
+                Some((_, lo, hi)) => format!("{}[-{lo}..{hi}]", c.name()),
+                None => c.name().to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The codec behind the spec.
     pub fn codec(self) -> Box<dyn Codec> {
-        match self {
+        let blosc2 = |filter, inner| Box::new(Blosc2::new(filter, inner, self.level));
+        match self.id {
             CodecId::Raw => Box::new(Raw),
             CodecId::BitPlane => Box::new(BitPlane::new()),
             CodecId::Ibp => Box::new(Ibp::default()),
             CodecId::Zstd => Box::new(Zstd {
-                level: ZSTD_LEVEL as i32,
+                level: self.level as i32,
             }),
             CodecId::Lz4 => Box::new(Lz4),
             CodecId::Zvc => Box::new(Zvc),
+            CodecId::Blosc2ShuffleLz4 => blosc2(Blosc2Filter::Shuffle, Blosc2Inner::Lz4),
+            CodecId::Blosc2BitShuffleLz4 => blosc2(Blosc2Filter::BitShuffle, Blosc2Inner::Lz4),
+            CodecId::Blosc2ShuffleZstd => blosc2(Blosc2Filter::Shuffle, Blosc2Inner::Zstd),
+            CodecId::Blosc2BitShuffleZstd => blosc2(Blosc2Filter::BitShuffle, Blosc2Inner::Zstd),
         }
     }
 
-    /// The level byte stored in the entry.
-    pub fn level(self) -> u8 {
-        if self == CodecId::Zstd {
-            ZSTD_LEVEL
-        } else {
-            0
-        }
+    /// Whether planepack has a GPU decoder for this codec.
+    pub fn gpu_decoder(self) -> bool {
+        matches!(self.id, CodecId::BitPlane | CodecId::Ibp)
     }
 }
 

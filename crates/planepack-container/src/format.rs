@@ -1,7 +1,7 @@
 //! The on-disk layout: a 48-byte header, the original preamble, the entry table, a checksum
 //! over all of that, then the payloads. `docs/format-container.md` is the normative spec.
 
-use crate::codecs::{elem_from_id, CodecId};
+use crate::codecs::{elem_from_id, CodecId, CodecSpec};
 use crate::{Error, Result};
 
 pub const MAGIC: [u8; 4] = *b"PPKC";
@@ -45,7 +45,7 @@ pub struct Entry {
     pub codec: CodecId,
     /// Element type the codec was given (see [`crate::codecs::elem_id`]).
     pub elem: u8,
-    /// Codec level (zstd), else 0.
+    /// Codec level (zstd, Blosc2), else 0.
     pub level: u8,
 }
 
@@ -127,6 +127,14 @@ impl Header {
 }
 
 impl Entry {
+    /// The codec and level this entry names.
+    pub fn spec(&self) -> CodecSpec {
+        CodecSpec {
+            id: self.codec,
+            level: self.level,
+        }
+    }
+
     pub fn to_bytes(&self) -> [u8; ENTRY_LEN] {
         let mut b = [0u8; ENTRY_LEN];
         for (i, v) in [

@@ -30,7 +30,7 @@ pub mod select;
 pub mod source;
 pub mod write;
 
-pub use codecs::CodecId;
+pub use codecs::{CodecId, CodecSpec};
 pub use format::{Entry, Header, SourceKind};
 pub use read::{Backing, Container};
 pub use select::{Choice, Policy};

@@ -160,7 +160,7 @@ impl<B: Backing> Container<B> {
                 e.raw_len
             )));
         }
-        decode(e.codec, payload, out)
+        decode(e.spec(), payload, out)
             .map_err(|err| Error::Corrupt(format!("tensor {name:?}: {err}")))?;
         if checksum(out) != e.raw_checksum {
             return Err(Error::Corrupt(format!(

@@ -3,7 +3,8 @@
 //! `auto` encodes the tensor with every codec, decodes each result (which both verifies it and
 //! times the decoder on this very tensor), and keeps:
 //!
-//! * without a link: the smallest payload (raw wins ties, then the order of [`CodecId::ALL`]);
+//! * without a link: the smallest payload (raw wins ties, then the order of
+//!   [`CodecSpec::auto_candidates`]);
 //! * with a link of γ GB/s: the smallest one-direction transfer time of PlaneZip's equation (2),
 //!   `min(m/γ, max(m/(c·γ), m/B))`, where `m` is the raw size, `c` the ratio and `B` the
 //!   measured single-core decode throughput of that codec on that tensor. Raw (`m/γ`) is
@@ -15,7 +16,7 @@
 //! (PlaneZip assumes 64 GB/s), pass its speed. Small tensors are timed three times and the
 //! fastest run counts.
 
-use crate::codecs::{elem_for, CodecId};
+use crate::codecs::{elem_for, CodecId, CodecSpec};
 use crate::source::TensorSpan;
 use crate::{Error, Result};
 use planepack_core::ElemType;
@@ -25,7 +26,7 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Policy {
     /// The same codec for every tensor.
-    Fixed(CodecId),
+    Fixed(CodecSpec),
     /// Per tensor, the smallest payload.
     BestRatio,
     /// Per tensor, the fastest transfer over a link of `gbps` GB/s (10^9 bytes/s). The codec
@@ -37,7 +38,7 @@ pub enum Policy {
 /// One candidate's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Candidate {
-    pub codec: CodecId,
+    pub codec: CodecSpec,
     pub payload_len: u64,
     /// Measured decode throughput on this tensor, GB/s of raw output.
     pub decode_gbps: f64,
@@ -48,7 +49,7 @@ pub struct Candidate {
 /// The chosen codec and its payload.
 #[derive(Debug)]
 pub struct Choice {
-    pub codec: CodecId,
+    pub codec: CodecSpec,
     pub elem: ElemType,
     pub payload: Vec<u8>,
     /// Every codec tried (one for a fixed policy).
@@ -57,7 +58,7 @@ pub struct Choice {
 
 /// Encode `data` (the bytes of `span`) with `codec`, appending to `out`.
 pub fn encode(
-    codec: CodecId,
+    codec: CodecSpec,
     span: &TensorSpan,
     data: &[u8],
     out: &mut Vec<u8>,
@@ -68,7 +69,7 @@ pub fn encode(
         .encode_shaped(data, elem, &row_shape(span, elem), out)
         .map_err(|source| Error::Codec {
             tensor: span.name.clone(),
-            codec: codec.name().into(),
+            codec: codec.name(),
             source,
         })?;
     Ok(elem)
@@ -87,7 +88,7 @@ fn row_shape(span: &TensorSpan, elem: ElemType) -> Vec<usize> {
 }
 
 /// Decode `payload` into `out` (which has the raw length).
-pub fn decode(codec: CodecId, payload: &[u8], out: &mut [u8]) -> Result<()> {
+pub fn decode(codec: CodecSpec, payload: &[u8], out: &mut [u8]) -> Result<()> {
     codec
         .codec()
         .decode(payload, out)
@@ -102,9 +103,9 @@ pub fn choose(
     data: &[u8],
     scratch: &mut Vec<u8>,
 ) -> Result<Choice> {
-    let candidates: Vec<CodecId> = match policy {
+    let candidates: Vec<CodecSpec> = match policy {
         Policy::Fixed(c) => vec![c],
-        _ => CodecId::ALL.to_vec(),
+        _ => CodecSpec::auto_candidates(),
     };
     let m = data.len() as f64;
     let mut best: Option<(f64, Choice)> = None;
@@ -130,7 +131,7 @@ pub fn choose(
             m / payload.len() as f64
         };
         let transfer_seconds = match policy {
-            Policy::Link { gbps, .. } if codec == CodecId::Raw => m / (gbps * 1e9),
+            Policy::Link { gbps, .. } if codec.id == CodecId::Raw => m / (gbps * 1e9),
             Policy::Link { gbps, engine_gbps } => {
                 let codec_seconds = engine_gbps.map_or(seconds, |b| m / (b * 1e9));
                 (m / (ratio * gbps * 1e9)).max(codec_seconds)
@@ -172,7 +173,7 @@ pub fn choose(
 /// Decode `payload` and compare with `data` (a codec bug must never reach a file); returns
 /// the decode time in seconds (fastest of three for tensors under 4 MiB).
 fn verify_and_time(
-    codec: CodecId,
+    codec: CodecSpec,
     span: &TensorSpan,
     data: &[u8],
     payload: &[u8],
@@ -190,7 +191,7 @@ fn verify_and_time(
     if scratch[..] != data[..] {
         return Err(Error::Codec {
             tensor: span.name.clone(),
-            codec: codec.name().into(),
+            codec: codec.name(),
             source: planepack_core::Error::Unsupported(
                 "decoding the fresh payload did not give the input back (codec bug)".into(),
             ),

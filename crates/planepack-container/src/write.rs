@@ -5,7 +5,7 @@
 //! streamed to the output, and the header and entry table, written as placeholders first, are
 //! filled in at the end with one seek.
 
-use crate::codecs::{elem_id, CodecId};
+use crate::codecs::{elem_id, CodecSpec};
 use crate::format::{Entry, Header, ENTRY_LEN, HEADER_LEN};
 use crate::select::{choose, Candidate, Policy};
 use crate::source::{Source, PROBE_LEN};
@@ -55,7 +55,7 @@ pub struct TensorReport {
     pub name: String,
     pub dtype: String,
     pub shape: Vec<usize>,
-    pub codec: CodecId,
+    pub codec: CodecSpec,
     pub raw_bytes: u64,
     pub compressed_bytes: u64,
     pub candidates: Vec<Candidate>,
@@ -106,9 +106,9 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
             payload_len,
             raw_checksum: checksum(&data),
             payload_checksum: checksum(&choice.payload),
-            codec: choice.codec,
+            codec: choice.codec.id,
             elem: elem_id(choice.elem),
-            level: choice.codec.level(),
+            level: choice.codec.level,
         });
         payload_offset += payload_len;
         reports.push(TensorReport {

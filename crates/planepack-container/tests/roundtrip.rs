@@ -24,7 +24,10 @@ fn unpack(container: &[u8]) -> Result<Vec<u8>, Error> {
 }
 
 fn policies() -> Vec<Policy> {
-    let mut v: Vec<Policy> = CodecId::ALL.into_iter().map(Policy::Fixed).collect();
+    let mut v: Vec<Policy> = CodecId::ALL
+        .into_iter()
+        .map(|c| Policy::Fixed(c.into()))
+        .collect();
     v.push(Policy::BestRatio);
     v.push(Policy::Link {
         gbps: 24.0,
@@ -256,10 +259,35 @@ fn payload_checksum_failure_names_the_tensor() {
         ],
         0,
     );
-    let packed = pack(&f, Policy::Fixed(CodecId::Zstd)).unwrap();
+    let packed = pack(&f, Policy::Fixed(CodecId::Zstd.into())).unwrap();
     let mut bad = packed.clone();
     let last = bad.len() - 1;
     bad[last] ^= 0x10;
     let err = unpack(&bad).unwrap_err().to_string();
     assert!(err.contains("\"second\""), "{err}");
+}
+
+/// One catalogue: every spelling the command takes names the codec it builds, and every
+/// codec the harness measures can be written by `compress --codec <its name>`.
+#[test]
+fn codec_names_parse_back_and_match_the_codecs() {
+    use planepack_container::CodecSpec;
+    let mut specs = CodecSpec::bench_set();
+    specs.extend(CodecId::ALL.map(CodecSpec::from));
+    for spec in specs {
+        let name = spec.name();
+        assert_eq!(CodecSpec::parse(&name), Some(spec), "{name}");
+        assert_eq!(spec.codec().name(), name, "catalogue and codec disagree");
+    }
+    assert_eq!(CodecSpec::parse("zstd"), Some(CodecId::Zstd.into()));
+    for bad in [
+        "zstd-0",
+        "zstd-23",
+        "blosc2-shuffle-zstd-10",
+        "bitplane-3",
+        "lz",
+        "zstd-",
+    ] {
+        assert_eq!(CodecSpec::parse(bad), None, "{bad}");
+    }
 }

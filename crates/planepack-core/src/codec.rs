@@ -13,6 +13,12 @@ pub trait Codec: Send + Sync {
     /// Stable, short name used in tables and on the command line (e.g. `zstd-3`).
     fn name(&self) -> String;
 
+    /// Which implementation this is, with its version where the library reports one (for
+    /// records: a peer must be measured as itself, e.g. `C-Blosc2 2.15.2`).
+    fn implementation(&self) -> String {
+        "planepack".into()
+    }
+
     /// Upper bound on the compressed size of `raw_len` bytes of `elem`.
     fn max_compressed_len(&self, raw_len: usize, elem: ElemType) -> usize;
 

@@ -74,3 +74,15 @@ pub fn avx512() -> bool {
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
+
+/// The tier planepack's own fast paths run at on this machine, for records and reports:
+/// `avx512-vbmi2-gfni`, `avx2-bmi2` (x86-64-v3) or `portable`.
+pub fn tier_name() -> &'static str {
+    if avx512() {
+        "avx512-vbmi2-gfni"
+    } else if x86_64_v3() {
+        "avx2-bmi2"
+    } else {
+        "portable"
+    }
+}

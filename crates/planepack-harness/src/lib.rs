@@ -17,22 +17,37 @@ pub mod registry;
 pub mod report;
 
 pub use measure::{measure_group, Group, Settings};
-pub use record::{Record, Results};
+pub use record::{Record, Results, SCHEMA_VERSION};
 
-/// A name for the machine the figures come from: CPU model and core count.
-pub fn machine_name() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
+/// The CPU model, as the OS reports it.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
             s.lines()
                 .find(|l| l.starts_with("model name"))
                 .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
         })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
-    let cores = std::thread::available_parallelism()
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned())
+}
+
+/// Cores the all-core figures use.
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
         .map(|n| n.get())
-        .unwrap_or(1);
-    format!("{model} ({cores} cores)")
+        .unwrap_or(1)
+}
+
+/// A name for the machine the figures come from: CPU model, SIMD tier and core count (the
+/// same model name has come with and without AVX-512 on our machines, so the tier is part of
+/// the name).
+pub fn machine_name() -> String {
+    format!(
+        "{} ({} cores, {})",
+        cpu_model(),
+        cores(),
+        planepack_core::cpu::tier_name()
+    )
 }
 
 /// The machine name as a folder name.

@@ -66,6 +66,32 @@ fn time_runs(s: Settings, mut f: impl FnMut()) -> Vec<f64> {
     runs
 }
 
+/// Run `a` and `b` alternately, each timed on its own; returns (seconds of each `a` run,
+/// seconds of each `b` run), one warm-up of each first. The two alternate so that both see the
+/// same machine state (frequency, cache, a noisy neighbour), which makes their ratio
+/// meaningful; each is timed alone so that neither figure contains the other.
+pub fn time_interleaved(
+    s: Settings,
+    mut a: impl FnMut(),
+    mut b: impl FnMut(),
+) -> (Vec<f64>, Vec<f64>) {
+    a();
+    b();
+    let (mut ra, mut rb) = (Vec::new(), Vec::new());
+    let start = Instant::now();
+    while ra.len() < s.max_runs
+        && (ra.len() < s.min_runs || start.elapsed().as_secs_f64() < 2.0 * s.min_seconds)
+    {
+        let t = Instant::now();
+        a();
+        ra.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        b();
+        rb.push(t.elapsed().as_secs_f64());
+    }
+    (ra, rb)
+}
+
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -133,19 +159,22 @@ pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) ->
                 .unwrap();
         }
     });
-    // Decode and memcpy interleaved: run i of each sees the same machine state.
+    // Decode and memcpy interleaved, each under its own clock: run i of each sees the same
+    // machine state, and neither's time contains the other's.
     let mut copies: Vec<Vec<u8>> = g.tensors.iter().map(|t| vec![0u8; t.1.len()]).collect();
-    let mut memcpy_runs = Vec::new();
-    let dec_runs = time_runs(s, || {
-        for (enc, out) in encoded.iter().zip(&mut outs) {
-            codec.decode(black_box(enc), out).unwrap();
-        }
-        let t = Instant::now();
-        for ((_, data), dst) in g.tensors.iter().zip(&mut copies) {
-            dst.copy_from_slice(black_box(data));
-        }
-        memcpy_runs.push(t.elapsed().as_secs_f64());
-    });
+    let (dec_runs, memcpy_runs) = time_interleaved(
+        s,
+        || {
+            for (enc, out) in encoded.iter().zip(&mut outs) {
+                codec.decode(black_box(enc), out).unwrap();
+            }
+        },
+        || {
+            for ((_, data), dst) in g.tensors.iter().zip(&mut copies) {
+                dst.copy_from_slice(black_box(data));
+            }
+        },
+    );
     let all_runs = time_runs(s, || {
         encoded
             .par_iter()
@@ -174,8 +203,26 @@ pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) ->
         device: device.to_owned(),
         gpu_decode_gbps: None,
         gpu_device: None,
+        implementation: codec.implementation(),
+        simd_tier: simd_tier(codec),
+        cpu: crate::cpu_model(),
+        threads: rayon::current_num_threads(),
+        gpu_decoder: planepack_container::CodecSpec::parse(&codec.name())
+            .is_some_and(|c| c.gpu_decoder()),
         notes: BTreeMap::new(),
     })
+}
+
+/// The SIMD tier a codec ran at: ours for planepack's code, the library's own dispatch for a
+/// C library (which picks its SIMD at run time, whatever our switches say).
+fn simd_tier(codec: &dyn Codec) -> String {
+    let ours = planepack_core::cpu::tier_name();
+    let imp = codec.implementation();
+    if imp.starts_with("planepack") || imp.starts_with("lz4_flex") {
+        ours.to_owned()
+    } else {
+        format!("{imp}'s own run-time dispatch")
+    }
 }
 
 /// Codec-specific observations for a record: bit-plane mode shares and the cost of its format

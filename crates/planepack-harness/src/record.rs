@@ -3,6 +3,15 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Version of the JSON shape shared by `results.json`, `planepack bench --json` and
+/// `planepack inspect --json`. 2: records name their implementation, SIMD tier, CPU, thread
+/// count and whether planepack has a GPU decoder; decode timing excludes the reference memcpy.
+pub const SCHEMA_VERSION: u32 = 2;
+
+fn schema_v1() -> u32 {
+    1
+}
+
 /// One (dataset, dtype, codec) measurement.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Record {
@@ -33,6 +42,23 @@ pub struct Record {
     pub gpu_decode_gbps: Option<f64>,
     #[serde(default)]
     pub gpu_device: Option<String>,
+    /// Who implemented the codec measured (`planepack`, `C-Blosc2 2.15.2 (blosc2-sys)`,
+    /// `zipnn 0.5.4 (PyPI)`, ...).
+    #[serde(default)]
+    pub implementation: String,
+    /// The SIMD tier the code ran at: planepack's own tier for our codecs and baselines we
+    /// wrap, the library's own run-time dispatch for peers (noted as such).
+    #[serde(default)]
+    pub simd_tier: String,
+    /// CPU model the CPU figures come from.
+    #[serde(default)]
+    pub cpu: String,
+    /// Threads behind `decode_allcore_gbps` (the single-core figures use one).
+    #[serde(default)]
+    pub threads: usize,
+    /// Whether planepack has a GPU decoder for this codec.
+    #[serde(default)]
+    pub gpu_decoder: bool,
     /// Codec-specific observations (bit-plane mode shares, IBP threshold, ...).
     #[serde(default)]
     pub notes: BTreeMap<String, serde_json::Value>,
@@ -48,6 +74,9 @@ impl Record {
 /// A whole run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Results {
+    /// [`SCHEMA_VERSION`] of the code that wrote it (1 for files from before the field).
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
     pub machine: String,
     pub command: String,
     pub quick: bool,

@@ -1,20 +1,29 @@
-//! Every codec the harness compares, in table order.
+//! The codecs the harness compares, in table order: the container's catalogue
+//! ([`CodecSpec::bench_set`]), so that whatever is measured can also be written with
+//! `planepack compress --codec <name>`.
 
-use planepack_bitplane::BitPlane;
-use planepack_core::Codec;
-use planepack_ibp::Ibp;
+use planepack_container::CodecSpec;
 
-/// Our codecs first, then the baselines.
-pub fn all() -> Vec<Box<dyn Codec>> {
-    let mut v: Vec<Box<dyn Codec>> = vec![Box::new(BitPlane::new()), Box::new(Ibp::default())];
-    v.extend(planepack_baselines::all());
-    v
+/// Every codec the harness measures by default.
+pub fn all() -> Vec<CodecSpec> {
+    CodecSpec::bench_set()
 }
 
-/// Codecs whose name contains any of `filters` (all when empty).
-pub fn filtered(filters: &[String]) -> Vec<Box<dyn Codec>> {
-    all()
-        .into_iter()
-        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name().contains(f.as_str())))
+/// The codecs named in `names` (exact names as tables print them, e.g. `zstd-19`,
+/// `blosc2-shuffle-zstd-5`; a family alone means its default level), or all when empty.
+pub fn named(names: &[String]) -> anyhow::Result<Vec<CodecSpec>> {
+    if names.is_empty() {
+        return Ok(all());
+    }
+    names
+        .iter()
+        .map(|n| {
+            CodecSpec::parse(n.trim()).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown codec {n:?}; codecs are: {}",
+                    CodecSpec::spellings()
+                )
+            })
+        })
         .collect()
 }

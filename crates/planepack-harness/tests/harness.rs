@@ -48,6 +48,18 @@ impl Codec for Liar {
 }
 
 #[test]
+fn codecs_are_chosen_by_exact_name() {
+    let names = |v: &[&str]| {
+        planepack_harness::registry::named(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .map(|cs| cs.iter().map(|c| c.name()).collect::<Vec<_>>())
+    };
+    // `lz4` once meant every codec whose name contains it (four of them).
+    assert_eq!(names(&["bitplane", "lz4"]).unwrap(), ["bitplane", "lz4"]);
+    assert_eq!(names(&["zstd"]).unwrap(), ["zstd-3"]);
+    assert!(names(&["zst"]).is_err());
+}
+
+#[test]
 fn a_codec_that_does_not_round_trip_fails_the_run() {
     let err = measure::measure_group(&Liar, &tiny_group("activations"), Settings::quick(), "cpu")
         .unwrap_err();
@@ -59,14 +71,11 @@ fn records_tables_and_plots_from_tiny_inputs() {
     let mut records = Vec::new();
     for cat in ["activations", "kv-cache"] {
         let g = tiny_group(cat);
-        for c in planepack_harness::registry::filtered(&[
-            "bitplane".into(),
-            "ibp".into(),
-            "raw".into(),
-            "lz4".into(),
-        ]) {
+        let names = ["bitplane", "ibp", "raw", "lz4", "blosc2-shuffle-zstd-5"].map(String::from);
+        for c in planepack_harness::registry::named(&names).unwrap() {
             let mut r =
-                measure::measure_group(c.as_ref(), &g, Settings::quick(), "cpu: test").unwrap();
+                measure::measure_group(c.codec().as_ref(), &g, Settings::quick(), "cpu: test")
+                    .unwrap();
             measure::annotate(&mut r, &g).unwrap();
             assert_eq!(r.raw_bytes, 8192 + 200);
             assert!(r.ratio > 0.0 && r.decode_gbps > 0.0 && r.memcpy_gbps > 0.0);
@@ -82,7 +91,20 @@ fn records_tables_and_plots_from_tiny_inputs() {
     let raw = records.iter().find(|r| r.codec == "raw").unwrap();
     assert_eq!(raw.ratio, 1.0);
 
+    let blosc = records
+        .iter()
+        .find(|r| r.codec == "blosc2-shuffle-zstd-5")
+        .unwrap();
+    assert!(
+        blosc.implementation.starts_with("C-Blosc2 2."),
+        "{}",
+        blosc.implementation
+    );
+    assert!(!blosc.gpu_decoder && bp.gpu_decoder);
+    assert!(!bp.cpu.is_empty() && !bp.simd_tier.is_empty() && bp.threads >= 1);
+
     let res = Results {
+        schema_version: planepack_harness::SCHEMA_VERSION,
         machine: "test".into(),
         command: "test".into(),
         quick: true,
@@ -136,4 +158,56 @@ fn pareto_front_keeps_only_undominated_points() {
 fn geomean_of_known_values() {
     assert!((report::geomean(&[1.0, 4.0]) - 2.0).abs() < 1e-12);
     assert_eq!(report::geomean(&[]), 0.0);
+}
+
+/// The decode clock must stop before the reference memcpy starts: with one closure that takes
+/// 5 ms and one that takes 40 ms, the first must not be reported near 45 ms.
+#[test]
+fn interleaved_timing_keeps_each_closure_on_its_own_clock() {
+    let sleep = |ms| move || std::thread::sleep(std::time::Duration::from_millis(ms));
+    let (a, b) = measure::time_interleaved(Settings::quick(), sleep(5), sleep(40));
+    assert_eq!(a.len(), b.len());
+    let med = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    assert!(
+        med(&a) < 0.030,
+        "5 ms closure timed at {:.1} ms",
+        med(&a) * 1e3
+    );
+    assert!(
+        med(&b) >= 0.040,
+        "40 ms closure timed at {:.1} ms",
+        med(&b) * 1e3
+    );
+}
+
+/// Raw's decode is a memcpy of the same bytes, so the harness must report it at memcpy speed.
+/// When the decode clock also covered the memcpy (the bug this pins), raw came out at 0.5.
+#[test]
+fn raw_decode_is_reported_at_memcpy_speed() {
+    let data: Vec<u8> = (0..16usize << 20).map(|i| (i * 31 % 251) as u8).collect();
+    let g = Group {
+        dataset: "raw-timing".into(),
+        category: "activations".into(),
+        elem: ElemType::U8,
+        dtype: "u8".into(),
+        tensors: vec![(vec![data.len()], data)],
+    };
+    let settings = Settings {
+        min_runs: 9,
+        min_seconds: 0.2,
+        max_runs: 30,
+    };
+    let rec = measure::measure_group(&planepack_baselines::Raw, &g, settings, "cpu").unwrap();
+    let rel = rec.decode_gbps / rec.memcpy_gbps;
+    assert!(
+        (0.75..1.4).contains(&rel),
+        "raw decode {:.2} GB/s against memcpy {:.2} GB/s ({rel:.2}): the decode timing \
+         includes something other than decode",
+        rec.decode_gbps,
+        rec.memcpy_gbps
+    );
 }
