@@ -26,6 +26,9 @@ pub struct BenchArgs {
     /// Machine name to record (default: CPU model and core count).
     #[arg(long)]
     machine: Option<String>,
+    /// Skip the peers measured through their PyPI packages (ZipNN, python-blosc2).
+    #[arg(long)]
+    no_peers: bool,
     /// Your own .safetensors / .npy files or folders of them, instead of datasets/.
     paths: Vec<PathBuf>,
 }
@@ -51,6 +54,56 @@ fn git_version() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The measurement groups of the committed datasets (those whose name contains one of
+/// `filter`), or of the user's files.
+pub fn load_groups(filter: &[String], paths: &[PathBuf]) -> Result<Vec<measure::Group>> {
+    let mut groups = Vec::new();
+    if paths.is_empty() {
+        let dir = datasets_dir();
+        let manifest = Manifest::read(&dir)?;
+        for d in &manifest.datasets {
+            if !filter.is_empty() && !filter.iter().any(|f| d.name.contains(f.as_str())) {
+                continue;
+            }
+            d.verify(&dir)?;
+            groups.extend(groups_of(&d.name, &d.category, &dir.join(&d.file))?);
+        }
+    } else {
+        for f in tensor_files(paths) {
+            let name = f
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("file")
+                .to_owned();
+            groups
+                .extend(groups_of(&name, "user", &f).with_context(|| format!("{}", f.display()))?);
+        }
+    }
+    Ok(groups)
+}
+
+/// `cargo xtask peers`: measure the PyPI peers and merge them into a results folder.
+pub fn peers(quick: bool, filter: &[String], dir: Option<PathBuf>) -> Result<()> {
+    let dir = dir.unwrap_or_else(|| default_dir(&planepack_harness::machine_name()));
+    let path = dir.join("results.json");
+    let mut results: Results = serde_json::from_str(
+        &std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?,
+    )?;
+    let groups = load_groups(filter, &[])?;
+    let settings = if quick {
+        Settings::quick()
+    } else {
+        Settings::full()
+    };
+    let device = format!("cpu: {}", results.machine);
+    let fresh = crate::peers::measure(&groups, settings, &device)?;
+    crate::peers::merge(&mut results.records, fresh);
+    std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
+    write_tables(&results, &dir)?;
+    println!("merged the peers into {}", path.display());
+    Ok(())
+}
+
 pub fn run(args: BenchArgs) -> Result<()> {
     let machine = args
         .machine
@@ -64,28 +117,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     };
     let device = format!("cpu: {machine}");
 
-    let mut groups = Vec::new();
-    if args.paths.is_empty() {
-        let dir = datasets_dir();
-        let manifest = Manifest::read(&dir)?;
-        for d in &manifest.datasets {
-            if !args.filter.is_empty() && !args.filter.iter().any(|f| d.name.contains(f.as_str())) {
-                continue;
-            }
-            d.verify(&dir)?;
-            groups.extend(groups_of(&d.name, &d.category, &dir.join(&d.file))?);
-        }
-    } else {
-        for f in tensor_files(&args.paths) {
-            let name = f
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("file")
-                .to_owned();
-            groups
-                .extend(groups_of(&name, "user", &f).with_context(|| format!("{}", f.display()))?);
-        }
-    }
+    let groups = load_groups(&args.filter, &args.paths)?;
     anyhow::ensure!(!groups.is_empty(), "no tensors to measure");
     let codecs: Vec<_> = registry::named(&args.codecs)?
         .into_iter()
@@ -109,6 +141,19 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
     }
     bar.finish_with_message("measured");
+    crate::gpu::transfer(&mut records, &groups, if args.quick { 3 } else { 7 })?;
+    if args.no_peers {
+        println!("peers (ZipNN, python-blosc2 from PyPI): skipped (--no-peers)");
+    } else {
+        match crate::peers::measure(&groups, settings, &device) {
+            Ok(fresh) => crate::peers::merge(&mut records, fresh),
+            Err(e) => println!(
+                "peers (ZipNN, python-blosc2 from PyPI): NOT measured: {e:#}. The tables have \
+                 planepack's codecs and the Rust-bound peers (zstd, LZ4, C-Blosc2) only; \
+                 `cargo xtask peers` adds them later."
+            ),
+        }
+    }
 
     let mut command = String::from("cargo xtask bench");
     if args.quick {
@@ -199,12 +244,30 @@ fn write_tables(results: &Results, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Redraw the tables and plots of `dir`, or of every results folder under bench-results/.
 pub fn tables(dir: Option<PathBuf>) -> Result<()> {
-    let dir = dir.unwrap_or_else(|| default_dir(&planepack_harness::machine_name()));
-    let text = std::fs::read_to_string(dir.join("results.json"))
-        .with_context(|| format!("{}/results.json", dir.display()))?;
-    let results: Results = serde_json::from_str(&text)?;
-    write_tables(&results, &dir)?;
-    println!("redrew tables and plots in {}", dir.display());
+    let dirs: Vec<PathBuf> = match dir {
+        Some(d) => vec![d],
+        None => {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(workspace_root().join("bench-results"))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("results.json").is_file())
+                .collect();
+            v.sort();
+            v
+        }
+    };
+    anyhow::ensure!(
+        !dirs.is_empty(),
+        "no results.json under bench-results/: run `cargo xtask bench` first"
+    );
+    for dir in dirs {
+        let text = std::fs::read_to_string(dir.join("results.json"))
+            .with_context(|| format!("{}/results.json", dir.display()))?;
+        let results: Results = serde_json::from_str(&text)?;
+        write_tables(&results, &dir)?;
+        println!("redrew tables and plots in {}", dir.display());
+    }
     Ok(())
 }

@@ -125,16 +125,8 @@ pub fn bench(
                         timestamps: gpu.has_timestamps(),
                     };
                     for ((_, data), enc) in g.tensors.iter().zip(&encoded) {
-                        let prepared = match *name {
-                            "bitplane" => gpu.prepare_bitplane(enc, path),
-                            _ => gpu.prepare_ibp(enc, None, path),
-                        };
-                        let prepared = match prepared {
-                            Ok(p) => p,
-                            // A tensor the GPU kernel cannot take (16-bit rows of odd
-                            // length) is left out of that dataset's sums.
-                            Err(planepack_gpu::GpuError::Unsupported(_)) => continue,
-                            Err(e) => return Err(e.into()),
+                        let Some(prepared) = prepare(&gpu, name, enc, path)? else {
+                            continue;
                         };
                         let got = gpu.run(&prepared)?;
                         anyhow::ensure!(
@@ -210,6 +202,96 @@ pub fn bench(
     }
     println!("wrote {}", out.display());
     Ok(())
+}
+
+/// A whole-tensor decode of `enc` by codec `name`; None for a tensor the GPU kernel cannot
+/// take (16-bit rows of odd length), which is left out of its dataset's sums.
+fn prepare(
+    gpu: &Gpu,
+    name: &str,
+    enc: &[u8],
+    path: ScanPath,
+) -> Result<Option<planepack_gpu::Prepared>> {
+    let prepared = match name {
+        "bitplane" => gpu.prepare_bitplane(enc, path),
+        _ => gpu.prepare_ibp(enc, None, path),
+    };
+    match prepared {
+        Ok(p) => Ok(Some(p)),
+        Err(planepack_gpu::GpuError::Unsupported(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// For `cargo xtask bench`: where a GPU adapter exists, measure per group and GPU-decodable
+/// codec the upload of the compressed bytes + decode into device memory against the upload of
+/// the raw bytes, on that device, in the same run, every decode checked; into the records.
+pub fn transfer(
+    records: &mut [planepack_harness::Record],
+    groups: &[planepack_harness::Group],
+    runs: usize,
+) -> Result<()> {
+    let gpu = match Gpu::new(&GpuOptions::from_env()) {
+        Ok(g) => g,
+        Err(e) => {
+            println!("GPU transfer-and-decode: not measured, no GPU adapter ({e})");
+            return Ok(());
+        }
+    };
+    let device = if gpu.is_emulated() {
+        format!(
+            "{} (emulated GPU on the CPU: upload is a host-memory copy)",
+            gpu.describe()
+        )
+    } else {
+        gpu.describe()
+    };
+    println!("GPU transfer-and-decode on {device}");
+    for rec in records.iter_mut() {
+        let Some(spec) = planepack_container::CodecSpec::parse(&rec.codec) else {
+            continue;
+        };
+        if !spec.gpu_decoder() {
+            continue;
+        }
+        let Some(g) = groups
+            .iter()
+            .find(|g| g.dataset == rec.dataset && g.dtype == rec.dtype)
+        else {
+            continue;
+        };
+        let codec = spec.codec();
+        let (mut bytes, mut dec_s, mut up_s) = (0u64, 0.0, 0.0);
+        for (shape, data) in &g.tensors {
+            let mut enc = Vec::new();
+            codec.encode_shaped(data, g.elem, shape, &mut enc)?;
+            let Some(p) = prepare(&gpu, &rec.codec, &enc, gpu.path())? else {
+                continue;
+            };
+            anyhow::ensure!(
+                gpu.run(&p)? == *data,
+                "{} {} {}: GPU decode differs",
+                g.dataset,
+                g.dtype,
+                rec.codec
+            );
+            let (d, u) = gpu.time_transfer(&p, &enc, data, runs)?;
+            bytes += data.len() as u64;
+            dec_s += median(d);
+            up_s += median(u);
+        }
+        if bytes > 0 {
+            rec.gpu_transfer_gbps = Some(bytes as f64 / dec_s / 1e9);
+            rec.gpu_upload_raw_gbps = Some(bytes as f64 / up_s / 1e9);
+            rec.gpu_device = Some(device.clone());
+        }
+    }
+    Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn geomean(v: impl Iterator<Item = f64>) -> f64 {

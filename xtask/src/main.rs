@@ -3,7 +3,8 @@
 //! * `bench`: the main job. Every codec on every dataset (or on the files you name), verified
 //!   and timed; writes `bench-results/<machine>/` (results.json, results.csv, summary.md,
 //!   ibp-study.md, SVG plots).
-//! * `tables`: redraw the tables and plots from an existing `results.json`.
+//! * `tables`: redraw the tables and plots of every results folder from its `results.json`.
+//! * `peers`: ZipNN and python-blosc2 through their PyPI packages, merged into results.json.
 //! * `criterion`: run the criterion benchmarks, write their medians to `bench-results/criterion.md`.
 //! * `shaders`: naga validation and SPIR-V/MSL/HLSL translation of every WGSL kernel.
 //! * `gpu-bench`: GPU decode against the copy kernel on the same device -> bench-results/gpu-*/.
@@ -16,6 +17,7 @@ mod bench;
 mod climem;
 mod criterion;
 mod gpu;
+mod peers;
 mod trace;
 
 use anyhow::{bail, Result};
@@ -33,8 +35,22 @@ struct Cli {
 enum Command {
     /// Measure every codec on every dataset and write bench-results/<machine>/.
     Bench(bench::BenchArgs),
-    /// Redraw tables and plots from bench-results/<machine>/results.json without measuring.
+    /// Redraw tables and plots from results.json without measuring, in every folder of
+    /// bench-results/ that has one.
     Tables {
+        /// Only this results folder.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
+    /// Measure ZipNN and python-blosc2 through their PyPI packages on the datasets and merge
+    /// them into a results folder (`bench` does this too, unless --no-peers).
+    Peers {
+        /// Few repetitions.
+        #[arg(long)]
+        quick: bool,
+        /// Only datasets whose name contains one of these (comma separated).
+        #[arg(long, value_delimiter = ',')]
+        filter: Vec<String>,
         /// The results folder (default: this machine's).
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
@@ -95,6 +111,7 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Bench(args) => bench::run(args),
         Command::Tables { dir } => bench::tables(dir),
+        Command::Peers { quick, filter, dir } => bench::peers(quick, &filter, dir),
         Command::Criterion { no_run, runs } => criterion::run(no_run, runs),
         Command::Datasets { stats } => datasets(stats),
         Command::Shaders => gpu::shaders(),

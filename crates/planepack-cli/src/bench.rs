@@ -71,6 +71,11 @@ pub fn run(a: BenchArgs) -> Result<(), Fail> {
     };
     let device = format!("cpu: {}", planepack_harness::machine_name());
     let bar = indicatif::ProgressBar::new((groups.len() * codecs.len()) as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
     let mut records = Vec::new();
     for g in &groups {
         for c in &codecs {

@@ -149,6 +149,15 @@ pub struct Gpu {
     ibp_lanes: std::sync::atomic::AtomicU32,
 }
 
+/// A stream as the kernels read it: 32 spare zero bytes after it (the readers' windows load
+/// ahead), then whole words.
+fn stream_padded(bytes: &[u8]) -> Vec<u8> {
+    let mut padded = Vec::with_capacity(bytes.len() + 36);
+    padded.extend_from_slice(bytes);
+    padded.extend_from_slice(&[0u8; 32]);
+    words(&padded)
+}
+
 /// Words of `bytes`, zero-padded to a multiple of 4 and at least one word.
 fn words(bytes: &[u8]) -> Vec<u8> {
     let mut v = bytes.to_vec();
@@ -168,6 +177,9 @@ pub struct Prepared {
     out: wgpu::Buffer,
     status: wgpu::Buffer,
     out_len: usize,
+    /// The buffer the launch reads its stream (or, for the copy kernel, its source) from:
+    /// where a transfer timing writes fresh bytes before each launch.
+    input: wgpu::Buffer,
     /// Bytes uploaded for this launch (stream and metadata).
     pub upload_bytes: usize,
     kernel: Kernel,
@@ -280,6 +292,12 @@ impl Gpu {
         self.subgroups
     }
 
+    /// Whether the adapter is a CPU emulating a GPU (lavapipe): its "upload" is a copy within
+    /// host memory, and figures from it must say so.
+    pub fn is_emulated(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
     pub fn has_timestamps(&self) -> bool {
         self.timestamps
     }
@@ -339,10 +357,7 @@ impl Gpu {
     /// bytes read one word further, and the IBP kernel's field reader loads up to five words
     /// ahead of its position; the kernels' own length checks decide what is valid.
     fn stream(&self, bytes: &[u8]) -> Result<wgpu::Buffer> {
-        let mut padded = Vec::with_capacity(bytes.len() + 32);
-        padded.extend_from_slice(bytes);
-        padded.extend_from_slice(&[0u8; 32]);
-        self.storage(&padded, "stream")
+        self.storage(&stream_padded(bytes), "stream")
     }
 
     fn storage(&self, bytes: &[u8], what: &str) -> Result<wgpu::Buffer> {
@@ -452,6 +467,7 @@ impl Gpu {
             out,
             status,
             out_len: header.raw_len,
+            input: s,
             upload_bytes: stream.len() + offsets.len() * 4,
             kernel: Kernel::BitPlane {
                 width: header.width,
@@ -633,6 +649,7 @@ impl Gpu {
             out,
             status,
             out_len,
+            input: s,
             upload_bytes: l.bytes.len() + spans.len() * 4 + ids.len() * 4,
             kernel: Kernel::Ibp { width: l.width },
         })
@@ -654,6 +671,7 @@ impl Gpu {
             out,
             status: self.status(),
             out_len: data.len(),
+            input: src,
             upload_bytes: data.len(),
             kernel: Kernel::Copy,
         })

@@ -1,6 +1,7 @@
 //! Timing kernels: GPU timestamp queries where the adapter has them, wall clock otherwise.
 
 use crate::{Gpu, Prepared};
+
 use std::time::Instant;
 
 /// Per-run seconds of one kernel, and how they were measured.
@@ -94,6 +95,53 @@ impl Gpu {
                 timestamps: false,
             })
             .collect()
+    }
+
+    /// The return trip of an offload, measured as it runs: per run, upload `compressed` into
+    /// the stream buffer of `p` (a decode prepared from those same bytes) and decode it into
+    /// device memory, with no readback; against uploading `raw` into a device buffer. The two
+    /// alternate, one warm-up each, wall clock from the first byte written to the device
+    /// idle. Returns (seconds of each compressed-upload + decode, seconds of each raw upload).
+    pub fn time_transfer(
+        &self,
+        p: &Prepared,
+        compressed: &[u8],
+        raw: &[u8],
+        runs: usize,
+    ) -> crate::Result<(Vec<f64>, Vec<f64>)> {
+        let stream = crate::stream_padded(compressed);
+        if stream.len() as u64 != p.input.size() {
+            return Err(crate::GpuError::Unsupported(
+                "time_transfer: these bytes are not the stream the launch was prepared from".into(),
+            ));
+        }
+        let raw_words = crate::words(raw);
+        let raw_buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("raw upload"),
+            size: raw_words.len() as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let (mut dec, mut up) = (Vec::new(), Vec::new());
+        for i in 0..=runs.max(1) {
+            let t = Instant::now();
+            self.queue.write_buffer(&p.input, 0, &stream);
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            self.record(p, &mut enc, None);
+            self.queue.submit([enc.finish()]);
+            self.wait();
+            let d = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            self.queue.write_buffer(&raw_buf, 0, &raw_words);
+            self.queue.submit([]);
+            self.wait();
+            let u = t.elapsed().as_secs_f64();
+            if i > 0 {
+                dec.push(d);
+                up.push(u);
+            }
+        }
+        Ok((dec, up))
     }
 
     pub fn time_upload(&self, bytes: &[u8], runs: usize) -> f64 {

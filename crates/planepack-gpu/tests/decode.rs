@@ -377,3 +377,30 @@ fn copy_kernel_copies() {
         assert_eq!(g.copy(&data).unwrap(), data);
     }
 }
+
+/// The transfer timing re-uploads the stream before each decode: the decode it times must
+/// still give the tensor, and bytes other than the prepared stream are refused.
+#[test]
+fn transfer_timing_uploads_the_stream_it_decodes() {
+    let Some(g) = gpu() else { return };
+    let data = generate(Pattern::ReluSparse, ElemType::BF16, 300_000, 3);
+    let bitplane = BitPlane::new()
+        .encode_to_vec(&data, ElemType::BF16)
+        .unwrap();
+    let mut ibp = Vec::new();
+    Ibp::default()
+        .encode_shaped(&data, ElemType::BF16, &[300, 500], &mut ibp)
+        .unwrap();
+    let cases = [
+        (g.prepare_bitplane(&bitplane, g.path()).unwrap(), &bitplane),
+        (g.prepare_ibp(&ibp, None, g.path()).unwrap(), &ibp),
+    ];
+    for (p, enc) in &cases {
+        let (dec, up) = g.time_transfer(p, enc, &data, 3).unwrap();
+        assert_eq!((dec.len(), up.len()), (3, 3));
+        assert!(dec.iter().chain(&up).all(|s| *s > 0.0));
+        assert_eq!(g.run(p).unwrap(), data);
+        let longer = [enc.as_slice(), &[0u8; 8]].concat();
+        assert!(g.time_transfer(p, &longer, &data, 1).is_err());
+    }
+}

@@ -42,6 +42,14 @@ pub struct Record {
     pub gpu_decode_gbps: Option<f64>,
     #[serde(default)]
     pub gpu_device: Option<String>,
+    /// Measured by `cargo xtask bench` where a GPU adapter exists, for codecs with a GPU
+    /// decoder: raw bytes over the time to upload the compressed bytes and decode them into
+    /// device memory (no readback), tensor by tensor, medians summed.
+    #[serde(default)]
+    pub gpu_transfer_gbps: Option<f64>,
+    /// The same device, the same run: raw bytes over the time to upload the raw bytes.
+    #[serde(default)]
+    pub gpu_upload_raw_gbps: Option<f64>,
     /// Who implemented the codec measured (`planepack`, `C-Blosc2 2.15.2 (blosc2-sys)`,
     /// `zipnn 0.5.4 (PyPI)`, ...).
     #[serde(default)]

@@ -138,7 +138,8 @@ pub fn summary(res: &Results) -> String {
         "Every figure below comes from tensors that were encoded, decoded and compared bit for bit \
          with the input in the same run. Ratios count every byte a decoder needs (headers, tables, \
          IBP's mask, bitval and row bitmask, padding). Speeds are single-core medians in GB/s of raw \
-         bytes unless marked; memcpy of the same bytes was timed interleaved with decode. All datasets \
+         bytes unless marked; memcpy of the same bytes was timed in the same run, its runs alternating with the \
+         decode runs, each under its own clock. All datasets \
          are real tensors (see `datasets/README.md`).\n"
     );
 
@@ -171,9 +172,43 @@ pub fn summary(res: &Results) -> String {
         let _ = writeln!(s);
     }
 
+    let measured: Vec<&Record> = r.iter().filter(|x| x.gpu_transfer_gbps.is_some()).collect();
+    if !measured.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Measured transfer and GPU decode\n\nPer dataset and codec with a GPU decoder, \
+             on {}: upload of the compressed bytes and decode into device memory (no readback) \
+             against upload of the raw bytes, alternating in the same run, every decode checked; \
+             GB/s of raw bytes, medians summed over the dataset's tensors.\n",
+            measured[0].gpu_device.clone().unwrap_or_default()
+        );
+        let _ = writeln!(
+            s,
+            "| dataset | dtype | codec | ratio | upload + decode GB/s | raw upload GB/s | speed-up |\n|---|---|---|---|---|---|---|"
+        );
+        for x in &measured {
+            let (t, u) = (
+                x.gpu_transfer_gbps.unwrap_or(0.0),
+                x.gpu_upload_raw_gbps.unwrap_or(f64::NAN),
+            );
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.3} | {t:.3} | {u:.3} | {:.3} |",
+                x.dataset,
+                x.dtype,
+                x.codec,
+                x.ratio,
+                t / u
+            );
+        }
+        let _ = writeln!(s);
+    }
+
     // Headline: geomean ratio per category.
     let _ = writeln!(s, "## Compression ratio, geometric mean per category\n");
     s += &ratio_speed_table(r);
+    let _ = writeln!(s, "\n## Best per category\n");
+    s += &best_per_category(r);
     // Against the papers.
     let _ = writeln!(
         s,
@@ -416,8 +451,11 @@ pub fn ratio_speed_table(r: &[Record]) -> String {
     for c in &cats {
         let _ = write!(s, " {c} |");
     }
-    let _ = writeln!(s, " decode GB/s | decode / memcpy |");
-    let _ = writeln!(s, "|---|{}---|---|", "---|".repeat(cats.len()));
+    let _ = writeln!(
+        s,
+        " decode GB/s | decode / memcpy | decode GB/s, all cores | GPU decoder | implementation |"
+    );
+    let _ = writeln!(s, "|---|{}---|---|---|---|---|", "---|".repeat(cats.len()));
     for codec in codecs(r) {
         let _ = write!(s, "| {codec} |");
         for c in &cats {
@@ -429,7 +467,70 @@ pub fn ratio_speed_table(r: &[Record]) -> String {
         let recs = select(r, None, &codec);
         let dec = geomean_by(&recs, |x| x.decode_gbps);
         let rel = geomean_by(&recs, |x| x.decode_gbps / x.memcpy_gbps);
-        let _ = writeln!(s, " {dec:.2} | {rel:.3} |");
+        let all = geomean_by(&recs, |x| x.decode_allcore_gbps);
+        let gpu = if recs.iter().any(|x| x.gpu_decoder) {
+            "yes"
+        } else {
+            "no"
+        };
+        let imp = recs
+            .first()
+            .map(|x| x.implementation.as_str())
+            .unwrap_or("");
+        let _ = writeln!(s, " {dec:.2} | {rel:.3} | {all:.2} | {gpu} | {imp} |");
+    }
+    s
+}
+
+/// Per category: the best ratio of any codec, the best a GPU can decode, the best modelled
+/// transfer-and-decode with this machine's CPU decoders, and (where measured) the best GPU
+/// upload + decode against uploading raw.
+pub fn best_per_category(r: &[Record]) -> String {
+    let link = LINKS.iter().find(|l| l.name == SUMMARY_LINK).unwrap();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| category | best ratio, any codec | best ratio, GPU-decodable | best transfer + CPU decode, eq. (2), {} GB/s link, all cores | best measured GPU upload + decode vs raw upload |",
+        link.gbps
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for cat in categories(r) {
+        let best = |keep: &dyn Fn(&Record) -> bool, score: &dyn Fn(&Record) -> f64| {
+            let mut by: Vec<(String, f64)> = codecs(r)
+                .into_iter()
+                .filter_map(|c| {
+                    let recs: Vec<&Record> = select(r, Some(&cat), &c)
+                        .into_iter()
+                        .filter(|x| keep(x))
+                        .collect();
+                    (!recs.is_empty()).then(|| (c, geomean_by(&recs, score)))
+                })
+                .collect();
+            by.sort_by(|a, b| b.1.total_cmp(&a.1));
+            by.into_iter().next()
+        };
+        let any = best(&|_| true, &|x| x.ratio);
+        let gpu = best(&|x| x.gpu_decoder, &|x| x.ratio);
+        let bw = best(&|_| true, &|x| eff(x, link.gbps) / link.gbps);
+        let measured = best(&|x| x.gpu_transfer_gbps.is_some(), &|x| {
+            x.gpu_transfer_gbps.unwrap_or(0.0) / x.gpu_upload_raw_gbps.unwrap_or(f64::MAX)
+        });
+        let cell = |b: Option<(String, f64)>, unit: &str| {
+            b.map_or("-".to_owned(), |(c, v)| format!("{c} {v:.3}{unit}"))
+        };
+        let bw_cell = match bw {
+            Some((_, v)) if v <= 1.0 + 1e-9 => {
+                "raw (no CPU decoder here outruns the link)".to_owned()
+            }
+            b => cell(b, "x"),
+        };
+        let _ = writeln!(
+            s,
+            "| {cat} | {} | {} | {bw_cell} | {} |",
+            cell(any, "x"),
+            cell(gpu, "x"),
+            cell(measured, "x")
+        );
     }
     s
 }
@@ -447,7 +548,13 @@ pub fn headline(res: &Results, plot: &str) -> String {
         res.command, res.machine, res.code_version
     );
     s += &ratio_speed_table(r);
-    let _ = writeln!(s, "\n![ratio per codec and category]({plot})");
+    let _ = writeln!(s, "\n![ratio per codec and category]({plot})\n");
+    let _ = writeln!(
+        s,
+        "Best per category (geomeans over the category's datasets; ratio, or speed-up over \
+         sending raw):\n"
+    );
+    s += &best_per_category(r);
     s
 }
 

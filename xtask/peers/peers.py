@@ -1,0 +1,218 @@
+"""Measure the peers that users compare planepack with, through their own PyPI packages.
+
+Run by `cargo xtask peers` (and by `cargo xtask bench`), which writes the tensors of every
+dataset group as raw files plus a manifest, runs this script in a virtual environment that
+has the packages, and merges the records it prints into results.json.
+
+The rules are the harness's (crates/planepack-harness/src/measure.rs):
+* every tensor is compressed on its own, decompressed, and compared byte for byte with the
+  input before any figure counts (a mismatch aborts the run);
+* encode and decode are timed as the median of repeated runs after a warm-up, GB/s of raw
+  bytes; decode runs alternate with a copy of the same bytes (numpy.copyto, i.e. memcpy),
+  each under its own clock, so decode / memcpy compares like with like;
+* single-core figures use one thread; all-core figures use every core;
+* the compressed size counts everything the package's decompress call needs.
+
+ZipNN rewrites the input buffer it is given for float32/bfloat16, so each timed encode gets a
+fresh copy made outside the timed region.
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def time_runs(settings, fn, prepare=None):
+    """Seconds of each timed run of fn(prepared) after one warm-up."""
+    arg = prepare() if prepare else None
+    fn(arg)
+    runs = []
+    start = time.perf_counter()
+    while len(runs) < settings["max_runs"] and (
+        len(runs) < settings["min_runs"] or time.perf_counter() - start < settings["min_seconds"]
+    ):
+        arg = prepare() if prepare else None
+        t = time.perf_counter()
+        fn(arg)
+        runs.append(time.perf_counter() - t)
+    return runs
+
+
+def time_interleaved(settings, a, b):
+    a()
+    b()
+    ra, rb = [], []
+    start = time.perf_counter()
+    while len(ra) < settings["max_runs"] and (
+        len(ra) < settings["min_runs"]
+        or time.perf_counter() - start < 2 * settings["min_seconds"]
+    ):
+        t = time.perf_counter()
+        a()
+        ra.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        b()
+        rb.append(time.perf_counter() - t)
+    return ra, rb
+
+
+def rates(nbytes, secs):
+    r = [nbytes / max(s, 1e-12) / 1e9 for s in secs]
+    return statistics.median(r), [min(r), max(r)]
+
+
+class ZipNN:
+    """ZipNN (byte grouping + Huffman/zstd), its defaults, the dtype it is told."""
+
+    DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
+
+    def __init__(self):
+        import zipnn
+
+        self.mod = zipnn
+        self.name = "zipnn"
+        self.version = "zipnn " + version_of("zipnn") + " (PyPI)"
+
+    def takes(self, dtype):
+        return dtype in self.DTYPES
+
+    def make(self, dtype, threads):
+        return self.mod.ZipNN(
+            input_format="byte", bytearray_dtype=self.DTYPES[dtype], threads=threads
+        )
+
+    def compress(self, coder, data):
+        return coder.compress(data)
+
+    def decompress(self, coder, blob):
+        return coder.decompress(blob)
+
+
+class PyBlosc2:
+    """python-blosc2 (its own C-Blosc2 build), shuffle + zstd at Blosc2's default level 5."""
+
+    def __init__(self):
+        import blosc2
+
+        self.mod = blosc2
+        self.name = "pyblosc2-shuffle-zstd-5"
+        self.version = "python-blosc2 %s (C-Blosc2 %s, PyPI)" % (
+            blosc2.__version__,
+            str(getattr(blosc2, "blosclib_version", "?")).split(" ")[0],
+        )
+
+    def takes(self, dtype):
+        return True
+
+    def make(self, dtype, threads):
+        size = {"bf16": 2, "f16": 2, "f32": 4, "u8": 1}[dtype]
+        return (size, threads)
+
+    def compress(self, coder, data):
+        size, threads = coder
+        b = self.mod
+        b.set_nthreads(threads)
+        return b.compress2(
+            bytes(data),
+            typesize=size,
+            clevel=5,
+            filters=[b.Filter.SHUFFLE],
+            codec=b.Codec.ZSTD,
+        )
+
+    def decompress(self, coder, blob):
+        self.mod.set_nthreads(coder[1])
+        return self.mod.decompress2(blob)
+
+
+def version_of(pkg):
+    from importlib.metadata import version
+
+    return version(pkg)
+
+
+def measure(peer, group, settings, cores, cpu):
+    tensors = [np.fromfile(t["path"], dtype=np.uint8) for t in group["tensors"]]
+    raw = sum(t.nbytes for t in tensors)
+    one = peer.make(group["dtype"], 1)
+    enc = []
+    for t in tensors:
+        blob = peer.compress(one, bytearray(t.tobytes()))
+        back = peer.decompress(one, blob)
+        if bytes(back) != t.tobytes():
+            raise SystemExit(
+                "%s does not round-trip on %s (%s)" % (peer.name, group["dataset"], group["dtype"])
+            )
+        enc.append(bytes(blob))
+    compressed = sum(len(e) for e in enc)
+
+    def fresh():
+        return [bytearray(t.tobytes()) for t in tensors]
+
+    enc_runs = time_runs(settings, lambda copies: [peer.compress(one, c) for c in copies], fresh)
+    dsts = [np.empty_like(t) for t in tensors]
+
+    def copy_all():
+        for t, d in zip(tensors, dsts):
+            np.copyto(d, t)
+
+    dec_runs, memcpy_runs = time_interleaved(
+        settings, lambda: [peer.decompress(one, e) for e in enc], copy_all
+    )
+    allc = peer.make(group["dtype"], cores)
+    all_runs = time_runs(settings, lambda _: [peer.decompress(allc, e) for e in enc])
+    e, es = rates(raw, enc_runs)
+    d, ds = rates(raw, dec_runs)
+    a, _ = rates(raw, all_runs)
+    m, _ = rates(raw, memcpy_runs)
+    return {
+        "dataset": group["dataset"],
+        "category": group["category"],
+        "dtype": group["dtype"],
+        "codec": peer.name,
+        "tensors": len(tensors),
+        "raw_bytes": raw,
+        "compressed_bytes": compressed,
+        "ratio": raw / max(compressed, 1),
+        "encode_gbps": e,
+        "encode_gbps_spread": es,
+        "decode_gbps": d,
+        "decode_gbps_spread": ds,
+        "decode_allcore_gbps": a,
+        "memcpy_gbps": m,
+        "device": group["device"],
+        "implementation": peer.version,
+        "simd_tier": peer.version + "'s own run-time dispatch",
+        "cpu": cpu,
+        "threads": cores,
+        "gpu_decoder": False,
+        "notes": {"measured_from": "Python, through the package's own API"},
+    }
+
+
+def main():
+    manifest = json.load(open(sys.argv[1]))
+    settings = manifest["settings"]
+    cores = os.cpu_count() or 1
+    peers = []
+    for make in (ZipNN, PyBlosc2):
+        try:
+            peers.append(make())
+        except ImportError as e:
+            raise SystemExit("peer package missing: %s" % e)
+    records = []
+    for g in manifest["groups"]:
+        for p in peers:
+            if not p.takes(g["dtype"]):
+                continue
+            print("  %s %s %s" % (g["dataset"], g["dtype"], p.name), file=sys.stderr, flush=True)
+            records.append(measure(p, g, settings, cores, manifest["cpu"]))
+    json.dump(records, open(sys.argv[2], "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
