@@ -4,6 +4,7 @@
 //!   and timed; writes `bench-results/<machine>/` (results.json, results.csv, summary.md,
 //!   ibp-study.md, SVG plots).
 //! * `tables`: redraw the tables and plots of every results folder from its `results.json`.
+//! * `rans-study`: what each part of the rANS codec's model buys, per dataset.
 //! * `peers`: ZipNN and python-blosc2 through their PyPI packages, merged into results.json.
 //! * `criterion`: run the criterion benchmarks, write their medians to `bench-results/criterion.md`.
 //! * `shaders`: naga validation and SPIR-V/MSL/HLSL translation of every WGSL kernel.
@@ -18,6 +19,7 @@ mod climem;
 mod criterion;
 mod gpu;
 mod peers;
+mod rans_study;
 mod trace;
 
 use anyhow::{bail, Result};
@@ -55,6 +57,9 @@ enum Command {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
+    /// What each part of the rANS codec's model buys, and its chunk size, on every dataset
+    /// (bench-results/rans-study.md).
+    RansStudy,
     /// Run the criterion benchmarks and write bench-results/criterion.md.
     Criterion {
         /// Only rewrite the table from target/criterion, do not run the benchmarks.
@@ -112,6 +117,9 @@ fn main() -> Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Tables { dir } => bench::tables(dir),
         Command::Peers { quick, filter, dir } => bench::peers(quick, &filter, dir),
+        Command::RansStudy => {
+            rans_study::run(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        }
         Command::Criterion { no_run, runs } => criterion::run(no_run, runs),
         Command::Datasets { stats } => datasets(stats),
         Command::Shaders => gpu::shaders(),

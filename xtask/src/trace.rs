@@ -24,7 +24,7 @@ use std::time::Instant;
 
 const BUDGETS: [f64; 6] = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8];
 /// Codecs whose ratios drive the study (the bit-plane codec is PlaneZip's).
-const CODECS: [&str; 5] = ["bitplane", "zstd-3", "lz4", "zvc", "ibp"];
+const CODECS: [&str; 6] = ["bitplane", "rans", "zstd-3", "lz4", "zvc", "ibp"];
 
 fn codec(name: &str) -> Box<dyn Codec> {
     planepack_container::CodecSpec::parse(name)
@@ -446,6 +446,7 @@ fn plots(rows: &[Row], out: &Path) -> Result<()> {
             "none",
             "fixed+bitplane",
             "replanned+bitplane",
+            "replanned+rans",
             "replanned+zstd-3",
             "replanned+lz4",
             "replanned+zvc",

@@ -45,19 +45,26 @@ fn fails(out: &Output, code: i32, needle: &str) {
 #[test]
 fn every_dataset_file_round_trips_through_every_codec() {
     let data = datasets_dir();
-    for codec in ["auto", "bitplane", "ibp", "zstd", "lz4", "zvc", "raw"] {
+    // Every codec `bench` measures can be written: ours, the baselines, C-Blosc2 at a level.
+    for codec in [
+        "auto",
+        "rans",
+        "bitplane",
+        "ibp",
+        "zstd",
+        "zstd --level 1",
+        "lz4",
+        "zvc",
+        "raw",
+        "blosc2-shuffle-zstd-9",
+        "blosc2-bitshuffle-lz4",
+    ] {
         let t = tmp();
         let packed = t.path().join("packed");
         let back = t.path().join("back");
-        let o = planepack(&[
-            "compress",
-            s(&data),
-            "-o",
-            s(&packed),
-            "--codec",
-            codec,
-            "-q",
-        ]);
+        let mut args = vec!["compress", s(&data), "-o", s(&packed), "-q", "--codec"];
+        args.extend(codec.split(' '));
+        let o = planepack(&args);
         assert!(
             o.status.success(),
             "{codec}: {}",
@@ -124,10 +131,36 @@ fn auto_with_a_link_and_inspect_json() {
     let plain: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(plain["kind"], "safetensors");
     // Each tensor lists what every codec would give.
+    // (raw, rans, bitplane, ibp, zstd, lz4, zvc: auto's candidates)
     assert_eq!(
         plain["tensors"][0]["candidates"].as_array().unwrap().len(),
-        6
+        7
     );
+}
+
+#[test]
+fn unknown_codecs_and_levels_are_usage_errors() {
+    let data = datasets_dir().join("kv/smollm2-135m-kv-fp16.safetensors");
+    let t = tmp();
+    let out = t.path().join("x.ppk");
+    for (args, needle) in [
+        (
+            vec!["--codec", "zst"],
+            "codecs are: auto, raw, bitplane, ibp, rans, zstd[-1..22]",
+        ),
+        (
+            vec!["--codec", "zstd", "--level", "30"],
+            "--level for zstd is 1 to 22",
+        ),
+        (vec!["--codec", "lz4", "--level", "3"], "lz4 has no levels"),
+        (vec!["--level", "3"], "--level needs --codec"),
+    ] {
+        let mut a = vec!["compress", s(&data), "-o", s(&out)];
+        a.extend(args);
+        let o = planepack(&a);
+        fails(&o, 2, needle);
+        assert!(!out.exists());
+    }
 }
 
 #[test]

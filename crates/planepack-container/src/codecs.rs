@@ -11,6 +11,7 @@ use planepack_baselines::{Blosc2, Blosc2Filter, Blosc2Inner, Lz4, Raw, Zstd, Zvc
 use planepack_bitplane::BitPlane;
 use planepack_core::{Codec, ElemType};
 use planepack_ibp::Ibp;
+use planepack_rans::Rans;
 
 /// zstd level used by `--codec zstd` and by `auto`.
 pub const ZSTD_LEVEL: u8 = 3;
@@ -30,14 +31,17 @@ pub enum CodecId {
     Blosc2BitShuffleLz4 = 7,
     Blosc2ShuffleZstd = 8,
     Blosc2BitShuffleZstd = 9,
+    /// The byte-plane rANS codec (`planepack-rans`).
+    Rans = 10,
 }
 
 impl CodecId {
     /// Every id, in the order `auto` and tables list them (raw first, so it wins ties).
-    pub const ALL: [CodecId; 10] = [
+    pub const ALL: [CodecId; 11] = [
         CodecId::Raw,
         CodecId::BitPlane,
         CodecId::Ibp,
+        CodecId::Rans,
         CodecId::Zstd,
         CodecId::Lz4,
         CodecId::Zvc,
@@ -57,6 +61,7 @@ impl CodecId {
             CodecId::Raw => "raw",
             CodecId::BitPlane => "bitplane",
             CodecId::Ibp => "ibp",
+            CodecId::Rans => "rans",
             CodecId::Zstd => "zstd",
             CodecId::Lz4 => "lz4",
             CodecId::Zvc => "zvc",
@@ -120,6 +125,7 @@ impl CodecSpec {
             CodecId::Raw,
             CodecId::BitPlane,
             CodecId::Ibp,
+            CodecId::Rans,
             CodecId::Zstd,
             CodecId::Lz4,
             CodecId::Zvc,
@@ -135,6 +141,7 @@ impl CodecSpec {
     pub fn bench_set() -> Vec<CodecSpec> {
         let at = |id, level| CodecSpec { id, level };
         vec![
+            at(CodecId::Rans, 0),
             at(CodecId::BitPlane, 0),
             at(CodecId::Ibp, 0),
             at(CodecId::Raw, 0),
@@ -193,6 +200,7 @@ impl CodecSpec {
             CodecId::Raw => Box::new(Raw),
             CodecId::BitPlane => Box::new(BitPlane::new()),
             CodecId::Ibp => Box::new(Ibp::default()),
+            CodecId::Rans => Box::new(Rans::default()),
             CodecId::Zstd => Box::new(Zstd {
                 level: self.level as i32,
             }),

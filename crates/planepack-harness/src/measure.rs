@@ -3,7 +3,6 @@
 use crate::Record;
 use anyhow::{bail, Result};
 use planepack_core::{Codec, ElemType};
-use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Instant;
@@ -178,11 +177,14 @@ pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) ->
         },
     );
     let mut outs = outs.into_inner();
+    // All cores: each tensor in turn with the codec's own parallel decoder (planepack's
+    // codecs split a tensor's chunks over rayon, C-Blosc2 its blocks over its thread pool;
+    // zstd and LZ4 frames as we write them have no parallel decoder and use one core).
+    // Decoding several tensors at once on top would oversubscribe the libraries' own threads.
     let all_runs = time_runs(s, || {
-        encoded
-            .par_iter()
-            .zip(outs.par_iter_mut())
-            .for_each(|(enc, out)| codec.decode_parallel(enc, out).unwrap());
+        for (enc, out) in encoded.iter().zip(outs.iter_mut()) {
+            codec.decode_parallel(enc, out).unwrap();
+        }
     });
     let (encode_gbps, encode_gbps_spread) = rates(raw, &enc_runs);
     let (decode_gbps, decode_gbps_spread) = rates(raw, &dec_runs);

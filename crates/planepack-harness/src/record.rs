@@ -31,7 +31,9 @@ pub struct Record {
     pub encode_gbps_spread: [f64; 2],
     pub decode_gbps: f64,
     pub decode_gbps_spread: [f64; 2],
-    /// All cores (rayon), GB/s of raw bytes, median.
+    /// All cores: each tensor in turn with the codec's own parallel decoder (rayon over
+    /// chunks for planepack's codecs, C-Blosc2's thread pool; one core for zstd and LZ4),
+    /// GB/s of raw bytes, median.
     pub decode_allcore_gbps: f64,
     /// memcpy of the same bytes, single core, median, measured interleaved with decode.
     pub memcpy_gbps: f64,

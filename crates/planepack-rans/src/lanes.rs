@@ -1,0 +1,418 @@
+//! One byte plane coded by up to [`MAX_LANES`] independent rANS lanes.
+//!
+//! A plane of `m` symbols gets `clamp(m / 1024, 1, 32)` lanes (at least 1024 symbols a lane,
+//! so the 6 bytes each lane costs stay under 0.05 bit per symbol; small planes such as a
+//! sparse chunk's zero mask would otherwise pay more for lanes than for their symbols).
+//! Symbol `i` of a plane belongs to lane `i % lanes`. Each lane is an ordinary rANS coder
+//! (32-bit state, lower bound `L = 2^16`, 16-bit renormalisation words, 12-bit
+//! probabilities) with its own word stream, its final encoder state and its word count stored
+//! in front. Why independent streams rather than one interleaved stream (DietGPU's layout):
+//! a lane never waits for another, so a GPU invocation, a CPU SIMD lane or a scalar loop
+//! decodes it alone, on any subgroup size and without a cross-lane prefix per symbol; the
+//! price is one u16 word count per lane (64 bytes per plane), and a 32-entry prefix sum over
+//! those counts where a decoder wants every lane's start at once.
+//!
+//! The decoder checks every rule: a lane that needs a word it does not have, or that ends
+//! with words left or a state other than the encoder's initial `L`, is a corrupt stream. The
+//! last check catches nearly every damaged lane, though not all (the container's checksums
+//! do that).
+
+use crate::model::{Table, PROB_BITS, PROB_SCALE};
+use planepack_core::error::take;
+use planepack_core::{Error, Result};
+
+/// Most lanes a plane has (a format constant, independent of any hardware width).
+pub const MAX_LANES: usize = 32;
+/// The encoder gives each lane at least this many symbols.
+pub const MIN_LANE_SYMBOLS: usize = 1024;
+/// rANS lower bound: states live in `[L, 2^32)`.
+pub const L: u32 = 1 << 16;
+
+/// Lanes the encoder gives a plane of `m` symbols: one per 1024 symbols, at most 32, and a
+/// multiple of 8 from 8 on (so SIMD decoders take them in groups of eight).
+pub fn lanes_for(m: usize) -> usize {
+    let k = (m / MIN_LANE_SYMBOLS).clamp(1, MAX_LANES);
+    if k >= 8 {
+        k / 8 * 8
+    } else {
+        k
+    }
+}
+
+/// Bytes of the lane header: the lane count, then a u32 state and a u16 word count per lane.
+pub fn lane_header(lanes: usize) -> usize {
+    1 + lanes * 6
+}
+
+/// Reusable encoder buffers.
+#[derive(Default)]
+pub struct Encoder {
+    lanes: Vec<Vec<u16>>,
+}
+
+impl Encoder {
+    /// Append the lanes of `symbols` coded with `table` (every symbol must have a nonzero
+    /// frequency): the lane count `k` (u8), `k` u32 final states, `k` u16 word counts, then
+    /// each lane's words in decoding order, lane 0 first. Fails if a lane would need more
+    /// than 65535 words (planes of at most `32 * 65535` symbols always fit).
+    pub fn encode(&mut self, table: &Table, symbols: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        let k = lanes_for(symbols.len());
+        self.lanes.resize_with(k, Vec::new);
+        let mut states = [0u32; MAX_LANES];
+        for (j, (lane, state)) in self.lanes[..k].iter_mut().zip(&mut states).enumerate() {
+            lane.clear();
+            let mut x = L;
+            // Backwards over the lane's symbols j, j + LANES, ...
+            let count = symbols.len().saturating_sub(j).div_ceil(k);
+            for r in (0..count).rev() {
+                let s = symbols[j + r * k] as usize;
+                let f = table.freq[s] as u32;
+                debug_assert!(f > 0, "symbol {s} not in the table");
+                if x >= f << (32 - PROB_BITS) {
+                    lane.push(x as u16);
+                    x >>= 16;
+                }
+                x = ((x / f) << PROB_BITS) + (x % f) + table.cum[s] as u32;
+            }
+            if lane.len() > u16::MAX as usize {
+                return Err(Error::Unsupported("rANS lane over 65535 words".into()));
+            }
+            lane.reverse();
+            *state = x;
+        }
+        out.push(k as u8);
+        for s in &states[..k] {
+            out.extend_from_slice(&s.to_le_bytes());
+        }
+        for lane in &self.lanes[..k] {
+            out.extend_from_slice(&(lane.len() as u16).to_le_bytes());
+        }
+        for lane in &self.lanes[..k] {
+            for w in lane {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decode `out.len()` symbols coded by [`Encoder::encode`] at `at` of `input`, with the
+/// decode table `slots` (from [`Table::decode_slots`]); `words` is scratch. Returns the offset
+/// after the lanes.
+///
+/// The loop is branch-free: every step reads the lane's next word (clamped to a zero word past
+/// the end of all words) and keeps it only if the state fell below `L`. A lane that reads past
+/// its own words is therefore not stopped at once; it is caught at the end, where every lane
+/// must have read exactly its words and returned to state `L`.
+pub fn decode(
+    input: &[u8],
+    at: usize,
+    slots: &[u32; PROB_SCALE as usize],
+    words: &mut Vec<u16>,
+    out: &mut [u8],
+) -> Result<usize> {
+    let k = take(input, at, 1, "rANS lane count")?[0] as usize;
+    if !(1..=MAX_LANES).contains(&k) {
+        return Err(Error::corrupt_at(format!("{k} rANS lanes"), at));
+    }
+    let head = take(input, at + 1, 6 * k, "rANS lane header")?;
+    let mut x = [0u32; MAX_LANES];
+    let mut pos = [0usize; MAX_LANES];
+    let mut end = [0usize; MAX_LANES];
+    let mut next = 0usize;
+    for j in 0..k {
+        x[j] = u32::from_le_bytes(head[4 * j..4 * j + 4].try_into().unwrap());
+        if x[j] < L {
+            return Err(Error::corrupt_at("rANS lane state below L", at + 1 + 4 * j));
+        }
+        let n = u16::from_le_bytes(head[4 * k + 2 * j..][..2].try_into().unwrap());
+        pos[j] = next;
+        next += n as usize;
+        end[j] = next;
+    }
+    let words_at = at + lane_header(k);
+    let raw = take(input, words_at, 2 * next, "rANS lane words")?;
+    words.clear();
+    words.extend(
+        raw.chunks_exact(2)
+            .map(|w| u16::from_le_bytes([w[0], w[1]])),
+    );
+    // Two zero words past the end: what a lane reads once it has overrun every word (one
+    // for the scalar loop, two for the AVX2 gathers, which load 32 bits at a word).
+    words.extend([0, 0]);
+    let last = next;
+    let words = &words[..];
+
+    #[cfg(target_arch = "x86_64")]
+    if k % 8 == 0 && planepack_core::cpu::x86_64_v3() {
+        let full = out.len() / k * k;
+        let mut p32 = [0u32; MAX_LANES];
+        for (d, s) in p32.iter_mut().zip(&pos) {
+            *d = *s as u32;
+        }
+        // SAFETY: the CPU has AVX2 (checked above); the kernel's loads stay inside `slots`
+        // (indices < 4096) and `words` (indices <= last, with two words after it), and it
+        // writes only `out[..full]`.
+        unsafe {
+            avx2::decode(
+                k / 8,
+                &mut x,
+                &mut p32,
+                slots,
+                words,
+                last as u32,
+                &mut out[..full],
+            )
+        };
+        for (d, s) in pos.iter_mut().zip(&p32) {
+            *d = *s as usize;
+        }
+        return finish(
+            &mut x,
+            &mut pos,
+            &end,
+            k,
+            slots,
+            words,
+            last,
+            &mut out[full..],
+            words_at,
+            next,
+        );
+    }
+
+    finish(
+        &mut x, &mut pos, &end, k, slots, words, last, out, words_at, next,
+    )
+}
+
+/// Decode `out` (whole rounds of `k` symbols, then a partial one) with the scalar loop, then
+/// check that every lane ended where its encoder started.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    x: &mut [u32; MAX_LANES],
+    pos: &mut [usize; MAX_LANES],
+    end: &[usize; MAX_LANES],
+    k: usize,
+    slots: &[u32; PROB_SCALE as usize],
+    words: &[u16],
+    last: usize,
+    out: &mut [u8],
+    words_at: usize,
+    next: usize,
+) -> Result<usize> {
+    let step = |x: &mut u32, p: &mut usize| -> u8 {
+        let slot = *x & (PROB_SCALE - 1);
+        let e = slots[slot as usize];
+        let f = (e >> 8 & 0xfff) + 1;
+        let y = f * (*x >> PROB_BITS) + slot - (e >> 20);
+        let need = y < L;
+        let w = words[(*p).min(last)] as u32;
+        *x = if need { y << 16 | w } else { y };
+        *p += need as usize;
+        e as u8
+    };
+    let mut rounds = out.chunks_exact_mut(k);
+    for row in &mut rounds {
+        for (j, o) in row.iter_mut().enumerate() {
+            *o = step(&mut x[j], &mut pos[j]);
+        }
+    }
+    for (j, o) in rounds.into_remainder().iter_mut().enumerate() {
+        *o = step(&mut x[j], &mut pos[j]);
+    }
+    for j in 0..k {
+        if x[j] != L || pos[j] != end[j] {
+            return Err(Error::corrupt_at(
+                format!("rANS lane {j} does not end where its encoder started"),
+                words_at,
+            ));
+        }
+    }
+    Ok(words_at + 2 * next)
+}
+
+/// The decoder for 8, 16, 24 or 32 lanes with AVX2: groups of eight lanes, each step a gather from the
+/// decode table and a gather of every lane's next word, kept where the state fell below `L`
+/// (the scalar step, eight lanes at a time; the tests compare both on valid and damaged
+/// streams).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{L, MAX_LANES, PROB_BITS, PROB_SCALE};
+    use std::arch::x86_64::*;
+
+    /// Decode `out.len() / (8 groups)` whole rounds of `8 groups` lanes.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2. `words` must hold at least `last + 2` words; `groups` must be
+    /// 1 to 4.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn decode(
+        groups: usize,
+        x: &mut [u32; MAX_LANES],
+        pos: &mut [u32; MAX_LANES],
+        slots: &[u32; PROB_SCALE as usize],
+        words: &[u16],
+        last: u32,
+        out: &mut [u8],
+    ) {
+        debug_assert!(words.len() >= last as usize + 2);
+        assert!((1..=4).contains(&groups));
+        let k = 8 * groups;
+        let mask = _mm256_set1_epi32((PROB_SCALE - 1) as i32);
+        let byte = _mm256_set1_epi32(0xff);
+        let fmask = _mm256_set1_epi32(0xfff);
+        let one = _mm256_set1_epi32(1);
+        let below = _mm256_set1_epi32((L - 1) as i32);
+        let lastv = _mm256_set1_epi32(last as i32);
+        let low16 = _mm256_set1_epi32(0xffff);
+        // SAFETY (all loads and stores below): the arrays are 32 lanes, read and written in
+        // four groups of eight; `out` chunks are 32 bytes.
+        let mut xs = [_mm256_setzero_si256(); 4];
+        let mut ps = [_mm256_setzero_si256(); 4];
+        for g in 0..groups {
+            xs[g] = unsafe { _mm256_loadu_si256(x.as_ptr().add(8 * g) as *const __m256i) };
+            ps[g] = unsafe { _mm256_loadu_si256(pos.as_ptr().add(8 * g) as *const __m256i) };
+        }
+        let table = slots.as_ptr() as *const i32;
+        let wbase = words.as_ptr() as *const i32;
+        let zero = _mm256_setzero_si256();
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for row in out.chunks_exact_mut(k) {
+            for g in 0..groups {
+                let xv = xs[g];
+                let slot = _mm256_and_si256(xv, mask);
+                // SAFETY: slot < 4096 = slots.len().
+                let e = unsafe { _mm256_i32gather_epi32::<4>(table, slot) };
+                let f = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32::<8>(e), fmask), one);
+                let cum = _mm256_srli_epi32::<20>(e);
+                let y = _mm256_sub_epi32(
+                    _mm256_add_epi32(
+                        _mm256_mullo_epi32(f, _mm256_srli_epi32::<{ PROB_BITS as i32 }>(xv)),
+                        slot,
+                    ),
+                    cum,
+                );
+                // y < L (unsigned): min(y, L - 1) == y.
+                let need = _mm256_cmpeq_epi32(_mm256_min_epu32(y, below), y);
+                let idx = _mm256_min_epu32(ps[g], lastv);
+                // SAFETY: idx <= last, and 32 bits at word idx need words idx and idx + 1,
+                // both below last + 2 <= words.len().
+                let w = _mm256_and_si256(unsafe { _mm256_i32gather_epi32::<2>(wbase, idx) }, low16);
+                let refilled = _mm256_or_si256(_mm256_slli_epi32::<16>(y), w);
+                xs[g] = _mm256_blendv_epi8(y, refilled, need);
+                ps[g] = _mm256_sub_epi32(ps[g], need);
+                // The group's eight symbols (u32 lanes) as eight bytes, in lane order.
+                let sym = _mm256_and_si256(e, byte);
+                let bytes = _mm256_packus_epi16(_mm256_packus_epi32(sym, zero), zero);
+                let ordered = _mm256_permutevar8x32_epi32(bytes, order);
+                // SAFETY: row is 8 * groups bytes, g < groups.
+                unsafe {
+                    _mm_storel_epi64(
+                        row.as_mut_ptr().add(8 * g) as *mut __m128i,
+                        _mm256_castsi256_si128(ordered),
+                    )
+                };
+            }
+        }
+        for g in 0..groups {
+            unsafe {
+                _mm256_storeu_si256(x.as_mut_ptr().add(8 * g) as *mut __m256i, xs[g]);
+                _mm256_storeu_si256(pos.as_mut_ptr().add(8 * g) as *mut __m256i, ps[g]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::histogram;
+
+    /// Lane states and cursors after decoding `out` scalar-only, from the lane header at 0.
+    fn header(enc: &[u8]) -> ([u32; MAX_LANES], [usize; MAX_LANES], Vec<u16>, usize) {
+        let k = enc[0] as usize;
+        assert_eq!(k, MAX_LANES);
+        let mut x = [0u32; MAX_LANES];
+        let mut pos = [0usize; MAX_LANES];
+        let mut next = 0;
+        for j in 0..k {
+            x[j] = u32::from_le_bytes(enc[1 + 4 * j..5 + 4 * j].try_into().unwrap());
+            pos[j] = next;
+            next += u16::from_le_bytes(enc[1 + 4 * k + 2 * j..][..2].try_into().unwrap()) as usize;
+        }
+        let mut words: Vec<u16> = enc[lane_header(k)..lane_header(k) + 2 * next]
+            .chunks_exact(2)
+            .map(|w| u16::from_le_bytes([w[0], w[1]]))
+            .collect();
+        words.extend([0, 0]);
+        (x, pos, words, next)
+    }
+
+    /// The AVX2 kernel and the scalar step agree symbol for symbol, state for state, on valid
+    /// lanes and on lanes whose words or states were damaged.
+    #[test]
+    fn avx2_matches_scalar() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !planepack_core::cpu::x86_64_v3() {
+                eprintln!("no AVX2 here (or PLANEPACK_NO_SIMD): nothing to compare");
+                return;
+            }
+            let mut rng = planepack_core::testdata::Rng(3);
+            for round in 0..200 {
+                let n = 32 * 1024 + (rng.below(3000) as usize);
+                let spread = 1 + rng.below(60) as u32;
+                let symbols: Vec<u8> = (0..n)
+                    .map(|_| (rng.below(spread as u64) as u32 * rng.below(3) as u32) as u8)
+                    .collect();
+                let table = Table::from_counts(&histogram(&symbols));
+                let mut enc = Vec::new();
+                Encoder::default()
+                    .encode(&table, &symbols, &mut enc)
+                    .unwrap();
+                if round % 2 == 1 {
+                    let at = rng.below(enc.len() as u64) as usize;
+                    enc[at] ^= 1 << rng.below(8);
+                    enc[0] = MAX_LANES as u8;
+                }
+                let (x0, p0, words, next) = header(&enc);
+                if x0.iter().any(|&x| x < L) {
+                    continue;
+                }
+                let mut slots = Vec::new();
+                table.decode_slots(&mut slots);
+                let slots: &[u32; 4096] = slots.as_slice().try_into().unwrap();
+                let full = n / MAX_LANES * MAX_LANES;
+                let (mut xs, mut ps) = (x0, p0);
+                let mut scalar = vec![0u8; full];
+                let end = [usize::MAX; MAX_LANES];
+                let _ = finish(
+                    &mut xs,
+                    &mut ps,
+                    &end,
+                    MAX_LANES,
+                    slots,
+                    &words,
+                    next,
+                    &mut scalar,
+                    0,
+                    0,
+                );
+                let (mut xv, mut pv) = (x0, [0u32; MAX_LANES]);
+                for (d, s) in pv.iter_mut().zip(&p0) {
+                    *d = *s as u32;
+                }
+                let mut simd = vec![0u8; full];
+                // SAFETY: AVX2 checked above; words has two zero words after `next`.
+                unsafe { avx2::decode(4, &mut xv, &mut pv, slots, &words, next as u32, &mut simd) };
+                assert_eq!(scalar, simd, "round {round}");
+                assert_eq!(xs, xv, "round {round}");
+                assert!(
+                    ps.iter().zip(&pv).all(|(a, b)| *a == *b as usize),
+                    "round {round}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Order-0 frequency tables: how counts become 12-bit frequencies, how a table is written and
+//! read back, and the 4096-slot decode table built from it.
+//!
+//! Why 12 bits: on the exponent planes of real tensors the coder then stays within about 0.01
+//! bit per symbol of the entropy (reference `entropy.md`, section 9), a decode table is 4096
+//! entries (16 KiB as u32 on the CPU, 4 KiB of symbols + 1 KiB of (freq, cum) on a GPU), and
+//! with 16-bit renormalisation words one read per symbol is always enough.
+
+use planepack_core::error::take;
+use planepack_core::{Error, Result};
+
+/// Probability precision: frequencies sum to `1 << PROB_BITS`.
+pub const PROB_BITS: u32 = 12;
+/// Sum of every table's frequencies.
+pub const PROB_SCALE: u32 = 1 << PROB_BITS;
+/// Tables with at most this many symbols list them; larger ones use a 256-bit bitmap.
+const LIST_MAX: usize = 32;
+
+/// A normalised table: `freq[s]` is 0 for absent symbols, and the present ones sum to 4096.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    pub freq: [u16; 256],
+    /// Cumulative frequency below each symbol.
+    pub cum: [u16; 256],
+}
+
+impl Table {
+    /// Frequencies for `counts` (not all zero): every present symbol gets at least 1, the
+    /// rest is shared in proportion to the counts, and what rounding leaves over goes to the
+    /// most frequent symbol (the ties to the lowest symbol), so the table is a deterministic
+    /// function of the counts.
+    pub fn from_counts(counts: &[u32; 256]) -> Table {
+        let total: u64 = counts.iter().map(|&c| c as u64).sum();
+        assert!(total > 0, "a table needs at least one symbol");
+        let mut freq = [0u16; 256];
+        let mut sum = 0i64;
+        for s in 0..256 {
+            if counts[s] > 0 {
+                let f = ((counts[s] as u64 * PROB_SCALE as u64) / total).max(1);
+                freq[s] = f as u16;
+                sum += f as i64;
+            }
+        }
+        let mut diff = PROB_SCALE as i64 - sum;
+        // Positive: give it to the most frequent symbol. Negative (symbols forced up to 1):
+        // take one at a time from the largest frequencies, which can spare it best.
+        while diff != 0 {
+            let (top, _) = (0..256)
+                .filter(|&s| freq[s] > 1 || (diff > 0 && freq[s] > 0))
+                .map(|s| (s, freq[s]))
+                .fold(
+                    (0usize, 0u16),
+                    |best, (s, f)| if f > best.1 { (s, f) } else { best },
+                );
+            if diff > 0 {
+                freq[top] += diff as u16;
+                diff = 0;
+            } else {
+                freq[top] -= 1;
+                diff += 1;
+            }
+        }
+        Table::from_freq(freq)
+    }
+
+    fn from_freq(freq: [u16; 256]) -> Table {
+        let mut cum = [0u16; 256];
+        let mut c = 0u32;
+        for s in 0..256 {
+            cum[s] = c as u16;
+            c += freq[s] as u32;
+        }
+        Table { freq, cum }
+    }
+
+    /// Number of symbols present.
+    pub fn present(&self) -> usize {
+        self.freq.iter().filter(|&&f| f > 0).count()
+    }
+
+    /// Bytes [`Table::write`] takes.
+    pub fn written_len(&self) -> usize {
+        let p = self.present();
+        1 + if p <= LIST_MAX { p } else { 32 } + 2 * p
+    }
+
+    /// Append the table: `present - 1` (u8), the symbols (a list of up to 32 increasing
+    /// bytes, or a 32-byte bitmap, bit `s % 8` of byte `s / 8`), then each present symbol's
+    /// frequency as u16 LE in increasing symbol order.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let p = self.present();
+        out.push((p - 1) as u8);
+        if p <= LIST_MAX {
+            out.extend((0..256).filter(|&s| self.freq[s] > 0).map(|s| s as u8));
+        } else {
+            let mut bits = [0u8; 32];
+            for s in (0..256).filter(|&s| self.freq[s] > 0) {
+                bits[s / 8] |= 1 << (s % 8);
+            }
+            out.extend_from_slice(&bits);
+        }
+        for s in (0..256).filter(|&s| self.freq[s] > 0) {
+            out.extend_from_slice(&self.freq[s].to_le_bytes());
+        }
+    }
+
+    /// Read a table at `at`; returns it and the offset after it. Every rule of the format is
+    /// checked: symbols increasing, bitmap population equal to the count, each frequency at
+    /// least 1, frequencies summing to exactly 4096.
+    pub fn read(input: &[u8], at: usize) -> Result<(Table, usize)> {
+        let p = take(input, at, 1, "table size")?[0] as usize + 1;
+        let mut pos = at + 1;
+        let mut symbols = Vec::with_capacity(p);
+        if p <= LIST_MAX {
+            let list = take(input, pos, p, "table symbols")?;
+            for w in list.windows(2) {
+                if w[0] >= w[1] {
+                    return Err(Error::corrupt_at("table symbols not increasing", pos));
+                }
+            }
+            symbols.extend(list.iter().map(|&s| s as usize));
+            pos += p;
+        } else {
+            let bits = take(input, pos, 32, "table bitmap")?;
+            symbols.extend((0..256).filter(|&s| bits[s / 8] >> (s % 8) & 1 == 1));
+            if symbols.len() != p {
+                return Err(Error::corrupt_at(
+                    "table bitmap disagrees with its count",
+                    pos,
+                ));
+            }
+            pos += 32;
+        }
+        let raw = take(input, pos, 2 * p, "table frequencies")?;
+        let mut freq = [0u16; 256];
+        let mut sum = 0u32;
+        for (s, f) in symbols.iter().zip(raw.chunks_exact(2)) {
+            let f = u16::from_le_bytes([f[0], f[1]]);
+            if f == 0 {
+                return Err(Error::corrupt_at("table frequency 0", pos));
+            }
+            freq[*s] = f;
+            sum += f as u32;
+        }
+        if sum != PROB_SCALE {
+            return Err(Error::corrupt_at(
+                format!("table frequencies sum to {sum}, not {PROB_SCALE}"),
+                pos,
+            ));
+        }
+        Ok((Table::from_freq(freq), pos + 2 * p))
+    }
+
+    /// The decode table: for each of the 4096 slots, `symbol | (freq - 1) << 8 | cum << 20`.
+    pub fn decode_slots(&self, slots: &mut Vec<u32>) {
+        slots.clear();
+        slots.reserve(PROB_SCALE as usize);
+        for s in 0..256 {
+            let f = self.freq[s] as u32;
+            if f > 0 {
+                let e = s as u32 | (f - 1) << 8 | (self.cum[s] as u32) << 20;
+                slots.extend(std::iter::repeat_n(e, f as usize));
+            }
+        }
+    }
+
+    /// Ideal coded size in bits of `counts` under this table (for choices, not for the
+    /// stream).
+    pub fn cost_bits(&self, counts: &[u32; 256]) -> f64 {
+        (0..256)
+            .filter(|&s| counts[s] > 0)
+            .map(|s| counts[s] as f64 * (PROB_BITS as f64 - (self.freq[s] as f64).log2()))
+            .sum()
+    }
+}
+
+/// Byte histogram.
+pub fn histogram(bytes: &[u8]) -> [u32; 256] {
+    // Four sub-histograms break the store-to-load dependency on runs of equal bytes.
+    let mut h = [[0u32; 256]; 4];
+    let mut quads = bytes.chunks_exact(4);
+    for q in &mut quads {
+        h[0][q[0] as usize] += 1;
+        h[1][q[1] as usize] += 1;
+        h[2][q[2] as usize] += 1;
+        h[3][q[3] as usize] += 1;
+    }
+    for &b in quads.remainder() {
+        h[0][b as usize] += 1;
+    }
+    let mut out = [0u32; 256];
+    for s in 0..256 {
+        out[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s];
+    }
+    out
+}
