@@ -47,7 +47,7 @@ fn bench(c: &mut Criterion) {
         ),
     ] {
         let data = real_tensor(file, dtype);
-        let mut g = c.benchmark_group(format!("rans/{label}"));
+        let mut g = c.benchmark_group(format!("rans-{label}"));
         g.throughput(Throughput::Bytes(data.len() as u64));
         g.sample_size(20)
             .warm_up_time(Duration::from_millis(500))
