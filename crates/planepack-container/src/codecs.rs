@@ -215,7 +215,7 @@ impl CodecSpec {
 
     /// Whether planepack has a GPU decoder for this codec.
     pub fn gpu_decoder(self) -> bool {
-        matches!(self.id, CodecId::BitPlane | CodecId::Ibp)
+        matches!(self.id, CodecId::BitPlane | CodecId::Ibp | CodecId::Rans)
     }
 }
 

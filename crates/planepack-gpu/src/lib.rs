@@ -1,17 +1,19 @@
 //! GPU decoders for planepack's formats, in WGSL through wgpu: one code base for Vulkan,
 //! Metal and DX12 (NVIDIA, AMD, Intel and Apple GPUs), and for Mesa's lavapipe on CPUs.
 //!
-//! The CPU decoders (`planepack-bitplane`, `planepack-ibp`) are the reference: every GPU
-//! decode is tested bit-identical to them, on every dataset, on both scan paths.
+//! The CPU decoders (`planepack-bitplane`, `planepack-ibp`, `planepack-rans`) are the
+//! reference: every GPU decode is tested bit-identical to them, on every dataset, on both
+//! scan paths.
 //!
 //! * [`Gpu::new`] picks a backend and adapter (`GpuOptions`, or the environment variables
 //!   `PLANEPACK_GPU_BACKEND`, `PLANEPACK_GPU_ADAPTER`, `PLANEPACK_GPU_NO_SUBGROUPS`), requests
 //!   `Features::SUBGROUP` when the adapter has it, and says what it chose ([`Gpu::describe`]).
-//! * [`Gpu::decode_bitplane`], [`Gpu::decode_ibp`] and [`Gpu::gather_ibp`] mirror the CPU API:
-//!   a whole compressed tensor in, its bytes out; or a list of IBP rows.
+//! * [`Gpu::decode_bitplane`], [`Gpu::decode_ibp`], [`Gpu::decode_rans`] and
+//!   [`Gpu::gather_ibp`] mirror the CPU API: a whole compressed tensor in, its bytes out; or a
+//!   list of IBP rows.
 //! * The host does only what is cheap and sequential: it checks stream headers and locates
-//!   chunks (2 bytes per 4 KB) or rows (each row's participation bitmap); everything else is
-//!   in the shaders ([`shaders`]).
+//!   chunks (2 bytes per 4 KB; 4 per 64 KiB for rANS, plus its row map) or rows (each row's
+//!   participation bitmap); everything else is in the shaders ([`shaders`]).
 //! * Bad input never hangs the GPU or writes outside the output: shaders bound every read and
 //!   loop, and report broken rules in a status buffer that becomes [`GpuError::Corrupt`].
 //! * A subgroup kernel that meets subgroups it cannot number reports it, and the decode is
@@ -183,6 +185,15 @@ pub struct Prepared {
     /// Bytes uploaded for this launch (stream and metadata).
     pub upload_bytes: usize,
     kernel: Kernel,
+    /// A second launch recorded after the first (the rANS row map's placement pass).
+    then: Option<Pass>,
+}
+
+/// One more launch of a [`Prepared`] decode.
+struct Pass {
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    groups: (u32, u32),
 }
 
 impl Gpu {
@@ -472,6 +483,7 @@ impl Gpu {
             kernel: Kernel::BitPlane {
                 width: header.width,
             },
+            then: None,
         })
     }
 
@@ -652,7 +664,114 @@ impl Gpu {
             input: s,
             upload_bytes: l.bytes.len() + spans.len() * 4 + ids.len() * 4,
             kernel: Kernel::Ibp { width: l.width },
+            then: None,
         })
+    }
+
+    /// Prepare a rANS decode (`planepack-rans`'s format): check the header and row map,
+    /// locate the chunks, upload; a second pass places rows when the stream has a row map.
+    pub fn prepare_rans(&self, stream: &[u8], path: ScanPath) -> Result<Prepared> {
+        let h = planepack_rans::parse_header(stream)?;
+        let spans = planepack_rans::chunk_spans(stream, &h)?;
+        let width = h.width as u32;
+        let n_chunks = u32_of(spans.len(), "chunk count")?;
+        let k = u32_of(h.chunk_elements(), "chunk")?;
+        let elems = u32_of(h.elements(), "tensor")?;
+        u32_of(h.raw_len, "tensor")?;
+        let mut offsets: Vec<u32> = spans
+            .iter()
+            .map(|&(o, _)| u32_of(o, "stream"))
+            .collect::<Result<_>>()?;
+        let end = spans.last().map_or(0, |&(o, l)| o + l);
+        offsets.push(u32_of(end, "stream")?);
+        // Scratch per chunk: W planes of K bytes, then the mask plane.
+        let mask_at = width * k;
+        let scratch_words = (mask_at + k.div_ceil(8).div_ceil(4) * 4) / 4;
+        let scratch_len = n_chunks as usize * scratch_words as usize * 4;
+        let tail_len = h.tail_len();
+        let mut tail = [0u8; 4];
+        tail[..tail_len].copy_from_slice(&stream[stream.len() - tail_len..]);
+        let body_len = h.elements() * h.width;
+        let pipeline = self.pipeline(Kernel::Rans { width }, path);
+        let (gx, gy) = self.grid(n_chunks.max(1));
+        let s = self.stream(stream)?;
+        let c = self.storage(bytemuck::cast_slice(&offsets), "chunk offsets")?;
+        let scratch = self.scratch(scratch_len)?;
+        let p = self.uniform(&[
+            n_chunks,
+            gx,
+            k,
+            elems,
+            scratch_words,
+            mask_at,
+            // Bytes are never rotated (docs/format-rans.md, conventions).
+            u32::from(h.rotate && h.width > 1),
+            u32::from_le_bytes(tail),
+            tail_len as u32,
+            0,
+            0,
+            0,
+        ]);
+        let status = self.status();
+        let mut upload_bytes = stream.len() + offsets.len() * 4;
+        let (out, then) = match &h.rows {
+            None => {
+                let out = self.output(h.raw_len)?;
+                let bind = self.bind(&pipeline, &[&s, &c, &out, &p, &status, &scratch]);
+                ((out, bind), None)
+            }
+            Some(m) => {
+                let body = self.output(body_len)?;
+                let bind = self.bind(&pipeline, &[&s, &c, &body, &p, &status, &scratch]);
+                let row_src = row_sources(m, h.raw_len);
+                upload_bytes += row_src.len() * 4;
+                let rows = self.pipeline(Kernel::RansRows, ScanPath::Workgroup);
+                let n_words = u32_of(h.raw_len.div_ceil(4), "tensor")?;
+                let (rx, ry) = self.grid(n_words.div_ceil(256));
+                let src = self.storage(bytemuck::cast_slice(&row_src), "row sources")?;
+                let out = self.output(h.raw_len)?;
+                let rp =
+                    self.uniform(&[h.raw_len as u32, u32_of(m.row_bytes, "row")?, n_words, rx]);
+                let bind_rows = self.bind(&rows, &[&body, &src, &out, &rp]);
+                (
+                    (out, bind),
+                    Some(Pass {
+                        pipeline: rows,
+                        bind_group: bind_rows,
+                        groups: if n_words == 0 { (0, 0) } else { (rx, ry) },
+                    }),
+                )
+            }
+        };
+        let (out, bind_group) = out;
+        Ok(Prepared {
+            pipeline,
+            bind_group,
+            groups: (gx, gy),
+            out,
+            status,
+            out_len: h.raw_len,
+            input: s,
+            upload_bytes,
+            kernel: Kernel::Rans { width },
+            then,
+        })
+    }
+
+    /// Device-only working memory (not uploaded, not read back).
+    fn scratch(&self, len: usize) -> Result<wgpu::Buffer> {
+        let size = len.div_ceil(4).max(1) as u64 * 4;
+        if size > self.max_binding {
+            return Err(GpuError::Unsupported(format!(
+                "decoder scratch of {len} bytes exceeds this device's storage binding limit"
+            )));
+        }
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("scratch"),
+            size,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        }))
     }
 
     /// Prepare a copy of `len` bytes (the speed reference).
@@ -674,6 +793,7 @@ impl Gpu {
             input: src,
             upload_bytes: data.len(),
             kernel: Kernel::Copy,
+            then: None,
         })
     }
 
@@ -697,6 +817,15 @@ impl Gpu {
         pass.set_bind_group(0, &p.bind_group, &[]);
         if p.groups.0 > 0 {
             pass.dispatch_workgroups(p.groups.0, p.groups.1, 1);
+        }
+        // wgpu orders the dispatches of a pass that share a buffer (each is its own usage
+        // scope), so the second reads what the first wrote.
+        if let Some(t) = &p.then {
+            pass.set_pipeline(&t.pipeline);
+            pass.set_bind_group(0, &t.bind_group, &[]);
+            if t.groups.0 > 0 {
+                pass.dispatch_workgroups(t.groups.0, t.groups.1, 1);
+            }
         }
     }
 
@@ -741,10 +870,10 @@ impl Gpu {
                 } else {
                     describe_flags(flags)
                 },
-                unit: if matches!(p.kernel, Kernel::Ibp { .. }) {
-                    "output row"
-                } else {
-                    "block"
+                unit: match p.kernel {
+                    Kernel::Ibp { .. } => "output row",
+                    Kernel::Rans { .. } => "chunk",
+                    _ => "block",
                 },
                 at,
             });
@@ -791,10 +920,38 @@ impl Gpu {
         self.decode_with(|p| self.prepare_rows(group, mask, rows, p))
     }
 
+    /// Decode a whole rANS stream (`planepack-rans`'s format).
+    pub fn decode_rans(&self, stream: &[u8]) -> Result<Vec<u8>> {
+        self.decode_with(|p| self.prepare_rans(stream, p))
+    }
+
     /// Copy bytes through the copy kernel (tests that it is a fair reference).
     pub fn copy(&self, data: &[u8]) -> Result<Vec<u8>> {
         self.run(&self.prepare_copy(data)?)
     }
+}
+
+/// For each row of a checked row map, its index among the original (not copied) rows, where
+/// the rANS kernel leaves it.
+fn row_sources(m: &planepack_rans::RowMap, raw_len: usize) -> Vec<u32> {
+    let rows = raw_len / m.row_bytes;
+    let mut index = vec![0u32; rows];
+    let mut copies = m.copies.iter().peekable();
+    let mut next = 0u32;
+    for r in 0..rows {
+        match copies.peek() {
+            // The source is an earlier original (checked by parse_header): its index is known.
+            Some(&&(row, from)) if row as usize == r => {
+                copies.next();
+                index[r] = index[from as usize];
+            }
+            _ => {
+                index[r] = next;
+                next += 1;
+            }
+        }
+    }
+    index
 }
 
 /// What the IBP kernel needs to know of a group of rows, whatever it came from.

@@ -23,6 +23,12 @@ pub enum Kernel {
     Ibp {
         width: u32,
     },
+    /// The rANS byte-plane decoder for elements of `width` bytes (1, 2 or 4).
+    Rans {
+        width: u32,
+    },
+    /// The rANS row map's placement pass (no scan).
+    RansRows,
     Copy,
 }
 
@@ -31,6 +37,9 @@ pub const IBP_WIDTHS: [u32; 3] = [16, 32, 64];
 
 /// The element widths the bit-plane kernel is built for.
 pub const BITPLANE_WIDTHS: [u32; 3] = [8, 16, 32];
+
+/// The element widths (bytes) the rANS kernel is built for.
+pub const RANS_WIDTHS: [u32; 3] = [1, 2, 4];
 
 /// How a kernel computes its prefix sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -42,6 +51,8 @@ pub enum ScanPath {
 const COMMON: &str = include_str!("../../../shaders/common.wgsl");
 const BITPLANE: &str = include_str!("../../../shaders/bitplane.wgsl");
 const IBP: &str = include_str!("../../../shaders/ibp.wgsl");
+const RANS: &str = include_str!("../../../shaders/rans.wgsl");
+const RANS_ROWS: &str = include_str!("../../../shaders/rans_rows.wgsl");
 const COPY: &str = include_str!("../../../shaders/copy.wgsl");
 const SCAN_SUBGROUP: &str = include_str!("../../../shaders/scan_subgroup.wgsl");
 const SCAN_WORKGROUP: &str = include_str!("../../../shaders/scan_workgroup.wgsl");
@@ -64,6 +75,8 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
             ),
             IBP,
         ),
+        Kernel::Rans { width } => (format!("const W: u32 = {width}u;\n"), RANS),
+        Kernel::RansRows => return RANS_ROWS.to_owned(),
         Kernel::Copy => return COPY.to_owned(),
     };
     let scan = match path {
@@ -83,6 +96,11 @@ pub fn all() -> Vec<(String, String, bool)> {
             IBP_WIDTHS
                 .iter()
                 .map(|&width| (Kernel::Ibp { width }, format!("ibp{width}"))),
+        )
+        .chain(
+            RANS_WIDTHS
+                .iter()
+                .map(|&width| (Kernel::Rans { width }, format!("rans{width}"))),
         );
     for (k, name) in kernels {
         v.push((
@@ -96,6 +114,11 @@ pub fn all() -> Vec<(String, String, bool)> {
             false,
         ));
     }
+    v.push((
+        "rans-rows".into(),
+        source(Kernel::RansRows, ScanPath::Workgroup),
+        false,
+    ));
     v.push((
         "copy".into(),
         source(Kernel::Copy, ScanPath::Workgroup),

@@ -10,6 +10,7 @@ use planepack_core::testdata::{generate, mutate, Mutation, Pattern, Rng};
 use planepack_core::{Codec, ElemType};
 use planepack_gpu::{Gpu, GpuError, GpuOptions, ScanPath};
 use planepack_ibp::Ibp;
+use planepack_rans::Rans;
 use std::sync::OnceLock;
 
 fn gpu() -> Option<&'static Gpu> {
@@ -128,6 +129,74 @@ fn ibp_cases() -> Vec<(Vec<u8>, ElemType, Vec<usize>)> {
         }
     }
     v
+}
+
+/// rANS encoders that between them write every chunk mode, every plane kind, lane counts
+/// from 1 to 32, row maps, and both rotations.
+fn rans_codecs() -> Vec<Rans> {
+    let d = Rans::default();
+    vec![
+        d,
+        Rans {
+            chunk_log2: 12,
+            ..d
+        },
+        Rans {
+            zero_mask: false,
+            rotate: false,
+            rows: false,
+            ..d
+        },
+    ]
+}
+
+#[test]
+fn rans_patterns_tails_widths_and_rows() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(17);
+    let mut cases: Vec<(Vec<u8>, ElemType, Vec<usize>)> = Vec::new();
+    for pat in Pattern::ALL {
+        for elem in [ElemType::U8, ElemType::F16, ElemType::BF16, ElemType::F32] {
+            // Every tail length, tiny tensors, chunk boundaries (4 KiB and 64 KiB) and beyond.
+            for len in [
+                0usize, 1, 2, 3, 5, 7, 64, 1001, 4096, 4099, 40_000, 65_536, 200_003,
+            ] {
+                cases.push((generate(pat, elem, len, rng.next_u64()), elem, vec![len]));
+            }
+        }
+    }
+    cases.extend(ibp_cases().into_iter().map(|(mut d, e, shape)| {
+        // Row maps need the data to be whole rows.
+        d.truncate(shape[0] * shape[1] * e.size());
+        (d, e, shape)
+    }));
+    let codecs = rans_codecs();
+    let streams: Vec<(usize, Vec<u8>)> = cases
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (d, e, shape))| {
+            codecs.iter().map(move |c| {
+                let mut b = Vec::new();
+                c.encode_shaped(d, *e, shape, &mut b).unwrap();
+                (i, b)
+            })
+        })
+        .collect();
+    on_each_path(g, |p| {
+        for (i, b) in &streams {
+            let (data, elem, shape) = &cases[*i];
+            let got = g
+                .decode_rans(b)
+                .unwrap_or_else(|e| panic!("{p:?} {elem:?} {shape:?}: {e}"));
+            assert!(
+                got == *data,
+                "{p:?} rANS {elem:?} {shape:?}: got {:?}.. want {:?}.., stream {:?}",
+                &got[..got.len().min(16)],
+                &data[..data.len().min(16)],
+                &b[..b.len().min(40)]
+            );
+        }
+    });
 }
 
 #[test]
@@ -255,24 +324,28 @@ fn every_dataset_decodes_bit_identically() {
         .collect();
     let bp = BitPlane::new();
     let ibp = Ibp::default();
-    let encoded: Vec<(usize, Vec<u8>, Vec<u8>)> = tensors
+    let rans = Rans::default();
+    let encoded: Vec<(usize, Vec<u8>, Vec<u8>, Vec<u8>)> = tensors
         .iter()
         .enumerate()
         .map(|(i, t)| {
             let e = t.elem().unwrap();
             let mut b = Vec::new();
             ibp.encode_shaped(&t.data, e, &t.shape, &mut b).unwrap();
-            (i, bp.encode_to_vec(&t.data, e).unwrap(), b)
+            let mut r = Vec::new();
+            rans.encode_shaped(&t.data, e, &t.shape, &mut r).unwrap();
+            (i, bp.encode_to_vec(&t.data, e).unwrap(), b, r)
         })
         .collect();
     on_each_path(g, |p| {
-        for (i, b, ib) in &encoded {
+        for (i, b, ib, r) in &encoded {
             let t = &tensors[*i];
             assert!(
                 g.decode_bitplane(b).unwrap() == t.data,
                 "{p:?} bit-plane {}",
                 t.name
             );
+            assert!(g.decode_rans(r).unwrap() == t.data, "{p:?} rANS {}", t.name);
             match g.decode_ibp(ib) {
                 Ok(got) => assert!(got == t.data, "{p:?} IBP {}", t.name),
                 Err(GpuError::Unsupported(m)) => eprintln!("{}: IBP on the GPU: {m}", t.name),
@@ -319,11 +392,38 @@ fn mutations(g: &'static Gpu) {
     let ibp = Ibp::default();
     let sources: Vec<(Vec<u8>, ElemType, Vec<usize>)> =
         ibp_cases().into_iter().step_by(5).collect();
+    // Large enough for 8 to 32 lanes per plane and several chunks: rANS only.
+    let big: Vec<(Vec<u8>, ElemType)> = [(ElemType::BF16, 3), (ElemType::F32, 6)]
+        .into_iter()
+        .map(|(e, pat)| (generate(Pattern::ALL[pat], e, 150_000, 4), e))
+        .collect();
     on_each_path(g, |p| {
+        for (data, elem) in &big {
+            let r = Rans::default().encode_to_vec(data, *elem).unwrap();
+            for m in Mutation::ALL {
+                for _ in 0..4 {
+                    let bad = mutate(&r, m, &mut rng);
+                    agree(
+                        &Rans::default(),
+                        &bad,
+                        |s| g.decode_rans(s),
+                        &format!("{p:?} big rANS {m:?}"),
+                    );
+                }
+            }
+        }
         for (data, elem, shape) in &sources {
             let b = bp.encode_to_vec(data, *elem).unwrap();
             let mut i = Vec::new();
             ibp.encode_shaped(data, *elem, shape, &mut i).unwrap();
+            let rans_streams: Vec<Vec<u8>> = rans_codecs()
+                .iter()
+                .map(|c| {
+                    let mut r = Vec::new();
+                    c.encode_shaped(data, *elem, shape, &mut r).unwrap();
+                    r
+                })
+                .collect();
             for m in Mutation::ALL {
                 for _ in 0..6 {
                     let bad = mutate(&b, m, &mut rng);
@@ -333,6 +433,15 @@ fn mutations(g: &'static Gpu) {
                         |s| g.decode_bitplane(s),
                         &format!("{p:?} bit-plane {m:?}"),
                     );
+                    for (k, r) in rans_streams.iter().enumerate() {
+                        let bad = mutate(r, m, &mut rng);
+                        agree(
+                            &rans_codecs()[k],
+                            &bad,
+                            |s| g.decode_rans(s),
+                            &format!("{p:?} rANS {m:?}"),
+                        );
+                    }
                     if shape[1] * elem.size() % 4 == 0 {
                         let bad = mutate(&i, m, &mut rng);
                         agree(&ibp, &bad, |s| g.decode_ibp(s), &format!("{p:?} IBP {m:?}"));
@@ -365,6 +474,32 @@ fn random_streams_with_valid_headers_are_rejected() {
             t[16..24].copy_from_slice(&(rng.below(40)).to_le_bytes());
             t[24..32].copy_from_slice(&(rng.below(4000)).to_le_bytes());
             agree(&Ibp::default(), &t, |x| g.decode_ibp(x), "random IBP");
+            // A rANS header over random chunks: width, chunk size 4 KiB, a few chunks.
+            let mut r: Vec<u8> = (0..len + 64).map(|_| rng.next_u64() as u8).collect();
+            let n = 1 + rng.below(3 * 4096);
+            r[..8].copy_from_slice(&[b'P', b'P', b'R', b'A', 1, [1, 2, 4][i % 3], 12, 1]);
+            r[8..16].copy_from_slice(&n.to_le_bytes());
+            let chunks = (n as usize / [1, 2, 4][i % 3]).div_ceil(4096 / [1, 2, 4][i % 3]);
+            // Chunk lengths that tile the rest of the stream, so the chunks themselves are
+            // what the decoders judge.
+            let body = r.len() - 16 - 4 * chunks - (n as usize % [1, 2, 4][i % 3]);
+            if chunks > 0 && body >= chunks {
+                for c in 0..chunks {
+                    let l = if c + 1 == chunks {
+                        body - (chunks - 1) * (body / chunks)
+                    } else {
+                        body / chunks
+                    };
+                    r[16 + 4 * c..20 + 4 * c].copy_from_slice(&(l as u32).to_le_bytes());
+                }
+                for c in 0..chunks {
+                    // Valid chunk modes and plane kinds more often than not.
+                    let at = 16 + 4 * chunks + c * (body / chunks);
+                    r[at] %= 3;
+                    r[at + 1] %= 3;
+                }
+            }
+            agree(&Rans::default(), &r, |x| g.decode_rans(x), "random rANS");
         }
     });
 }
@@ -391,9 +526,14 @@ fn transfer_timing_uploads_the_stream_it_decodes() {
     Ibp::default()
         .encode_shaped(&data, ElemType::BF16, &[300, 500], &mut ibp)
         .unwrap();
+    let mut rans = Vec::new();
+    Rans::default()
+        .encode_shaped(&data, ElemType::BF16, &[300, 500], &mut rans)
+        .unwrap();
     let cases = [
         (g.prepare_bitplane(&bitplane, g.path()).unwrap(), &bitplane),
         (g.prepare_ibp(&ibp, None, g.path()).unwrap(), &ibp),
+        (g.prepare_rans(&rans, g.path()).unwrap(), &rans),
     ];
     for (p, enc) in &cases {
         let (dec, up) = g.time_transfer(p, enc, &data, 3).unwrap();

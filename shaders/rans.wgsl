@@ -1,0 +1,515 @@
+// Byte-plane rANS stream decoder (docs/format-rans.md), one workgroup per chunk.
+//
+// The host prepends `const W: u32` (element width in bytes: 1, 2 or 4), so each width is its
+// own pipeline. It has checked the stream header (and row map) and located every chunk
+// (`chunk_off`, byte offsets of the chunks' payloads, one more entry for the end of the
+// last). Here, for each plane of the chunk in order (the mask plane first in a sparse chunk):
+//
+// 1. every invocation parses the plane's kind and frequency table from the stream (the reads
+//    are the same for all, so the control flow stays uniform and no broadcast is needed);
+//    the table becomes `fc` (frequency | cumulative << 16 per symbol) with one prefix sum, and
+//    the 4096-slot decode table `slots` (a symbol per byte) with each invocation filling 128
+//    slots;
+// 2. a prefix sum over the lanes' word counts gives each lane its first word;
+// 3. each lane is decoded by its own invocation, 128 symbols at a time into workgroup memory
+//    (`stage`, four of a lane's symbols to a word, so no two invocations write one word), from
+//    where all invocations gather whole words of the plane into this chunk's region of
+//    `scratch`;
+//
+// then the chunk's elements are rebuilt from the planes (in a sparse chunk, a prefix sum over
+// the mask's popcounts gives each run of 32 elements its first nonzero element), rotated back
+// and written to `out` as whole words.
+//
+// Why this shape: the lanes are the format's unit of parallelism (independent streams, no
+// cross-lane step per symbol); a chunk's planes need all their lanes before elements can be
+// joined, so the planes go through device memory (a 64 KiB chunk does not fit in workgroup
+// memory), and the decode table, read once per symbol, lives in workgroup memory (4 KiB of
+// symbols, 1 KiB of frequencies; with the ranks and the stage, 12 KiB of the 16 KiB every
+// WebGPU device has).
+//
+// Untrusted input: every stream read is bounds-checked (`word`), every loop is bounded by the
+// chunk's element count, writes go only to this chunk's scratch region and output words, and
+// every rule of the format the CPU decoder checks is checked here; a broken one sets a bit in
+// `status[0]` and the chunk's index in `status[1]`, and the host returns an error.
+
+struct Params {
+    n_chunks: u32,
+    chunks_x: u32,
+    // Elements per chunk (K) and coded elements in all chunks (E).
+    chunk_elems: u32,
+    elems: u32,
+    // Words of scratch per chunk, and where the mask plane starts in them (bytes).
+    scratch_words: u32,
+    mask_at: u32,
+    // 1 if elements were rotated.
+    rotate: u32,
+    // The tail (bytes after the last whole element, at most 3) as a little-endian word, and
+    // its length; 0 when a row map follows (the output is then the body only).
+    tail: u32,
+    tail_len: u32,
+}
+
+@group(0) @binding(0) var<storage, read> stream: array<u32>;
+@group(0) @binding(1) var<storage, read> chunk_off: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(3) var<uniform> params: Params;
+@group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
+@group(0) @binding(5) var<storage, read_write> scratch: array<u32>;
+
+const WG: u32 = 32u;
+const L: u32 = 65536u;
+const MAX_LANES: u32 = 32u;
+const CHUNK_RAW: u32 = 0u;
+const CHUNK_DENSE: u32 = 1u;
+const CHUNK_SPARSE: u32 = 2u;
+const PLANE_RAW: u32 = 0u;
+const PLANE_CONST: u32 = 1u;
+const PLANE_RANS: u32 = 2u;
+const LIST_MAX: u32 = 32u;
+const WMASK: u32 = 0xffffffffu >> (32u - 8u * W);
+
+// The decode table: symbol of slot `i` in byte `i % 4` of word `i / 4`.
+var<workgroup> slots: array<u32, 1024>;
+// Per symbol: frequency | cumulative frequency << 16.
+var<workgroup> fc: array<u32, 256>;
+// Per present symbol in increasing order (its rank): the end of its slot range, the symbol.
+var<workgroup> rank_end: array<u32, 256>;
+var<workgroup> rank_sym: array<u32, 256>;
+// Lanes not taken four at a time: 128 rounds of up to 32 lanes, four rounds a word.
+var<workgroup> stage: array<u32, 1024>;
+var<workgroup> lane_x: array<u32, 32>;
+var<workgroup> lane_pos: array<u32, 32>;
+
+// This chunk's stream bytes [cpos, cend) and scratch region.
+var<private> cend: u32;
+var<private> sbase: u32;
+
+fn byte_at(b: u32) -> u32 {
+    return (word(b >> 2u) >> ((b & 3u) * 8u)) & 0xffu;
+}
+
+// A little-endian u16 / u32 at byte `b`; a read past the chunk sets ERR_OVERRUN.
+fn u16_at(b: u32) -> u32 {
+    return byte_at(b) | (byte_at(b + 1u) << 8u);
+}
+
+fn u32_at(b: u32) -> u32 {
+    return u16_at(b) | (u16_at(b + 2u) << 16u);
+}
+
+fn need(b: u32, n: u32) {
+    if (b + n > cend || b + n < b) {
+        err = err | ERR_OVERRUN;
+    }
+}
+
+// 4 stream bytes from byte `b` (any alignment).
+fn bytes4(b: u32) -> u32 {
+    let sh = (b & 3u) * 8u;
+    let lo = word(b >> 2u) >> sh;
+    return select(lo | (word((b >> 2u) + 1u) << (32u - sh)), lo, sh == 0u);
+}
+
+// Byte `i` of the scratch region.
+fn sbyte(i: u32) -> u32 {
+    return (scratch[sbase + (i >> 2u)] >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+// 4 bytes of the scratch region from byte `b` (any alignment).
+fn plane_word(b: u32) -> u32 {
+    let i = sbase + (b >> 2u);
+    let sh = (b & 3u) * 8u;
+    if (sh == 0u) {
+        return scratch[i];
+    }
+    return (scratch[i] >> sh) | (scratch[i + 1u] << (32u - sh));
+}
+
+// Keep the low `n` bytes of a word (n in 1..4).
+fn low_bytes(v: u32, n: u32) -> u32 {
+    return select(v & ((1u << (8u * n)) - 1u), v, n >= 4u);
+}
+
+// One decoding step of a lane with state `x` whose next word is at stream byte `p`: returns
+// the symbol (the format's decoding rule, docs/format-rans.md "Lanes").
+fn step(x: ptr<function, u32>, p: ptr<function, u32>) -> u32 {
+    let xi = *x;
+    let sl = xi & 4095u;
+    let sym = (slots[sl >> 2u] >> ((sl & 3u) * 8u)) & 0xffu;
+    let e = fc[sym];
+    var y = (e & 0xffffu) * (xi >> 12u) + sl - (e >> 16u);
+    if (y < L) {
+        // The lane's next u16 (any byte alignment; one load unless it straddles a word).
+        let b = *p;
+        let sh = (b & 3u) * 8u;
+        var v = word(b >> 2u) >> sh;
+        if (sh == 24u) {
+            v = v | (word((b >> 2u) + 1u) << 8u);
+        }
+        y = (y << 16u) | (v & 0xffffu);
+        *p = *p + 2u;
+    }
+    *x = y;
+    return sym;
+}
+
+// Decode the plane of `m` symbols at stream byte `at` into scratch bytes [dst, dst + m) (dst
+// a multiple of 4). Returns the byte after the plane. Called by every invocation, with the
+// same arguments.
+fn plane(at: u32, m: u32, dst: u32) -> u32 {
+    need(at, 1u);
+    let kind = byte_at(at);
+    let words = (m + 3u) / 4u;
+    let dw = sbase + dst / 4u;
+    if (kind == PLANE_RAW) {
+        need(at + 1u, m);
+        for (var q = slot; q < words; q = q + WG) {
+            scratch[dw + q] = low_bytes(bytes4(at + 1u + 4u * q), m - 4u * q);
+        }
+        return at + 1u + m;
+    }
+    if (kind == PLANE_CONST) {
+        need(at + 1u, 1u);
+        let s = byte_at(at + 1u) * 0x01010101u;
+        for (var q = slot; q < words; q = q + WG) {
+            scratch[dw + q] = low_bytes(s, m - 4u * q);
+        }
+        return at + 2u;
+    }
+    if (kind != PLANE_RANS) {
+        err = err | ERR_TAG;
+        return cend;
+    }
+    // The table: P symbols, listed or as a 256-bit map, then P u16 frequencies.
+    need(at + 1u, 1u);
+    let p = byte_at(at + 1u) + 1u;
+    let listed = p <= LIST_MAX;
+    let sym_at = at + 2u;
+    let freq_at = sym_at + select(32u, p, listed);
+    need(freq_at, 2u * p);
+    // Each invocation takes 8 symbols: in a list, entry `slot` (if any); in a map, the
+    // symbols of map byte `slot`.
+    var f8: array<u32, 8>;
+    var s8: array<u32, 8>;
+    var mine = 0u;
+    var fsum = 0u;
+    var first_rank = slot;
+    if (listed) {
+        if (slot < p) {
+            s8[0] = byte_at(sym_at + slot);
+            f8[0] = u16_at(freq_at + 2u * slot);
+            mine = 1u;
+            if (slot > 0u && byte_at(sym_at + slot - 1u) >= s8[0]) {
+                err = err | ERR_SYMBOL;
+            }
+        }
+    } else {
+        let bits = byte_at(sym_at + slot);
+        // Rank of this byte's first symbol among the present ones.
+        let rank = scan(countOneBits(bits));
+        if (rank.y != p) {
+            err = err | ERR_SYMBOL;
+        }
+        var r = rank.x;
+        first_rank = rank.x;
+        for (var b = 0u; b < 8u; b = b + 1u) {
+            if (((bits >> b) & 1u) != 0u) {
+                s8[mine] = slot * 8u + b;
+                f8[mine] = u16_at(freq_at + 2u * min(r, 255u));
+                mine = mine + 1u;
+                r = r + 1u;
+            }
+        }
+    }
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        if (i < mine) {
+            if (f8[i] == 0u) {
+                err = err | ERR_SYMBOL;
+            }
+            fsum = fsum + f8[i];
+        }
+    }
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        fc[slot * 8u + i] = 0u;
+    }
+    let cum = scan(fsum);
+    if (cum.y != 4096u) {
+        err = err | ERR_SYMBOL;
+    }
+    workgroupBarrier();
+    // Each symbol's (frequency, cumulative) by symbol, and (range end, symbol) by rank: list
+    // entry `slot`, or the map byte's symbols from the rank the popcount scan gave.
+    var c = cum.x;
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        if (i < mine) {
+            fc[s8[i]] = min(f8[i], 4096u) | (min(c, 4096u) << 16u);
+            c = c + f8[i];
+            let r = min(first_rank + i, 255u);
+            rank_end[r] = min(c, 4096u);
+            rank_sym[r] = s8[i];
+        }
+    }
+    workgroupBarrier();
+    // Slots 128 slot .. 128 slot + 127: the first rank whose range reaches past the first
+    // slot by binary search, then walk the ranks (a bad table leaves some slots wrong; the
+    // error is already set).
+    let ranks = min(p, 256u);
+    var lo = 0u;
+    var hi = ranks - 1u;
+    let x0 = slot * 128u;
+    while (lo < hi) {
+        let mid = (lo + hi) / 2u;
+        if (rank_end[mid] <= x0) {
+            lo = mid + 1u;
+        } else {
+            hi = mid;
+        }
+    }
+    var r = lo;
+    var rend = rank_end[r];
+    var sym = rank_sym[r];
+    for (var j = 0u; j < 128u; j = j + 4u) {
+        var w = 0u;
+        for (var b = 0u; b < 4u; b = b + 1u) {
+            let x = x0 + j + b;
+            while (x >= rend && r + 1u < ranks) {
+                r = r + 1u;
+                rend = rank_end[r];
+                sym = rank_sym[r];
+            }
+            w = w | (sym << (8u * b));
+        }
+        slots[(x0 + j) / 4u] = w;
+    }
+    // The lanes: count, states, word counts, then the words.
+    let lh = freq_at + 2u * p;
+    need(lh, 1u);
+    let k = byte_at(lh);
+    if (k == 0u || k > MAX_LANES) {
+        err = err | ERR_TAG;
+        return cend;
+    }
+    need(lh + 1u, 6u * k);
+    var n = 0u;
+    var x = L;
+    if (slot < k) {
+        x = u32_at(lh + 1u + 4u * slot);
+        n = u16_at(lh + 1u + 4u * k + 2u * slot);
+        if (x < L) {
+            err = err | ERR_VALUE;
+        }
+    }
+    let lw = scan(n);
+    let words_at = lh + 1u + 6u * k;
+    let end = words_at + 2u * lw.y;
+    need(words_at, 2u * lw.y);
+    lane_x[slot] = x;
+    lane_pos[slot] = words_at + 2u * lw.x;
+    workgroupBarrier();
+    {
+        // Invocation j < k decodes lane j, 128 rounds at a time, packing four rounds to a
+        // word of `stage` (lane-major); then all invocations gather the block's plane words
+        // from it. (Four lanes to an invocation, each round then one whole plane word, needs
+        // no staging but leaves three invocations in four idle: slower on lavapipe, and a GPU
+        // wants every lane on its own invocation.)
+        let live = slot < k && (err & (ERR_OVERRUN | ERR_TAG)) == 0u;
+        var x = L;
+        var pp = 0u;
+        if (live) {
+            x = lane_x[slot];
+            pp = lane_pos[slot];
+        }
+        let rounds = (m + k - 1u) / k;
+        for (var rb = 0u; rb < rounds; rb = rb + 128u) {
+            if (live) {
+                for (var t = 0u; t < 32u; t = t + 1u) {
+                    var w = 0u;
+                    for (var b = 0u; b < 4u; b = b + 1u) {
+                        if ((rb + 4u * t + b) * k + slot < m) {
+                            w = w | (step(&x, &pp) << (8u * b));
+                        }
+                    }
+                    stage[slot * 32u + t] = w;
+                }
+            }
+            workgroupBarrier();
+            let i0 = rb * k;
+            let i1 = min(i0 + 128u * k, m);
+            for (var q = i0 / 4u + slot; q < (i1 + 3u) / 4u; q = q + WG) {
+                var w = 0u;
+                // Byte 4q - i0 of the block is lane `lane`'s round `rr` (one division a word).
+                var rr = (4u * q - i0) / k;
+                var lane = 4u * q - i0 - rr * k;
+                for (var b = 0u; b < 4u; b = b + 1u) {
+                    if (4u * q + b < i1) {
+                        let sw = stage[lane * 32u + rr / 4u];
+                        w = w | (((sw >> (8u * (rr % 4u))) & 0xffu) << (8u * b));
+                    }
+                    lane = lane + 1u;
+                    if (lane == k) {
+                        lane = 0u;
+                        rr = rr + 1u;
+                    }
+                }
+                scratch[sbase + dst / 4u + q] = w;
+            }
+            workgroupBarrier();
+        }
+        if (live) {
+            let last = select(lane_pos[slot + 1u], end, slot + 1u == k);
+            if (x != L || pp != last) {
+                err = err | ERR_VALUE;
+            }
+        }
+    }
+    workgroupBarrier();
+    return end;
+}
+
+// Store word `w` of this chunk's output (of `owords` words, `nbytes` bytes), if it is one;
+// the last chunk's last word takes the tail bytes after the body's.
+var<private> obase: u32;
+fn put(w: u32, v: u32, owords: u32, nbytes: u32, last_chunk: bool) {
+    if (w < owords) {
+        var x = v;
+        if (w + 1u == owords && last_chunk && nbytes % 4u != 0u) {
+            x = x | (params.tail << (8u * (nbytes % 4u)));
+        }
+        out[obase + w] = x;
+    }
+}
+
+fn run(wg: vec3<u32>) {
+    let c = wg.y * params.chunks_x + wg.x;
+    err = 0u;
+    let K = params.chunk_elems;
+    let body = params.elems * W;
+    // The tail: a word of its own (W = 4 or 1, or a body ending on a word boundary), else
+    // merged into the body's last word below.
+    if (c == 0u && slot == 0u && params.tail_len > 0u && body % 4u == 0u) {
+        out[body / 4u] = params.tail;
+    }
+    if (c >= params.n_chunks) {
+        return;
+    }
+    let at0 = chunk_off[c];
+    cend = chunk_off[c + 1u];
+    sbase = c * params.scratch_words;
+    let first = c * K;
+    let n = min(K, params.elems - first);
+    obase = first * W / 4u;
+    let nbytes = n * W;
+    need(at0, 1u);
+    let mode = byte_at(at0);
+    var at = at0 + 1u;
+    if (mode == CHUNK_RAW) {
+        need(at, nbytes);
+        at = at + nbytes;
+        for (var q = slot; q < (nbytes + 3u) / 4u; q = q + WG) {
+            var v = low_bytes(bytes4(at0 + 1u + 4u * q), nbytes - 4u * q);
+            if (4u * q + 4u > nbytes && first + n == params.elems) {
+                v = v | (params.tail << (8u * (nbytes % 4u)));
+            }
+            out[obase + q] = v;
+        }
+    } else if (mode == CHUNK_DENSE || mode == CHUNK_SPARSE) {
+        let sparse = mode == CHUNK_SPARSE;
+        var z = n;
+        if (sparse) {
+            need(at, 4u);
+            z = u32_at(at);
+            at = at + 4u;
+            if (z > n) {
+                err = err | ERR_VALUE;
+                z = n;
+            }
+            at = plane(at, (n + 7u) / 8u, params.mask_at);
+        }
+        for (var p = 0u; p < W; p = p + 1u) {
+            if (at < cend) {
+                at = plane(at, z, p * K);
+            }
+        }
+        storageBarrier();
+        // Join: each invocation takes 32 elements a round (one mask word), in groups of four
+        // (whole output words): all four nonzero take four bytes of each plane at once, none
+        // nonzero are zeros, a mix goes element by element.
+        let owords = (nbytes + 3u) / 4u;
+        let last_chunk = first + n == params.elems;
+        var seen = 0u;
+        for (var base = 0u; base < n; base = base + 32u * WG) {
+            let e0 = base + slot * 32u;
+            var valid = 0u;
+            if (e0 < n) {
+                valid = select(0xffffffffu, (1u << (n - e0)) - 1u, n - e0 < 32u);
+            }
+            var mw = valid;
+            if (sparse) {
+                mw = 0u;
+                if (e0 < n) {
+                    mw = scratch[sbase + (params.mask_at + e0 / 8u) / 4u];
+                }
+                if ((mw & ~valid) != 0u) {
+                    err = err | ERR_VALUE;
+                }
+                mw = mw & valid;
+            }
+            let sc = scan(countOneBits(mw));
+            var idx = seen + sc.x;
+            seen = seen + sc.y;
+            // (No `continue` here: the next round's scan must stay in uniform control flow.)
+            for (var q = 0u; q < 32u && e0 < n; q = q + 4u) {
+                let bits = (mw >> q) & 15u;
+                var v = vec4<u32>(0u);
+                if (bits == 15u) {
+                    var t = vec4<u32>(0u);
+                    for (var p = 0u; p < W; p = p + 1u) {
+                        let w = plane_word(p * K + min(idx, K - 4u));
+                        t = (t << vec4<u32>(8u)) | ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
+                    }
+                    idx = idx + 4u;
+                    v = t;
+                } else if (bits != 0u) {
+                    for (var i = 0u; i < 4u; i = i + 1u) {
+                        if (((bits >> i) & 1u) != 0u) {
+                            var t = 0u;
+                            for (var p = 0u; p < W; p = p + 1u) {
+                                t = (t << 8u) | sbyte(p * K + min(idx, K - 1u));
+                            }
+                            idx = idx + 1u;
+                            v[i] = t;
+                        }
+                    }
+                }
+                if (params.rotate != 0u) {
+                    v = ((v >> vec4<u32>(1u)) | (v << vec4<u32>(8u * W - 1u))) & vec4<u32>(WMASK);
+                }
+                // Four elements are W words of the chunk's output.
+                let ow = (e0 + q) * W / 4u;
+                if (W == 4u) {
+                    put(ow, v.x, owords, nbytes, last_chunk);
+                    put(ow + 1u, v.y, owords, nbytes, last_chunk);
+                    put(ow + 2u, v.z, owords, nbytes, last_chunk);
+                    put(ow + 3u, v.w, owords, nbytes, last_chunk);
+                } else if (W == 2u) {
+                    put(ow, v.x | (v.y << 16u), owords, nbytes, last_chunk);
+                    put(ow + 1u, v.z | (v.w << 16u), owords, nbytes, last_chunk);
+                } else {
+                    put(ow, v.x | (v.y << 8u) | (v.z << 16u) | (v.w << 24u), owords, nbytes, last_chunk);
+                }
+            }
+        }
+        if (seen != z) {
+            err = err | ERR_VALUE;
+        }
+    } else {
+        err = err | ERR_TAG;
+    }
+    if (at != cend) {
+        err = err | ERR_LENGTH;
+    }
+    if (err != 0u) {
+        atomicOr(&status[0], err);
+        atomicMin(&status[1], c);
+    }
+}
