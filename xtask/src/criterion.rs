@@ -23,7 +23,12 @@ const BENCHES: &[(&str, &str, &[&str])] = &[
     (
         "planepack-rans",
         "rans",
-        &["rans-act-f32", "rans-act-bf16", "rans-kv-bf16", "rans-gnn-bow-f32"],
+        &[
+            "rans-act-f32",
+            "rans-act-bf16",
+            "rans-kv-bf16",
+            "rans-gnn-bow-f32",
+        ],
     ),
 ];
 
