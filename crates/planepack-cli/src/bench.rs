@@ -3,7 +3,7 @@
 use crate::fail::{Code, Fail};
 use crate::print_out;
 use clap::Args;
-use planepack_harness::input::{groups_of, tensor_files};
+use planepack_harness::input::{tensor_files, Batches, BATCH_BYTES};
 use planepack_harness::{measure, registry, Settings};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -41,19 +41,22 @@ pub fn run(a: BenchArgs) -> Result<(), Fail> {
             "no .safetensors or .npy files given",
         ));
     }
-    let mut groups = Vec::new();
+    // Headers only here: each batch of tensors is read when it is measured and dropped after,
+    // so a file larger than memory can be benched.
+    let mut plans = Vec::new();
     for f in &files {
         let name = f
             .file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or("file")
             .to_owned();
-        groups.extend(
-            groups_of(&name, "user", f)
-                .map_err(|e| Fail::new(Code::InvalidInput, format!("{}: {e:#}", f.display())))?,
-        );
+        let batches = Batches::open(&name, "user", f, BATCH_BYTES)
+            .map_err(|e| Fail::new(Code::InvalidInput, format!("{}: {e:#}", f.display())))?;
+        if !batches.is_empty() {
+            plans.push((f, batches));
+        }
     }
-    if groups.is_empty() {
+    if plans.is_empty() {
         return Err(Fail::new(
             Code::InvalidInput,
             "no tensors of a dtype the codecs take (F32, F16, BF16, 8-bit)",
@@ -70,21 +73,36 @@ pub fn run(a: BenchArgs) -> Result<(), Fail> {
         Settings::full()
     };
     let device = format!("cpu: {}", planepack_harness::machine_name());
-    let bar = indicatif::ProgressBar::new((groups.len() * codecs.len()) as u64);
+    let steps: usize = plans.iter().map(|(_, b)| b.len()).sum::<usize>() * codecs.len();
+    let bar = indicatif::ProgressBar::new(steps as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
             .expect("valid template")
             .progress_chars("=> "),
     );
-    let mut records = Vec::new();
-    for g in &groups {
-        for c in &codecs {
-            bar.set_message(format!("{} {} {}", g.dataset, g.dtype, c.name()));
-            let rec = measure::measure_group(c.as_ref(), g, settings, &device).map_err(|e| {
-                Fail::new(Code::Internal, format!("{} {}: {e:#}", g.dataset, c.name()))
-            })?;
-            records.push(rec);
-            bar.inc(1);
+    let mut records: Vec<planepack_harness::Record> = Vec::new();
+    for (f, batches) in &mut plans {
+        let first = records.len();
+        for i in 0..batches.len() {
+            let g = batches
+                .load(i)
+                .map_err(|e| Fail::new(Code::Io, format!("{}: {e:#}", f.display())))?;
+            for c in &codecs {
+                bar.set_message(format!("{} {} {}", g.dataset, g.dtype, c.name()));
+                let rec =
+                    measure::measure_group(c.as_ref(), &g, settings, &device).map_err(|e| {
+                        Fail::new(Code::Internal, format!("{} {}: {e:#}", g.dataset, c.name()))
+                    })?;
+                // The next batch of a dtype already measured adds to its record.
+                match records[first..]
+                    .iter_mut()
+                    .find(|r| r.dtype == rec.dtype && r.codec == rec.codec)
+                {
+                    Some(r) => r.merge(&rec).map_err(|e| Fail::new(Code::Internal, e))?,
+                    None => records.push(rec),
+                }
+                bar.inc(1);
+            }
         }
     }
     bar.finish_and_clear();

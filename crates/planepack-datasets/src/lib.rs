@@ -7,9 +7,11 @@
 
 mod manifest;
 mod stats;
+mod stream;
 
 pub use manifest::{Dataset, Manifest, Source};
 pub use stats::TensorStats;
+pub use stream::{TensorEntry, TensorFile};
 
 use planepack_core::ElemType;
 use std::path::{Path, PathBuf};
@@ -124,41 +126,65 @@ pub fn parse_safetensors(bytes: &[u8]) -> std::result::Result<Vec<Tensor>, Strin
 
 /// Parse `.npy` bytes (little-endian numeric arrays, C order).
 pub fn parse_npy(bytes: &[u8], name: String) -> std::result::Result<Tensor, String> {
+    let data_offset = stream::npy_data_offset(bytes)?;
     let npy = npyz::NpyFile::new(bytes).map_err(|e| e.to_string())?;
-    if npy.order() != npyz::Order::C {
-        return Err("Fortran-ordered arrays are not supported".into());
-    }
-    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
-    let dtype = match npy.dtype() {
-        npyz::DType::Plain(ts) => {
-            let s = ts.to_string();
-            if s.starts_with('>') && ts.size_field() > 1 {
-                return Err(format!("big-endian dtype {s} is not supported"));
-            }
-            match (ts.type_char(), ts.size_field()) {
-                (npyz::TypeChar::Float, 4) => "F32",
-                (npyz::TypeChar::Float, 2) => "F16",
-                (npyz::TypeChar::Float, 8) => "F64",
-                (npyz::TypeChar::Uint, 1) => "U8",
-                (npyz::TypeChar::Int, 1) => "I8",
-                (npyz::TypeChar::Int, 4) => "I32",
-                (npyz::TypeChar::Int, 8) => "I64",
-                (npyz::TypeChar::Uint, 2) => "U16",
-                (npyz::TypeChar::Int, 2) => "I16",
-                (npyz::TypeChar::Bool, 1) => "BOOL",
-                _ => return Err(format!("unsupported dtype {s}")),
-            }
-        }
-        other => return Err(format!("unsupported dtype {other:?}")),
-    };
-    let header_len = bytes.len() - npy.len() as usize * npy.dtype().num_bytes().unwrap_or(0);
-    let data = bytes[header_len..].to_vec();
+    let (dtype, size) = npy_dtype(&npy)?;
+    let shape: Vec<usize> = npy
+        .shape()
+        .iter()
+        .map(|&d| usize::try_from(d).ok())
+        .collect::<Option<_>>()
+        .ok_or("shape too large")?;
+    let len = npy
+        .shape()
+        .iter()
+        .try_fold(size as u64, |acc, &d| acc.checked_mul(d))
+        .ok_or("shape overflows")?;
+    let data = usize::try_from(data_offset)
+        .ok()
+        .and_then(|at| bytes.get(at..))
+        .filter(|d| d.len() as u64 == len)
+        .ok_or_else(|| format!("header says {len} bytes of data, the file has others"))?;
     Ok(Tensor {
         name,
         dtype: dtype.into(),
         shape,
-        data,
+        data: data.to_vec(),
     })
+}
+
+/// The safetensors spelling and element size of a `.npy` array's dtype (C order, little
+/// endian, numeric only).
+fn npy_dtype<R: std::io::Read>(
+    npy: &npyz::NpyFile<R>,
+) -> std::result::Result<(&'static str, usize), String> {
+    if npy.order() != npyz::Order::C {
+        return Err("Fortran-ordered arrays are not supported".into());
+    }
+    let npyz::DType::Plain(ts) = npy.dtype() else {
+        return Err(format!("unsupported dtype {:?}", npy.dtype()));
+    };
+    let s = ts.to_string();
+    if s.starts_with('>') && ts.size_field() > 1 {
+        return Err(format!("big-endian dtype {s} is not supported"));
+    }
+    let dtype = match (ts.type_char(), ts.size_field()) {
+        (npyz::TypeChar::Float, 4) => "F32",
+        (npyz::TypeChar::Float, 2) => "F16",
+        (npyz::TypeChar::Float, 8) => "F64",
+        (npyz::TypeChar::Uint, 1) => "U8",
+        (npyz::TypeChar::Int, 1) => "I8",
+        (npyz::TypeChar::Int, 4) => "I32",
+        (npyz::TypeChar::Int, 8) => "I64",
+        (npyz::TypeChar::Uint, 2) => "U16",
+        (npyz::TypeChar::Int, 2) => "I16",
+        (npyz::TypeChar::Bool, 1) => "BOOL",
+        _ => return Err(format!("unsupported dtype {s}")),
+    };
+    Ok((
+        dtype,
+        dtype_size(dtype).expect("every dtype above has a size"),
+    ))
 }
 
 /// The workspace's `datasets/` folder (found from this crate's location at build time, or from

@@ -83,3 +83,133 @@ fn safetensors_order_and_dtypes() {
     );
     assert!(parse_safetensors(&bytes[..bytes.len() - 1]).is_err());
 }
+
+/// Tensor by tensor from the header agrees with the whole-file loader on every dataset.
+#[test]
+fn tensor_file_reads_what_load_reads() {
+    use planepack_datasets::TensorFile;
+    let dir = datasets_dir();
+    let manifest = Manifest::read(&dir).expect("datasets/manifest.toml");
+    for d in &manifest.datasets {
+        let path = dir.join(&d.file);
+        let all = load(&path).unwrap();
+        let mut f = TensorFile::open(&path).unwrap();
+        assert_eq!(f.entries().len(), all.len(), "{}", d.name);
+        for (i, t) in all.iter().enumerate() {
+            assert_eq!(&f.read(i).unwrap(), t, "{} tensor {i}", d.name);
+        }
+        assert!(f.read(all.len()).is_err());
+    }
+}
+
+/// Damaged headers: the streaming reader never panics, accepts whatever the safetensors crate
+/// accepts with the same tensors, and rejects what it rejects (it keeps tensors of a dtype it
+/// does not know the size of, where the crate refuses the name).
+#[test]
+fn tensor_file_checks_headers_like_the_safetensors_crate() {
+    use planepack_datasets::{dtype_size, TensorFile};
+    use safetensors::tensor::{serialize, Dtype, TensorView};
+    let a: Vec<u8> = (0..24u8).collect();
+    let b: Vec<u8> = (0..6u8).collect();
+    let e: Vec<u8> = Vec::new();
+    let views = vec![
+        ("a", TensorView::new(Dtype::F32, vec![2, 3], &a).unwrap()),
+        ("b", TensorView::new(Dtype::BF16, vec![3], &b).unwrap()),
+        ("e", TensorView::new(Dtype::F16, vec![0, 4], &e).unwrap()),
+    ];
+    let meta = Some(std::collections::HashMap::from([(
+        "format".to_string(),
+        "pt".to_string(),
+    )]));
+    let good = serialize(views, meta).unwrap();
+    let n = u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.safetensors");
+    let check = |bytes: &[u8], what: &str| {
+        std::fs::write(&path, bytes).unwrap();
+        let whole = load(&path);
+        let streamed = TensorFile::open(&path).and_then(|mut f| {
+            (0..f.entries().len())
+                .map(|i| f.read(i))
+                .collect::<Result<Vec<_>, _>>()
+        });
+        match (whole, streamed) {
+            (Ok(w), Ok(s)) => assert_eq!(w, s, "{what}"),
+            (Err(_), Err(_)) => {}
+            (Ok(_), Err(e)) => panic!("{what}: the crate accepts, the stream says {e}"),
+            (Err(e), Ok(s)) => assert!(
+                s.iter().any(|t| dtype_size(&t.dtype).is_none()),
+                "{what}: the stream accepts, the crate says {e}"
+            ),
+        }
+    };
+    check(&good, "the file as written");
+    for len in 0..good.len() {
+        check(&good[..len], &format!("cut to {len} bytes"));
+    }
+    let mut longer = good.clone();
+    longer.push(0);
+    check(&longer, "a byte appended");
+    let mut seed = 7u64;
+    for round in 0..3000 {
+        let mut bad = good.clone();
+        for _ in 0..1 + round % 3 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let at = (seed >> 33) as usize % (8 + n);
+            bad[at] = (seed >> 20) as u8;
+        }
+        check(
+            &bad,
+            &format!(
+                "round {round}: {:?}",
+                String::from_utf8_lossy(&bad[8..8 + n])
+            ),
+        );
+    }
+    // Offsets that overlap or leave a hole, hand-written.
+    for header in [
+        r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}"#,
+        r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[1],"data_offsets":[3,4]}}"#,
+        r#"{"a":{"dtype":"U8","shape":[4611686018427387904,4],"data_offsets":[0,4]}}"#,
+    ] {
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend_from_slice(&[1, 2, 3, 4]);
+        check(&bytes, header);
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(TensorFile::open(&path).is_err(), "{header}");
+    }
+}
+
+/// `.npy` streamed: header and data as the whole-file parser reads them; cut files rejected.
+#[test]
+fn tensor_file_reads_npy() {
+    use planepack_datasets::TensorFile;
+    let mut h = "{'descr': '<u2', 'fortran_order': False, 'shape': (3,), }".to_string();
+    while !(10 + h.len() + 1).is_multiple_of(64) {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(h.as_bytes());
+    bytes.extend_from_slice(&[1, 0, 2, 0, 3, 0]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.npy");
+    std::fs::write(&path, &bytes).unwrap();
+    let mut f = TensorFile::open(&path).unwrap();
+    assert_eq!(f.read(0).unwrap(), parse_npy(&bytes, "x".into()).unwrap());
+    for len in 0..bytes.len() {
+        std::fs::write(&path, &bytes[..len]).unwrap();
+        assert!(TensorFile::open(&path).is_err(), "cut to {len}");
+        assert!(
+            parse_npy(&bytes[..len], "x".into()).is_err(),
+            "cut to {len}"
+        );
+    }
+    bytes.push(0);
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(TensorFile::open(&path).is_err(), "a byte too many");
+}

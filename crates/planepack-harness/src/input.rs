@@ -3,8 +3,96 @@
 
 use crate::Group;
 use anyhow::Result;
-use planepack_datasets::{elem_of, load};
+use planepack_core::ElemType;
+use planepack_datasets::{elem_of, load, TensorFile};
 use std::path::{Path, PathBuf};
+
+/// Raw bytes measured at once by [`Batches`]: a batch holds its tensors, their encodings and
+/// a decode buffer, so about three times this (or three times the largest tensor).
+pub const BATCH_BYTES: u64 = 64 << 20;
+
+/// A file's tensors in measurement batches, read only when a batch is asked for, so a file
+/// larger than memory can be measured: per dtype, consecutive tensors of up to `max_bytes`
+/// together (a larger tensor alone). Records of one dtype's batches are summed with
+/// [`crate::Record::merge`].
+pub struct Batches {
+    file: TensorFile,
+    name: String,
+    category: String,
+    /// (element type, safetensors dtype, entry indices) per batch, dtypes in first-seen order.
+    batches: Vec<(ElemType, String, Vec<usize>)>,
+}
+
+impl Batches {
+    /// Open a file and plan its batches from the header alone.
+    pub fn open(name: &str, category: &str, path: &Path, max_bytes: u64) -> Result<Self> {
+        let file = TensorFile::open(path)?;
+        let mut dtypes: Vec<(ElemType, String, Vec<Vec<usize>>, u64)> = Vec::new();
+        for (i, e) in file.entries().iter().enumerate() {
+            let Some(elem) = elem_of(&e.dtype) else {
+                continue;
+            };
+            let name = elem.name().to_owned();
+            let at = match dtypes.iter().position(|d| d.1 == name) {
+                Some(at) => at,
+                None => {
+                    dtypes.push((elem, name, vec![Vec::new()], 0));
+                    dtypes.len() - 1
+                }
+            };
+            let d = &mut dtypes[at];
+            let current = d.2.last_mut().expect("never empty");
+            if !current.is_empty() && d.3 + e.len > max_bytes {
+                d.2.push(vec![i]);
+                d.3 = e.len;
+            } else {
+                current.push(i);
+                d.3 += e.len;
+            }
+        }
+        let batches = dtypes
+            .into_iter()
+            .flat_map(|(elem, dtype, lists, _)| {
+                lists.into_iter().map(move |l| (elem, dtype.clone(), l))
+            })
+            .collect();
+        Ok(Batches {
+            file,
+            name: name.to_owned(),
+            category: category.to_owned(),
+            batches,
+        })
+    }
+
+    /// Number of batches (0 when no tensor has a dtype the codecs take).
+    pub fn len(&self) -> usize {
+        self.batches.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// Read batch `i` as a group.
+    pub fn load(&mut self, i: usize) -> Result<Group> {
+        let (elem, dtype, entries) = self
+            .batches
+            .get(i)
+            .ok_or_else(|| anyhow::anyhow!("no batch {i}"))?
+            .clone();
+        let tensors = entries
+            .iter()
+            .map(|&e| self.file.read(e).map(|t| (t.shape, t.data)))
+            .collect::<planepack_datasets::Result<_>>()?;
+        Ok(Group {
+            dataset: self.name.clone(),
+            category: self.category.clone(),
+            elem,
+            dtype,
+            tensors,
+        })
+    }
+}
 
 /// Group a file's tensors by dtype.
 pub fn groups_of(name: &str, category: &str, path: &Path) -> Result<Vec<Group>> {

@@ -75,6 +75,52 @@ pub struct Record {
 }
 
 impl Record {
+    /// Fold in the record of the next batch of the same group and codec (a file too large to
+    /// measure at once is measured in batches of tensors). Bytes add up; each rate becomes
+    /// total bytes over the summed batch times (the batches' medians, and for the spread their
+    /// slowest and fastest runs); the ratio is recomputed. Fails if the records are not of the
+    /// same dataset, dtype, codec and device, and takes no GPU figures or notes (which a batch
+    /// cannot sum).
+    pub fn merge(&mut self, next: &Record) -> Result<(), String> {
+        let same = self.dataset == next.dataset
+            && self.dtype == next.dtype
+            && self.codec == next.codec
+            && self.device == next.device
+            && self.threads == next.threads;
+        if !same {
+            return Err(format!(
+                "cannot merge {} {} {} with {} {} {}",
+                self.dataset, self.dtype, self.codec, next.dataset, next.dtype, next.codec
+            ));
+        }
+        if self.gpu_decode_gbps.is_some()
+            || next.gpu_decode_gbps.is_some()
+            || self.gpu_transfer_gbps.is_some()
+            || next.gpu_transfer_gbps.is_some()
+            || !self.notes.is_empty()
+            || !next.notes.is_empty()
+        {
+            return Err("GPU figures and notes do not merge across batches".into());
+        }
+        let (a, b) = (self.raw_bytes as f64, next.raw_bytes as f64);
+        let rate = |x: f64, y: f64| (a + b) / (a / x.max(1e-12) + b / y.max(1e-12));
+        self.encode_gbps = rate(self.encode_gbps, next.encode_gbps);
+        self.decode_gbps = rate(self.decode_gbps, next.decode_gbps);
+        self.decode_allcore_gbps = rate(self.decode_allcore_gbps, next.decode_allcore_gbps);
+        self.memcpy_gbps = rate(self.memcpy_gbps, next.memcpy_gbps);
+        for (s, n) in [
+            (&mut self.encode_gbps_spread, next.encode_gbps_spread),
+            (&mut self.decode_gbps_spread, next.decode_gbps_spread),
+        ] {
+            *s = [rate(s[0], n[0]), rate(s[1], n[1])];
+        }
+        self.tensors += next.tensors;
+        self.raw_bytes += next.raw_bytes;
+        self.compressed_bytes += next.compressed_bytes;
+        self.ratio = self.raw_bytes as f64 / self.compressed_bytes.max(1) as f64;
+        Ok(())
+    }
+
     /// Space saving in percent, `(1 - 1/ratio) * 100`.
     pub fn saving_pct(&self) -> f64 {
         (1.0 - 1.0 / self.ratio) * 100.0

@@ -211,3 +211,59 @@ fn raw_decode_is_reported_at_memcpy_speed() {
         rec.memcpy_gbps
     );
 }
+
+/// A file measured in small batches gives the same bytes, tensors and ratio as measured whole,
+/// and batches never mix dtypes or exceed the cap unless one tensor does.
+#[test]
+fn batched_measurement_adds_up_to_the_whole() {
+    use planepack_harness::input::{groups_of, Batches};
+    let path = planepack_datasets::datasets_dir()
+        .join("weights/efficientnet-lite0-weights-bf16.safetensors");
+    let whole = groups_of("w", "weights", &path).unwrap();
+    let cap = 64 << 10;
+    let mut batches = Batches::open("w", "weights", &path, cap).unwrap();
+    assert!(batches.len() > whole.len(), "a 64 KiB cap splits the file");
+    let codec = planepack_harness::registry::named(&["bitplane".to_string()]).unwrap()[0].codec();
+    let s = Settings::quick();
+    let mut merged: Vec<planepack_harness::Record> = Vec::new();
+    for i in 0..batches.len() {
+        let g = batches.load(i).unwrap();
+        assert!(g.raw_bytes() <= cap || g.tensors.len() == 1);
+        let r = measure::measure_group(codec.as_ref(), &g, s, "cpu").unwrap();
+        match merged.iter_mut().find(|m| m.dtype == r.dtype) {
+            Some(m) => m.merge(&r).unwrap(),
+            None => merged.push(r),
+        }
+    }
+    assert_eq!(merged.len(), whole.len());
+    for (m, g) in merged.iter().zip(&whole) {
+        let w = measure::measure_group(codec.as_ref(), g, s, "cpu").unwrap();
+        assert_eq!(
+            (m.dtype.as_str(), m.tensors, m.raw_bytes, m.compressed_bytes),
+            (w.dtype.as_str(), w.tensors, w.raw_bytes, w.compressed_bytes)
+        );
+        assert_eq!(m.ratio, w.ratio);
+        assert!(m.decode_gbps > 0.0 && m.decode_gbps_spread[0] <= m.decode_gbps_spread[1]);
+    }
+    // Records of different codecs or dtypes do not merge.
+    let g = batches.load(0).unwrap();
+    let other = planepack_harness::registry::named(&["raw".to_string()]).unwrap()[0].codec();
+    let a = measure::measure_group(codec.as_ref(), &g, s, "cpu").unwrap();
+    let mut b = measure::measure_group(other.as_ref(), &g, s, "cpu").unwrap();
+    assert!(b.merge(&a).is_err());
+}
+
+/// Merged rates are total bytes over total time: two batches of equal size at 1 and 3 GB/s
+/// make 1.5 GB/s, not the mean 2.
+#[test]
+fn merged_rates_are_bytes_over_summed_time() {
+    let g = tiny_group("weights");
+    let raw = planepack_harness::registry::named(&["raw".to_string()]).unwrap()[0].codec();
+    let mut a = measure::measure_group(raw.as_ref(), &g, Settings::quick(), "cpu").unwrap();
+    let mut b = a.clone();
+    a.decode_gbps = 1.0;
+    b.decode_gbps = 3.0;
+    a.merge(&b).unwrap();
+    assert!((a.decode_gbps - 1.5).abs() < 1e-12);
+    assert_eq!(a.raw_bytes, 2 * b.raw_bytes);
+}
