@@ -55,10 +55,20 @@ fn div_by(x: u32, rcp: u64) -> u32 {
     ((x as u128 * rcp as u128) >> 52) as u32
 }
 
+/// A symbol's coding constants, together in one 16-byte entry.
+#[derive(Clone, Copy, Default)]
+struct EncSymbol {
+    /// `reciprocal(freq)`.
+    rcp: u64,
+    freq: u32,
+    cum: u32,
+}
+
 /// Reusable encoder buffers.
 #[derive(Default)]
 pub struct Encoder {
-    lanes: Vec<Vec<u16>>,
+    /// Each lane's words, written backwards from the end of the lane's region.
+    words: Vec<u16>,
 }
 
 impl Encoder {
@@ -67,55 +77,128 @@ impl Encoder {
     /// each lane's words in decoding order, lane 0 first. Fails if a lane would need more
     /// than 65535 words (planes of at most `32 * 65535` symbols always fit).
     pub fn encode(&mut self, table: &Table, symbols: &[u8], out: &mut Vec<u8>) -> Result<()> {
-        let k = lanes_for(symbols.len());
-        self.lanes.resize_with(k, Vec::new);
+        let n = symbols.len();
+        let k = lanes_for(n);
         // floor(x / f) by a multiply: with r = ceil(2^52 / f), x r / 2^52 exceeds x / f by
         // less than x / 2^52 < 2^-20 for x < 2^32, while x / f's fraction is at most
         // 1 - 1/f <= 1 - 2^-12, so the floor is exact (tested against division for every f).
-        let mut rcp = [0u64; 256];
-        for (r, &f) in rcp.iter_mut().zip(&table.freq) {
+        let mut syms = [EncSymbol::default(); 256];
+        for (e, (&f, &c)) in syms.iter_mut().zip(table.freq.iter().zip(&table.cum)) {
             if f > 0 {
-                *r = reciprocal(f as u32);
+                *e = EncSymbol {
+                    rcp: reciprocal(f as u32),
+                    freq: f as u32,
+                    cum: c as u32,
+                };
             }
         }
-        let mut states = [0u32; MAX_LANES];
-        for (j, (lane, state)) in self.lanes[..k].iter_mut().zip(&mut states).enumerate() {
-            lane.clear();
-            let mut x = L;
-            // Backwards over the lane's symbols j, j + k, ... (interleaving the lanes round by
-            // round was measured about 30 % slower on activations, so one lane at a time).
-            let count = symbols.len().saturating_sub(j).div_ceil(k);
-            for r in (0..count).rev() {
-                let s = symbols[j + r * k] as usize;
-                let f = table.freq[s] as u32;
-                debug_assert!(f > 0, "symbol {s} not in the table");
-                if x >= f << (32 - PROB_BITS) {
-                    lane.push(x as u16);
-                    x >>= 16;
-                }
-                let q = div_by(x, rcp[s]);
-                x = (q << PROB_BITS) + (x - q * f) + table.cum[s] as u32;
-            }
-            if lane.len() > u16::MAX as usize {
-                return Err(Error::Unsupported("rANS lane over 65535 words".into()));
-            }
-            lane.reverse();
-            *state = x;
+        // A lane emits at most one word per symbol, so a region of `rounds + 1` words (one
+        // spare for the branch-free store) holds any lane.
+        let rounds = n.div_ceil(k);
+        let region = rounds + 1;
+        self.words.clear();
+        self.words.resize(k * region, 0);
+        let mut states = [L; MAX_LANES];
+        let mut pos = [region; MAX_LANES];
+        // Lanes four at a time: their dependency chains are independent, so the CPU overlaps
+        // them (each symbol's multiply waits on the previous state); the rest one at a time.
+        let mut j = 0;
+        while j + 4 <= k {
+            encode_group::<4>(
+                &syms,
+                symbols,
+                k,
+                j,
+                &mut self.words,
+                region,
+                &mut states,
+                &mut pos,
+            );
+            j += 4;
+        }
+        while j < k {
+            encode_group::<1>(
+                &syms,
+                symbols,
+                k,
+                j,
+                &mut self.words,
+                region,
+                &mut states,
+                &mut pos,
+            );
+            j += 1;
+        }
+        if pos[..k].iter().any(|&p| region - p > u16::MAX as usize) {
+            return Err(Error::Unsupported("rANS lane over 65535 words".into()));
         }
         out.push(k as u8);
         for s in &states[..k] {
             out.extend_from_slice(&s.to_le_bytes());
         }
-        for lane in &self.lanes[..k] {
-            out.extend_from_slice(&(lane.len() as u16).to_le_bytes());
+        for &p in &pos[..k] {
+            out.extend_from_slice(&((region - p) as u16).to_le_bytes());
         }
-        for lane in &self.lanes[..k] {
-            for w in lane {
+        for (lane, &p) in self.words.chunks_exact(region).zip(&pos[..k]) {
+            for w in &lane[p..] {
                 out.extend_from_slice(&w.to_le_bytes());
             }
         }
         Ok(())
     }
+}
+
+/// Encode lanes `j..j + N` of a plane with `k` lanes, backwards over their symbols; lane `l`'s
+/// words go to the end of its region `l` of `words`, growing down to `pos[l]`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn encode_group<const N: usize>(
+    syms: &[EncSymbol; 256],
+    symbols: &[u8],
+    k: usize,
+    j: usize,
+    words: &mut [u16],
+    region: usize,
+    states: &mut [u32; MAX_LANES],
+    pos: &mut [usize; MAX_LANES],
+) {
+    let n = symbols.len();
+    // Lane l codes symbols l, l + k, ...: `counts[i]` of them.
+    let counts: [usize; N] = std::array::from_fn(|i| n.saturating_sub(j + i).div_ceil(k));
+    let common = counts.iter().copied().min().unwrap_or(0);
+    let mut regions = words[j * region..(j + N) * region].chunks_exact_mut(region);
+    let lanes: [&mut [u16]; N] = std::array::from_fn(|_| regions.next().expect("N regions"));
+    let mut x: [u32; N] = std::array::from_fn(|i| states[j + i]);
+    let mut p: [usize; N] = std::array::from_fn(|i| pos[j + i]);
+    // A lane's last symbols beyond what all N lanes have (at most one round) first, alone.
+    for i in 0..N {
+        for r in (common..counts[i]).rev() {
+            let e = &syms[symbols[j + i + r * k] as usize];
+            put(e, &mut x[i], lanes[i], &mut p[i]);
+        }
+    }
+    for r in (0..common).rev() {
+        let row = &symbols[j + r * k..][..N];
+        for i in 0..N {
+            put(&syms[row[i] as usize], &mut x[i], lanes[i], &mut p[i]);
+        }
+    }
+    states[j..j + N].copy_from_slice(&x);
+    pos[j..j + N].copy_from_slice(&p);
+}
+
+/// One rANS encoding step, branch-free: the renormalisation word is always stored below the
+/// lane's words and kept (the cursor moved) only when the state is too large to take the
+/// symbol, since that test goes either way at random.
+#[inline(always)]
+fn put(e: &EncSymbol, x: &mut u32, lane: &mut [u16], p: &mut usize) {
+    debug_assert!(e.freq > 0, "symbol not in the table");
+    let out = (*x >= e.freq << (32 - PROB_BITS)) as u32;
+    lane[*p - 1] = *x as u16;
+    *p -= out as usize;
+    *x >>= out * 16;
+    let q = div_by(*x, e.rcp);
+    *x = (q << PROB_BITS) + (*x - q * e.freq) + e.cum;
 }
 
 /// Decode `out.len()` symbols coded by [`Encoder::encode`] at `at` of `input`, with the

@@ -239,25 +239,34 @@ fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) {
     let n = elems.len() / width;
     for p in planes.iter_mut() {
         p.clear();
-        p.reserve(n);
+        p.resize(n, 0);
     }
+    // Indexed stores into planes sized up front (not pushes), so the loops vectorise.
     match width {
-        1 => planes[0].extend_from_slice(elems),
+        1 => planes[0].copy_from_slice(&elems[..n]),
         2 => {
-            for e in elems.chunks_exact(2) {
+            let [p0, p1] = planes else {
+                unreachable!("two planes for 16-bit elements")
+            };
+            for ((e, a), b) in elems.chunks_exact(2).zip(p0.iter_mut()).zip(p1.iter_mut()) {
                 let v = u16::from_le_bytes([e[0], e[1]]);
                 let t = if rotate { v.rotate_left(1) } else { v };
-                planes[0].push((t >> 8) as u8);
-                planes[1].push(t as u8);
+                *a = (t >> 8) as u8;
+                *b = t as u8;
             }
         }
         _ => {
-            for e in elems.chunks_exact(4) {
+            let [p0, p1, p2, p3] = planes else {
+                unreachable!("four planes for 32-bit elements")
+            };
+            let (p0, p1, p2, p3) = (&mut p0[..n], &mut p1[..n], &mut p2[..n], &mut p3[..n]);
+            for (i, e) in elems.chunks_exact(4).enumerate() {
                 let v = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
                 let t = if rotate { v.rotate_left(1) } else { v };
-                for (k, p) in planes.iter_mut().enumerate() {
-                    p.push((t >> (24 - 8 * k)) as u8);
-                }
+                p0[i] = (t >> 24) as u8;
+                p1[i] = (t >> 16) as u8;
+                p2[i] = (t >> 8) as u8;
+                p3[i] = t as u8;
             }
         }
     }
@@ -374,6 +383,7 @@ mod avx512 {
 #[derive(Default)]
 struct EncScratch {
     planes: Vec<Vec<u8>>,
+    sparse_planes: Vec<Vec<u8>>,
     lanes: lanes::Encoder,
     dense: Vec<u8>,
     sparse: Vec<u8>,
@@ -381,30 +391,75 @@ struct EncScratch {
     nonzero: Vec<u8>,
 }
 
-/// Append plane `symbols` in its smallest kind.
-fn put_plane(symbols: &[u8], enc: &mut lanes::Encoder, out: &mut Vec<u8>) -> Result<()> {
+/// How a plane will be written, chosen from its histogram alone.
+enum PlanePlan {
+    Const(u8),
+    Raw,
+    Rans(Table),
+}
+
+/// A plane's kind and its estimated size in bytes (exact for raw and constant planes; for a
+/// coded plane the table's cost in bits plus the table and lane headers, which the coder
+/// meets to within a few bytes a lane).
+fn plan_plane(symbols: &[u8]) -> (PlanePlan, f64) {
     let counts = histogram(symbols);
     let present = counts.iter().filter(|&&c| c > 0).count();
     if present <= 1 {
-        out.push(PLANE_CONST);
-        out.push(symbols.first().copied().unwrap_or(0));
-        return Ok(());
+        return (PlanePlan::Const(symbols.first().copied().unwrap_or(0)), 2.0);
     }
     let table = Table::from_counts(&counts);
     let estimate = table.cost_bits(&counts) / 8.0
         + (table.written_len() + lanes::lane_header(lanes::lanes_for(symbols.len()))) as f64;
     if estimate < symbols.len() as f64 {
-        let start = out.len();
-        out.push(PLANE_RANS);
-        table.write(out);
-        enc.encode(&table, symbols, out)?;
-        if out.len() - start < 1 + symbols.len() {
+        (PlanePlan::Rans(table), 1.0 + estimate)
+    } else {
+        (PlanePlan::Raw, 1.0 + symbols.len() as f64)
+    }
+}
+
+/// Append plane `symbols` as planned (raw after all if coding it came out no smaller).
+fn put_plane(
+    symbols: &[u8],
+    plan: &PlanePlan,
+    enc: &mut lanes::Encoder,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    match plan {
+        PlanePlan::Const(v) => {
+            out.push(PLANE_CONST);
+            out.push(*v);
             return Ok(());
         }
-        out.truncate(start);
+        PlanePlan::Rans(table) => {
+            let start = out.len();
+            out.push(PLANE_RANS);
+            table.write(out);
+            enc.encode(table, symbols, out)?;
+            if out.len() - start < 1 + symbols.len() {
+                return Ok(());
+            }
+            out.truncate(start);
+        }
+        PlanePlan::Raw => {}
     }
     out.push(PLANE_RAW);
     out.extend_from_slice(symbols);
+    Ok(())
+}
+
+/// Write `planes` after `head` into `out` (cleared first), each as planned.
+fn put_planes(
+    head: &[u8],
+    planes: &[&[u8]],
+    plans: &[PlanePlan],
+    enc: &mut lanes::Encoder,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.clear();
+    out.extend_from_slice(head);
+    for (p, plan) in planes.iter().zip(plans) {
+        put_plane(p, plan, enc, out)?;
+    }
     Ok(())
 }
 
@@ -430,17 +485,16 @@ impl Rans {
     ) -> Result<()> {
         s.planes.resize_with(width, Vec::new);
         split(elems, width, self.rotate, &mut s.planes);
-        s.dense.clear();
-        s.dense.push(CHUNK_DENSE);
-        for p in &s.planes {
-            put_plane(p, &mut s.lanes, &mut s.dense)?;
-        }
-        let mut best = &s.dense;
+        let (dense_plans, dense_sizes): (Vec<_>, Vec<_>) =
+            s.planes.iter().map(|p| plan_plane(p)).unzip();
+        let dense_estimate = 1.0 + dense_sizes.iter().sum::<f64>();
+        let dense_planes: Vec<&[u8]> = s.planes.iter().map(|p| &p[..]).collect();
         let n = elems.len() / width;
         let zeros = elems
             .chunks_exact(width)
             .filter(|e| e.iter().all(|&b| b == 0))
             .count();
+        let mut sparse_plan = None;
         if self.zero_mask && zeros > 0 && zeros >= n / 8 {
             s.mask.clear();
             s.mask.resize(n.div_ceil(8), 0);
@@ -451,19 +505,58 @@ impl Rans {
                     s.nonzero.extend_from_slice(e);
                 }
             }
-            s.sparse.clear();
-            s.sparse.push(CHUNK_SPARSE);
-            s.sparse
-                .extend_from_slice(&((n - zeros) as u32).to_le_bytes());
-            put_plane(&s.mask, &mut s.lanes, &mut s.sparse)?;
-            split(&s.nonzero, width, self.rotate, &mut s.planes);
-            for p in &s.planes {
-                put_plane(p, &mut s.lanes, &mut s.sparse)?;
-            }
-            if s.sparse.len() < best.len() {
-                best = &s.sparse;
-            }
+            s.sparse_planes.resize_with(width + 1, Vec::new);
+            s.sparse_planes[0].clone_from(&s.mask);
+            split(&s.nonzero, width, self.rotate, &mut s.sparse_planes[1..]);
+            let (plans, sizes): (Vec<_>, Vec<_>) =
+                s.sparse_planes.iter().map(|p| plan_plane(p)).unzip();
+            sparse_plan = Some((plans, 5.0 + sizes.iter().sum::<f64>()));
         }
+        let mut head = [CHUNK_SPARSE, 0, 0, 0, 0];
+        head[1..].copy_from_slice(&((n - zeros) as u32).to_le_bytes());
+        let sparse_planes: Vec<&[u8]> = s.sparse_planes.iter().map(|p| &p[..]).collect();
+        // Code only the layout the estimates favour, unless they are too close to call (then
+        // both, and the smaller is kept): the estimates are within a few bytes a lane.
+        let best = match sparse_plan {
+            None => {
+                put_planes(
+                    &[CHUNK_DENSE],
+                    &dense_planes,
+                    &dense_plans,
+                    &mut s.lanes,
+                    &mut s.dense,
+                )?;
+                &s.dense
+            }
+            Some((sparse_plans, sparse_estimate)) => {
+                let margin = 64.0 + dense_estimate.min(sparse_estimate) / 100.0;
+                let dense = sparse_estimate > dense_estimate - margin;
+                let sparse = dense_estimate > sparse_estimate - margin;
+                if dense {
+                    put_planes(
+                        &[CHUNK_DENSE],
+                        &dense_planes,
+                        &dense_plans,
+                        &mut s.lanes,
+                        &mut s.dense,
+                    )?;
+                }
+                if sparse {
+                    put_planes(
+                        &head,
+                        &sparse_planes,
+                        &sparse_plans,
+                        &mut s.lanes,
+                        &mut s.sparse,
+                    )?;
+                }
+                if sparse && (!dense || s.sparse.len() < s.dense.len()) {
+                    &s.sparse
+                } else {
+                    &s.dense
+                }
+            }
+        };
         if best.len() < 1 + elems.len() {
             out.extend_from_slice(best);
         } else {
