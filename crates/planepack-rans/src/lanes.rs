@@ -442,7 +442,7 @@ mod tests {
         let mut seed = 1u64;
         for f in 1..=4096u32 {
             let r = reciprocal(f);
-            let mut check = |x: u32| assert_eq!(div_by(x, r), x / f, "{x} / {f}");
+            let check = |x: u32| assert_eq!(div_by(x, r), x / f, "{x} / {f}");
             for x in [
                 0,
                 1,

@@ -317,6 +317,11 @@ fn expand(nz: &[u8], mask: &[u8], width: usize, out: &mut [u8]) {
         // the `nz` elements its set bits ask for (never more than `nz` holds, since the mask's
         // population equals its length) and writes whole groups of `out`.
         (done, k) = unsafe { avx512::expand(nz, mask, width, out) };
+    } else if width > 1 && planepack_core::cpu::x86_64_v3() {
+        // SAFETY: x86-64-v3 includes SSSE3; the kernel reads whole 16-byte loads of `nz` only
+        // where they lie inside it, reads the mask bytes of the groups it expands and writes
+        // those groups of `out`.
+        (done, k) = unsafe { v3::expand(nz, mask, width, out) };
     }
     // Branch-free: zeros and nonzeros are interleaved at random in ReLU outputs, so a branch
     // per element would mispredict half the time. Each element reads the next nonzero one
@@ -333,6 +338,87 @@ fn expand(nz: &[u8], mask: &[u8], width: usize, out: &mut [u8]) {
             *o = b & bit.wrapping_neg();
         }
         k += bit as usize;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod v3 {
+    use std::arch::x86_64::*;
+
+    /// Shuffle controls for 8 16-bit elements: entry `m` moves the next `popcount(m)`
+    /// elements of a 16-byte load to the positions of `m`'s set bits, zeros elsewhere
+    /// (0x80 makes PSHUFB write a zero).
+    const CTL16: [[u8; 16]; 256] = {
+        let mut t = [[0x80u8; 16]; 256];
+        let mut m = 0;
+        while m < 256 {
+            let (mut i, mut k) = (0, 0u8);
+            while i < 8 {
+                if m >> i & 1 == 1 {
+                    t[m][2 * i] = 2 * k;
+                    t[m][2 * i + 1] = 2 * k + 1;
+                    k += 1;
+                }
+                i += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// The same for 4 32-bit elements, entry `m` for a 4-bit mask.
+    const CTL32: [[u8; 16]; 16] = {
+        let mut t = [[0x80u8; 16]; 16];
+        let mut m = 0;
+        while m < 16 {
+            let (mut i, mut k) = (0, 0u8);
+            while i < 4 {
+                if m >> i & 1 == 1 {
+                    let mut b = 0;
+                    while b < 4 {
+                        t[m][4 * i + b] = 4 * k + b as u8;
+                        b += 1;
+                    }
+                    k += 1;
+                }
+                i += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// Expand groups of 8 (16-bit) or 4 (32-bit) elements while a 16-byte load at the next
+    /// nonzero element stays inside `nz`; returns (elements of `out` written, elements of
+    /// `nz` used), where the scalar loop goes on.
+    ///
+    /// # Safety
+    /// The CPU must have SSSE3.
+    #[target_feature(enable = "ssse3,popcnt")]
+    pub unsafe fn expand(nz: &[u8], mask: &[u8], width: usize, out: &mut [u8]) -> (usize, usize) {
+        let n = out.len() / width;
+        let per = 16 / width;
+        let mut k = 0usize;
+        let mut g = 0;
+        while (g + 1) * per <= n && k * width + 16 <= nz.len() {
+            let m = if width == 2 {
+                mask[g] as usize
+            } else {
+                (mask[g / 2] >> (4 * (g % 2)) & 15) as usize
+            };
+            let ctl = if width == 2 { &CTL16[m] } else { &CTL32[m] };
+            let src = &nz[k * width..k * width + 16];
+            let dst = &mut out[g * 16..g * 16 + 16];
+            // SAFETY: 16-byte unaligned loads and store of slices checked to be 16 bytes.
+            unsafe {
+                let v = _mm_loadu_si128(src.as_ptr() as *const __m128i);
+                let c = _mm_loadu_si128(ctl.as_ptr() as *const __m128i);
+                _mm_storeu_si128(dst.as_mut_ptr() as *mut __m128i, _mm_shuffle_epi8(v, c));
+            }
+            k += m.count_ones() as usize;
+            g += 1;
+        }
+        (g * per, k)
     }
 }
 
@@ -849,5 +935,75 @@ impl Codec for Rans {
 
     fn decode_parallel(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
         self.decode_impl(compressed, out, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `out` for a mask and its nonzero elements, one element at a time.
+    fn reference(nz: &[u8], mask: &[u8], width: usize, n: usize) -> Vec<u8> {
+        let mut out = vec![0u8; n * width];
+        let mut k = 0;
+        for i in 0..n {
+            if mask[i / 8] >> (i % 8) & 1 == 1 {
+                out[i * width..][..width].copy_from_slice(&nz[k * width..][..width]);
+                k += 1;
+            }
+        }
+        out
+    }
+
+    /// Every zero expansion this CPU has (the SIMD kernels alone and the dispatching
+    /// function) against the reference, for densities from empty to full and every length
+    /// around the kernels' group sizes.
+    #[test]
+    fn zero_expansion_kernels_match_the_reference() {
+        let mut seed = 3u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        for width in [2usize, 4] {
+            for n in (0..80usize).chain([511, 512, 513, 4095]) {
+                for density in [0u32, 10, 50, 90, 100] {
+                    let mut mask = vec![0u8; n.div_ceil(8)];
+                    let mut nz = Vec::new();
+                    for i in 0..n {
+                        if next() % 100 < density {
+                            mask[i / 8] |= 1 << (i % 8);
+                            nz.extend((0..width).map(|_| next() as u8 | 1));
+                        }
+                    }
+                    let want = reference(&nz, &mask, width, n);
+                    let mut out = vec![0xAAu8; n * width];
+                    expand(&nz, &mask, width, &mut out);
+                    assert_eq!(out, want, "width {width} n {n} density {density}");
+                    #[cfg(target_arch = "x86_64")]
+                    {
+                        type Kernel = unsafe fn(&[u8], &[u8], usize, &mut [u8]) -> (usize, usize);
+                        let mut kernels: Vec<(&str, Kernel)> = Vec::new();
+                        if planepack_core::cpu::x86_64_v3() {
+                            kernels.push(("v3", v3::expand));
+                        }
+                        if planepack_core::cpu::avx512() {
+                            kernels.push(("avx512", avx512::expand));
+                        }
+                        for (name, kernel) in kernels {
+                            let mut out = vec![0xAAu8; n * width];
+                            // SAFETY: the CPU has the kernel's features (checked above); the
+                            // mask's population equals nz's element count.
+                            let (done, k) = unsafe { kernel(&nz, &mask, width, &mut out) };
+                            let ones = (0..done).filter(|i| mask[i / 8] >> (i % 8) & 1 == 1);
+                            assert_eq!(k, ones.count(), "{name}");
+                            assert_eq!(out[..done * width], want[..done * width], "{name}");
+                        }
+                    }
+                }
+            }
+        }
     }
 }
