@@ -140,8 +140,10 @@ impl Encoder {
             out.extend_from_slice(&((region - p) as u16).to_le_bytes());
         }
         for (lane, &p) in self.words.chunks_exact(region).zip(&pos[..k]) {
-            for w in &lane[p..] {
-                out.extend_from_slice(&w.to_le_bytes());
+            let at = out.len();
+            out.resize(at + 2 * (region - p), 0);
+            for (dst, w) in out[at..].chunks_exact_mut(2).zip(&lane[p..]) {
+                dst.copy_from_slice(&w.to_le_bytes());
             }
         }
         Ok(())

@@ -465,6 +465,56 @@ mod avx512 {
     }
 }
 
+/// Zero elements among `elems` (whole elements of `width` bytes), compared as integers so the
+/// loop vectorises.
+fn count_zeros(elems: &[u8], width: usize) -> usize {
+    match width {
+        2 => elems
+            .chunks_exact(2)
+            .filter(|e| u16::from_le_bytes([e[0], e[1]]) == 0)
+            .count(),
+        4 => elems
+            .chunks_exact(4)
+            .filter(|e| u32::from_le_bytes([e[0], e[1], e[2], e[3]]) == 0)
+            .count(),
+        _ => elems.iter().filter(|&&b| b == 0).count(),
+    }
+}
+
+/// The zero mask (bit `i` set where element `i` is nonzero) and the nonzero elements in
+/// order. Branch-free: every element is stored at the next nonzero slot and the slot kept
+/// only if the element is nonzero, since zeros and nonzeros alternate at random in ReLU
+/// outputs.
+fn take_zeros_out(elems: &[u8], width: usize, mask: &mut Vec<u8>, nonzero: &mut Vec<u8>) {
+    let n = elems.len() / width;
+    mask.clear();
+    mask.resize(n.div_ceil(8), 0);
+    nonzero.clear();
+    nonzero.resize(elems.len(), 0);
+    let k = match width {
+        2 => take_zeros_out_w::<2>(elems, mask, nonzero),
+        4 => take_zeros_out_w::<4>(elems, mask, nonzero),
+        _ => take_zeros_out_w::<1>(elems, mask, nonzero),
+    };
+    nonzero.truncate(k);
+}
+
+/// [`take_zeros_out`] for `W`-byte elements (a constant width, so each store is one move);
+/// returns the bytes of `nonzero` used.
+fn take_zeros_out_w<const W: usize>(elems: &[u8], mask: &mut [u8], nonzero: &mut [u8]) -> usize {
+    let mut k = 0;
+    for (bits, group) in mask.iter_mut().zip(elems.chunks(8 * W)) {
+        for (i, e) in group.chunks_exact(W).enumerate() {
+            let e: &[u8; W] = e.try_into().expect("W bytes");
+            let nz = e.iter().fold(0, |a, &b| a | b) != 0;
+            nonzero[k..k + W].copy_from_slice(e);
+            k += W * nz as usize;
+            *bits |= (nz as u8) << i;
+        }
+    }
+    k
+}
+
 /// Per-thread encoder scratch.
 #[derive(Default)]
 struct EncScratch {
@@ -576,21 +626,10 @@ impl Rans {
         let dense_estimate = 1.0 + dense_sizes.iter().sum::<f64>();
         let dense_planes: Vec<&[u8]> = s.planes.iter().map(|p| &p[..]).collect();
         let n = elems.len() / width;
-        let zeros = elems
-            .chunks_exact(width)
-            .filter(|e| e.iter().all(|&b| b == 0))
-            .count();
+        let zeros = count_zeros(elems, width);
         let mut sparse_plan = None;
         if self.zero_mask && zeros > 0 && zeros >= n / 8 {
-            s.mask.clear();
-            s.mask.resize(n.div_ceil(8), 0);
-            s.nonzero.clear();
-            for (i, e) in elems.chunks_exact(width).enumerate() {
-                if e.iter().any(|&b| b != 0) {
-                    s.mask[i / 8] |= 1 << (i % 8);
-                    s.nonzero.extend_from_slice(e);
-                }
-            }
+            take_zeros_out(elems, width, &mut s.mask, &mut s.nonzero);
             s.sparse_planes.resize_with(width + 1, Vec::new);
             s.sparse_planes[0].clone_from(&s.mask);
             split(&s.nonzero, width, self.rotate, &mut s.sparse_planes[1..]);
