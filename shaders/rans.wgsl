@@ -322,10 +322,12 @@ fn plane(at: u32, m: u32, dst: u32) -> u32 {
         let rounds = (m + k - 1u) / k;
         for (var rb = 0u; rb < rounds; rb = rb + 128u) {
             if (live) {
+                // Every lane has all 128 rounds of a block but the plane's last.
+                let full = (rb + 128u) * k <= m;
                 for (var t = 0u; t < 32u; t = t + 1u) {
                     var w = 0u;
                     for (var b = 0u; b < 4u; b = b + 1u) {
-                        if ((rb + 4u * t + b) * k + slot < m) {
+                        if (full || (rb + 4u * t + b) * k + slot < m) {
                             w = w | (step(&x, &pp) << (8u * b));
                         }
                     }
@@ -335,6 +337,33 @@ fn plane(at: u32, m: u32, dst: u32) -> u32 {
             workgroupBarrier();
             let i0 = rb * k;
             let i1 = min(i0 + 128u * k, m);
+            if (k % 4u == 0u) {
+                // Lanes 4g..4g+3 over rounds 4t..4t+3 are four stage words (one per lane,
+                // a round per byte) and four plane words (one per round, a lane per byte): a
+                // 4x4 byte transpose, one stage read per plane word.
+                let groups = k / 4u;
+                let nt = (min(128u, rounds - rb) + 3u) / 4u;
+                for (var bi = slot; bi < nt * groups; bi = bi + WG) {
+                    let t = bi / groups;
+                    let g = bi - t * groups;
+                    let s0 = stage[(4u * g) * 32u + t];
+                    let s1 = stage[(4u * g + 1u) * 32u + t];
+                    let s2 = stage[(4u * g + 2u) * 32u + t];
+                    let s3 = stage[(4u * g + 3u) * 32u + t];
+                    for (var j = 0u; j < 4u; j = j + 1u) {
+                        let q = (rb + 4u * t + j) * groups + g;
+                        if (4u * q < i1) {
+                            let sh = 8u * j;
+                            scratch[sbase + dst / 4u + q] = ((s0 >> sh) & 0xffu)
+                                | (((s1 >> sh) & 0xffu) << 8u)
+                                | (((s2 >> sh) & 0xffu) << 16u)
+                                | (((s3 >> sh) & 0xffu) << 24u);
+                        }
+                    }
+                }
+                workgroupBarrier();
+                continue;
+            }
             for (var q = i0 / 4u + slot; q < (i1 + 3u) / 4u; q = q + WG) {
                 var w = 0u;
                 // Byte 4q - i0 of the block is lane `lane`'s round `rr` (one division a word).
@@ -431,13 +460,62 @@ fn run(wg: vec3<u32>) {
             }
         }
         storageBarrier();
+        let owords = (nbytes + 3u) / 4u;
+        let last_chunk = first + n == params.elems;
+        if (!sparse) {
+            // Dense: element e's bytes are byte e of every plane. Four elements a step: one
+            // aligned word of each plane, transposed into W output words.
+            for (var g = slot; g < (n + 3u) / 4u; g = g + WG) {
+                var t = vec4<u32>(0u);
+                for (var p = 0u; p < W; p = p + 1u) {
+                    let w = scratch[sbase + (p * K) / 4u + g];
+                    t = (t << vec4<u32>(8u)) | ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
+                }
+                if (params.rotate != 0u) {
+                    t = ((t >> vec4<u32>(1u)) | (t << vec4<u32>(8u * W - 1u))) & vec4<u32>(WMASK);
+                }
+                let ow = g * W;
+                if (ow + W < owords) {
+                    // Not the chunk's last word: no tail, no bound to check.
+                    if (W == 4u) {
+                        out[obase + ow] = t.x;
+                        out[obase + ow + 1u] = t.y;
+                        out[obase + ow + 2u] = t.z;
+                        out[obase + ow + 3u] = t.w;
+                    } else if (W == 2u) {
+                        out[obase + ow] = t.x | (t.y << 16u);
+                        out[obase + ow + 1u] = t.z | (t.w << 16u);
+                    } else {
+                        out[obase + ow] = t.x | (t.y << 8u) | (t.z << 16u) | (t.w << 24u);
+                    }
+                } else {
+                    // Elements past n in this group are bytes past the planes' ends: dropped
+                    // by `put` (past the output) or masked off here.
+                    let have = n - 4u * g;
+                    let keep = vec4<u32>(select(0u, 0xffffffffu, have > 0u), select(0u, 0xffffffffu, have > 1u), select(0u, 0xffffffffu, have > 2u), select(0u, 0xffffffffu, have > 3u));
+                    t = t & keep;
+                    if (W == 4u) {
+                        put(ow, t.x, owords, nbytes, last_chunk);
+                        put(ow + 1u, t.y, owords, nbytes, last_chunk);
+                        put(ow + 2u, t.z, owords, nbytes, last_chunk);
+                        put(ow + 3u, t.w, owords, nbytes, last_chunk);
+                    } else if (W == 2u) {
+                        put(ow, t.x | (t.y << 16u), owords, nbytes, last_chunk);
+                        put(ow + 1u, t.z | (t.w << 16u), owords, nbytes, last_chunk);
+                    } else {
+                        put(ow, t.x | (t.y << 8u) | (t.z << 16u) | (t.w << 24u), owords, nbytes, last_chunk);
+                    }
+                }
+            }
+        }
         // Join: each invocation takes 32 elements a round (one mask word), in groups of four
         // (whole output words): all four nonzero take four bytes of each plane at once, none
         // nonzero are zeros, a mix goes element by element.
-        let owords = (nbytes + 3u) / 4u;
-        let last_chunk = first + n == params.elems;
-        var seen = 0u;
-        for (var base = 0u; base < n; base = base + 32u * WG) {
+        var seen = z;
+        for (var base = 0u; base < n && sparse; base = base + 32u * WG) {
+            if (base == 0u) {
+                seen = 0u;
+            }
             let e0 = base + slot * 32u;
             var valid = 0u;
             if (e0 < n) {
