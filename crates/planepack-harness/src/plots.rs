@@ -11,7 +11,7 @@ use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
-const PALETTE: [RGBColor; 16] = [
+const PALETTE: [RGBColor; 20] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -28,6 +28,10 @@ const PALETTE: [RGBColor; 16] = [
     RGBColor(200, 160, 0),
     RGBColor(90, 90, 200),
     RGBColor(170, 30, 100),
+    RGBColor(0, 150, 110),
+    RGBColor(230, 85, 13),
+    RGBColor(100, 150, 255),
+    RGBColor(110, 70, 20),
 ];
 
 fn color(i: usize) -> RGBColor {
@@ -85,10 +89,12 @@ pub fn tick(v: f64) -> String {
     let s = if a == 0.0 {
         "0".to_owned()
     } else if a < 0.1 {
-        format!("{v:.3}")
-    } else if a < 1.0 {
-        format!("{v:.2}")
+        format!("{v:.4}")
     } else if a < 10.0 {
+        // Two decimals (trimmed below): ticks 0.05 apart stay apart (1.05 and 1.1, not
+        // 1.1 twice).
+        format!("{v:.3}")
+    } else if a < 100.0 {
         format!("{v:.1}")
     } else {
         format!("{v:.0}")
@@ -331,7 +337,19 @@ pub fn effective_bandwidth(r: &[Record], category: &str, path: &Path) -> Result<
     let title = format!("{category}: transfer + CPU decode vs sending raw, eq. (2)");
     // A log axis only where the speed-ups span a decade; a narrow range reads better linear.
     if ymax > 5.0 {
-        speedup_chart(&left, &title, (0.9..ymax).log_scale(), &series)?;
+        // Key points of our own: plotters' log key points list each decade's end twice
+        // (a doubled "10" label).
+        let keys: Vec<f64> = [1.0, 2.0, 3.0, 5.0]
+            .iter()
+            .flat_map(|m| [1.0, 10.0, 100.0, 1000.0].map(|d| m * d))
+            .filter(|k| (0.9..=ymax).contains(k))
+            .collect();
+        speedup_chart(
+            &left,
+            &title,
+            (0.9..ymax).log_scale().with_key_points(keys),
+            &series,
+        )?;
     } else {
         speedup_chart(&left, &title, 0.9..ymax, &series)?;
     }

@@ -267,3 +267,17 @@ fn merged_rates_are_bytes_over_summed_time() {
     assert!((a.decode_gbps - 1.5).abs() < 1e-12);
     assert_eq!(a.raw_bytes, 2 * b.raw_bytes);
 }
+
+/// Axis labels of ticks 0.05 apart (a ratio panel's grid) are all different.
+#[test]
+fn tick_labels_tell_close_ticks_apart() {
+    let labels: Vec<String> = (0..8)
+        .map(|i| plots::tick(0.95 + 0.05 * i as f64))
+        .collect();
+    let mut unique = labels.clone();
+    unique.dedup();
+    assert_eq!(labels, unique, "{labels:?}");
+    assert_eq!(plots::tick(1.0), "1");
+    assert_eq!(plots::tick(1.05), "1.05");
+    assert_eq!(plots::tick(20.0), "20");
+}
