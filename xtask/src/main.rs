@@ -7,6 +7,8 @@
 //! * `rans-study`: what each part of the rANS codec's model buys, per dataset.
 //! * `peers`: ZipNN and python-blosc2 through their PyPI packages, merged into results.json.
 //! * `criterion`: run the criterion benchmarks, write their medians to `bench-results/criterion.md`.
+//! * `fuzz`: seed and run the cargo-fuzz targets of `fuzz/` (AddressSanitizer), with a table of
+//!   how far each got.
 //! * `shaders`: naga validation and SPIR-V/MSL/HLSL translation of every WGSL kernel.
 //! * `gpu-bench`: GPU decode against the copy kernel on the same device -> bench-results/gpu-*/.
 //! * `trace`: keep/swap/drop planning on training-step traces -> bench-results/trace/.
@@ -17,6 +19,7 @@
 mod bench;
 mod climem;
 mod criterion;
+mod fuzz;
 mod gpu;
 mod peers;
 mod rans_study;
@@ -86,6 +89,19 @@ enum Command {
         #[arg(long)]
         platform: Option<String>,
     },
+    /// Seed the cargo-fuzz targets of fuzz/ from the datasets and run each under
+    /// AddressSanitizer (needs cargo-fuzz and nightly).
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Only these targets (comma separated).
+        #[arg(long, value_delimiter = ',')]
+        targets: Vec<String>,
+        /// Write the table to bench-results/fuzz.md.
+        #[arg(long)]
+        record: bool,
+    },
     /// Validate every WGSL kernel with naga and translate it to SPIR-V, MSL and HLSL.
     Shaders,
     /// GPU decode speed against the copy kernel on the same device, every dataset
@@ -123,6 +139,16 @@ fn main() -> Result<()> {
         Command::Criterion { no_run, runs } => criterion::run(no_run, runs),
         Command::Datasets { stats } => datasets(stats),
         Command::Shaders => gpu::shaders(),
+        Command::Fuzz {
+            seconds,
+            targets,
+            record,
+        } => fuzz::run(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+            seconds,
+            &targets,
+            record,
+        ),
         Command::GpuBench {
             out,
             results,

@@ -108,16 +108,16 @@ impl Header {
         Ok(h)
     }
 
-    /// Offset of the entry table.
-    pub fn entries_offset(&self) -> u64 {
-        HEADER_LEN as u64 + self.preamble_len
+    /// Offset of the entry table (`None` past 2^64: the fields come from the file).
+    pub fn entries_offset(&self) -> Option<u64> {
+        (HEADER_LEN as u64).checked_add(self.preamble_len)
     }
 
     /// Offset of the metadata checksum (the end of the entry table).
     pub fn checksum_offset(&self) -> Option<u64> {
         self.entries
             .checked_mul(ENTRY_LEN as u64)?
-            .checked_add(self.entries_offset())
+            .checked_add(self.entries_offset()?)
     }
 
     /// Offset of the payload region.

@@ -291,3 +291,21 @@ fn codec_names_parse_back_and_match_the_codecs() {
         assert_eq!(CodecSpec::parse(bad), None, "{bad}");
     }
 }
+
+/// Found by the `container` fuzz target: header fields whose sum passes 2^64 are an error,
+/// not an overflow (a panic in debug builds, a wrapped offset in release ones).
+#[test]
+fn header_fields_that_overflow_are_refused() {
+    let mut b = vec![0u8; 48];
+    b[..4].copy_from_slice(&MAGIC);
+    b[4..6].copy_from_slice(&planepack_container::format::VERSION.to_le_bytes());
+    b[6] = 1;
+    for (preamble, entries) in [(u64::MAX, 0u64), (u64::MAX - 47, 1), (0, u64::MAX / 8)] {
+        b[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        b[16..24].copy_from_slice(&preamble.to_le_bytes());
+        b[24..32].copy_from_slice(&entries.to_le_bytes());
+        let h = planepack_container::format::Header::parse(&b, 48);
+        assert!(h.is_err(), "preamble {preamble} entries {entries}");
+        assert!(Container::parse(&b[..], "array").is_err());
+    }
+}

@@ -127,7 +127,12 @@ pub fn parse_safetensors(bytes: &[u8]) -> std::result::Result<Vec<Tensor>, Strin
 /// Parse `.npy` bytes (little-endian numeric arrays, C order).
 pub fn parse_npy(bytes: &[u8], name: String) -> std::result::Result<Tensor, String> {
     let data_offset = stream::npy_data_offset(bytes)?;
-    let npy = npyz::NpyFile::new(bytes).map_err(|e| e.to_string())?;
+    // The header length is checked against the bytes before npyz allocates it.
+    let header = usize::try_from(data_offset)
+        .ok()
+        .and_then(|end| bytes.get(..end))
+        .ok_or("header runs past the end of the file")?;
+    let npy = npyz::NpyFile::new(header).map_err(|e| e.to_string())?;
     let (dtype, size) = npy_dtype(&npy)?;
     let shape: Vec<usize> = npy
         .shape()

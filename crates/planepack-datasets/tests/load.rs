@@ -213,3 +213,18 @@ fn tensor_file_reads_npy() {
     std::fs::write(&path, &bytes).unwrap();
     assert!(TensorFile::open(&path).is_err(), "a byte too many");
 }
+
+/// Found by the `tensor_files` fuzz target (and issue 17): a version-3 `.npy` header that
+/// claims 4 GiB in a 33-byte file is refused before anything is allocated for it.
+#[test]
+fn npy_header_longer_than_the_file_is_refused() {
+    let mut bytes = b"\x93NUMPY\x03\x00".to_vec();
+    bytes.extend_from_slice(&0xFFFF_FF00u32.to_le_bytes());
+    bytes.extend_from_slice(b"{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }");
+    let err = parse_npy(&bytes, "x".into()).unwrap_err();
+    assert!(err.contains("past the end"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.npy");
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(planepack_datasets::TensorFile::open(&path).is_err());
+}

@@ -126,6 +126,13 @@ impl CompressedRows {
     /// Decode row `i` into `out` (`row_bytes` long).
     #[inline]
     pub fn decode_row(&self, cols: &Columns, i: usize, out: &mut [u8]) -> Result<()> {
+        self.check(cols, out.len(), 1)?;
+        if i >= self.rows {
+            return Err(Error::corrupt(format!(
+                "row index {i} out of range (rows: {})",
+                self.rows
+            )));
+        }
         decode_one(self, cols, i, out)
     }
 
@@ -148,7 +155,26 @@ impl CompressedRows {
         decode_rows(self, cols, indices.iter().copied(), out)
     }
 
+    /// What every decode checks first, in constant time (the fields are public, so a caller
+    /// may have filled them from anywhere): the tables have the lengths the row count says,
+    /// so no row's lookup reads past them; each row's span is then checked where it is read.
+    /// [`CompressedRows::validate`] checks the rest (offsets against the bitmask), in time
+    /// linear in the rows.
     fn check(&self, cols: &Columns, out_len: usize, rows: usize) -> Result<()> {
+        if self.row_bitmask.len() != self.rows.div_ceil(32) {
+            return Err(Error::corrupt(
+                "row bitmask length does not match the row count",
+            ));
+        }
+        let table_ok = match self.layout {
+            Layout::InPlace => Some(self.data.len()) == self.rows.checked_mul(self.row_bytes),
+            Layout::Condensed => self.offsets.len() == self.rows,
+        };
+        if !table_ok {
+            return Err(Error::corrupt(
+                "data or offset table does not match the row count",
+            ));
+        }
         if cols.row_bytes() != self.row_bytes {
             return Err(Error::corrupt(format!(
                 "mask has {} bytes per row, the data {}",
@@ -156,9 +182,12 @@ impl CompressedRows {
                 self.row_bytes
             )));
         }
-        if out_len != rows * self.row_bytes {
+        let expected = rows
+            .checked_mul(self.row_bytes)
+            .ok_or_else(|| Error::corrupt("rows x row bytes overflows"))?;
+        if out_len != expected {
             return Err(Error::OutputLength {
-                expected: rows * self.row_bytes,
+                expected,
                 provided: out_len,
             });
         }

@@ -327,3 +327,68 @@ fn random_streams_with_plausible_headers_never_panic() {
         }
     });
 }
+
+/// Found by the `ibp_rows` fuzz target: a group whose public fields disagree (a bitmask or
+/// offset table shorter than the row count, data shorter than its rows) is an error from
+/// every decode, whether or not the caller ran `validate` first.
+#[test]
+fn groups_with_inconsistent_fields_are_errors_not_panics() {
+    use planepack_ibp::{CompressedRows, Layout, Mask};
+    let cols = Columns::new(&Mask::empty(16, 4));
+    let rb = cols.row_bytes();
+    let good = |layout| CompressedRows {
+        layout,
+        rows: 3,
+        row_bytes: rb,
+        data: vec![0; 3 * rb],
+        offsets: if layout == Layout::Condensed {
+            vec![rb as u64, 2 * rb as u64, 3 * rb as u64]
+        } else {
+            Vec::new()
+        },
+        row_bitmask: vec![0],
+        payload_bytes: 3 * rb,
+    };
+    for layout in [Layout::InPlace, Layout::Condensed] {
+        let mut out = vec![0u8; 3 * rb];
+        let mut row = vec![0u8; rb];
+        good(layout).decode_all(&cols, &mut out).unwrap();
+        let breakages = [
+            "no bitmask",
+            "short offsets or data",
+            "more rows than tables",
+            "offsets past the data",
+        ];
+        for what in breakages {
+            let mut g = good(layout);
+            match what {
+                "no bitmask" => g.row_bitmask.clear(),
+                "short offsets or data" => {
+                    g.offsets.pop();
+                    g.data.truncate(rb);
+                }
+                "more rows than tables" => g.rows = 40,
+                _ => match g.offsets.last_mut() {
+                    Some(o) => *o = u64::MAX,
+                    None => {
+                        g.data.pop();
+                    }
+                },
+            }
+            let mut out = vec![0u8; g.rows * rb];
+            assert!(g.decode_all(&cols, &mut out).is_err(), "{layout:?} {what}");
+            assert!(
+                g.decode_row(&cols, 2, &mut row).is_err(),
+                "{layout:?} {what}"
+            );
+            assert!(
+                g.gather(&cols, &[2, 0], &mut vec![0u8; 2 * rb]).is_err(),
+                "{layout:?} {what}"
+            );
+        }
+        assert!(
+            good(layout).decode_row(&cols, 3, &mut row).is_err(),
+            "row past the end"
+        );
+    }
+}

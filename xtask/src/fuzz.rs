@@ -1,0 +1,204 @@
+//! `cargo xtask fuzz`: seed the cargo-fuzz targets of `fuzz/` from the real datasets, run each
+//! for a while under AddressSanitizer, and say how far each got.
+//!
+//! Seeds: a slice of the first tensor of every dataset, encoded by every codec (for `decode`),
+//! raw (for `roundtrip`), as a small safetensors file (for `tensor_files`) and as a container
+//! of that file (for `container`). They go to `target/fuzz-corpus/<target>/`, which is also
+//! where libFuzzer keeps what it finds, so a later run starts where the last one stopped.
+//! Needs `cargo-fuzz` and a nightly toolchain (`cargo install cargo-fuzz`); a crash fails the
+//! command with libFuzzer's report and the reproducer under `fuzz/artifacts/`.
+
+use anyhow::{bail, Context, Result};
+use planepack_container::{CodecId, CodecSpec, CompressOptions, Policy};
+use planepack_core::ElemType;
+use planepack_datasets::{datasets_dir, load, Manifest};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Every target in `fuzz/Cargo.toml`.
+pub const TARGETS: [&str; 5] = [
+    "decode",
+    "roundtrip",
+    "ibp_rows",
+    "container",
+    "tensor_files",
+];
+
+/// Bytes of each dataset's first tensor taken as a seed (small inputs fuzz faster).
+const SEED_BYTES: usize = 4096;
+
+pub fn run(root: &Path, seconds: u64, targets: &[String], record: bool) -> Result<()> {
+    let targets: Vec<&str> = if targets.is_empty() {
+        TARGETS.to_vec()
+    } else {
+        for t in targets {
+            if !TARGETS.contains(&t.as_str()) {
+                bail!("no fuzz target {t:?}; targets are {}", TARGETS.join(", "));
+            }
+        }
+        targets.iter().map(|t| t.as_str()).collect()
+    };
+    let probe = Command::new("cargo").args(["fuzz", "--version"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        bail!("cargo-fuzz is not installed: `cargo install cargo-fuzz` (and `rustup toolchain install nightly`)");
+    }
+    let corpus = root.join("target/fuzz-corpus");
+    seed(&corpus).context("writing the seed corpora")?;
+    let mut table = String::from(
+        "| target | seconds | executions | exec/s | coverage (edges) | features | corpus | findings |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for t in &targets {
+        let dir = corpus.join(t);
+        println!("fuzzing {t} for {seconds} s (AddressSanitizer)");
+        let out = Command::new("cargo")
+            .current_dir(root.join("fuzz"))
+            .args(["+nightly", "fuzz", "run", t])
+            .arg(&dir)
+            .args([
+                "--",
+                &format!("-max_total_time={seconds}"),
+                "-rss_limit_mb=2560",
+                "-malloc_limit_mb=2048",
+                "-timeout=20",
+                "-print_final_stats=1",
+            ])
+            .output()
+            .with_context(|| format!("running cargo fuzz run {t}"))?;
+        let log = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            let tail: Vec<&str> = log.lines().rev().take(60).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            bail!("fuzz target {t} failed:\n{}", tail.join("\n"));
+        }
+        let stat = |name: &str| -> String {
+            log.lines()
+                .rev()
+                .find_map(|l| {
+                    l.strip_prefix(&format!("stat::{name}:"))
+                        .map(|v| v.trim().to_owned())
+                })
+                .unwrap_or_else(|| "?".into())
+        };
+        // The last status line: `#N DONE cov: C ft: F corp: K/...`.
+        let done = log.lines().rev().find(|l| l.contains("DONE")).unwrap_or("");
+        let field = |key: &str| -> String {
+            let mut words = done.split_whitespace();
+            words
+                .by_ref()
+                .find(|w| *w == key)
+                .and_then(|_| words.next())
+                .unwrap_or("?")
+                .to_owned()
+        };
+        let line = format!(
+            "| {t} | {seconds} | {} | {} | {} | {} | {} | none |\n",
+            stat("number_of_executed_units"),
+            stat("average_exec_per_sec"),
+            field("cov:"),
+            field("ft:"),
+            field("corp:"),
+        );
+        print!("{line}");
+        table += &line;
+    }
+    if record {
+        let cpu = planepack_harness::machine_name();
+        let mut md = String::new();
+        let _ = writeln!(
+            md,
+            "# Fuzzing\n\n`cargo xtask fuzz --seconds {seconds} --record` on {cpu}: each target of \
+             `fuzz/` under AddressSanitizer (cargo-fuzz's default), seeded from `datasets/`, \
+             libFuzzer's malloc limit 2 GiB. What each target checks is in its file's header.\n"
+        );
+        md += &table;
+        let path = root.join("bench-results/fuzz.md");
+        std::fs::write(&path, md).with_context(|| format!("{}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Write the seed corpora under `corpus/<target>/`.
+fn seed(corpus: &Path) -> Result<()> {
+    let dir = datasets_dir();
+    let manifest = Manifest::read(&dir)?;
+    let mk = |t: &str| -> Result<PathBuf> {
+        let d = corpus.join(t);
+        std::fs::create_dir_all(&d)?;
+        Ok(d)
+    };
+    let (decode, roundtrip, files, container) = (
+        mk("decode")?,
+        mk("roundtrip")?,
+        mk("tensor_files")?,
+        mk("container")?,
+    );
+    mk("ibp_rows")?;
+    for d in &manifest.datasets {
+        let tensors = load(&dir.join(&d.file))?;
+        let Some(t) = tensors
+            .iter()
+            .find(|t| t.elem().is_some() && !t.data.is_empty())
+        else {
+            continue;
+        };
+        let elem = t.elem().expect("filtered");
+        let take = t.data.len().min(SEED_BYTES) / elem.size() * elem.size();
+        let slice = &t.data[..take];
+        let cols = t.shape.last().copied().unwrap_or(1).clamp(1, 64);
+        let shape_byte = elem_code(elem) | ((cols as u8 - 1) << 2);
+        for (i, id) in CodecId::ALL.iter().enumerate() {
+            let codec = CodecSpec::from(*id).codec();
+            let n = take / elem.size();
+            let dims = if n % cols == 0 && n / cols > 1 {
+                vec![n / cols, cols]
+            } else {
+                vec![n]
+            };
+            let mut enc = vec![i as u8];
+            codec.encode_shaped(slice, elem, &dims, &mut enc)?;
+            std::fs::write(decode.join(format!("{}-{}", d.name, id.name())), enc)?;
+            let mut raw = vec![i as u8, shape_byte];
+            raw.extend_from_slice(slice);
+            std::fs::write(roundtrip.join(format!("{}-{}", d.name, id.name())), raw)?;
+        }
+        // A one-tensor safetensors file of the slice, and its container.
+        let header = format!(
+            "{{\"t\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[0,{take}]}}}}",
+            t.dtype,
+            take / elem.size()
+        );
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend_from_slice(header.as_bytes());
+        file.extend_from_slice(slice);
+        let path = files.join(format!("{}.safetensors", d.name));
+        std::fs::write(&path, &file)?;
+        let opts = CompressOptions {
+            policy: Policy::BestRatio,
+            npy_name: "x".into(),
+        };
+        let mut ppk = std::io::Cursor::new(Vec::new());
+        planepack_container::compress(&std::fs::File::open(&path)?, &mut ppk, &opts, |_| {})
+            .with_context(|| format!("container of {}", path.display()))?;
+        let ppk = ppk.into_inner();
+        // The target's last input byte is a flag, not the file: odd, it reseals the metadata
+        // checksum so that mutations reach the checks behind it.
+        for flag in [0u8, 1] {
+            let mut seed = ppk.clone();
+            seed.push(flag);
+            std::fs::write(container.join(format!("{}-{flag}", d.name)), seed)?;
+        }
+    }
+    Ok(())
+}
+
+/// The roundtrip target's element code (its second byte, low two bits).
+fn elem_code(e: ElemType) -> u8 {
+    match e {
+        ElemType::U8 => 0,
+        ElemType::BF16 => 1,
+        ElemType::F16 => 2,
+        ElemType::F32 => 3,
+    }
+}
