@@ -2,8 +2,8 @@
 //! size to use, measured on every dataset (ratios only: encode, decode, compare).
 //!
 //! Steps, each adding one part: byte planes alone (no rotation, no zero mask, no row map);
-//! + the sign rotated to the bottom (exponent bytes whole); + the zero mask; + the row map (the
-//! default codec). Then the default model at chunk sizes 4 KiB to 1 MiB. Beside them the best
+//! + the sign rotated to the bottom where a sample says it pays (exponent bytes whole);
+//! + the zero mask; + the row map (the default codec). Then the default model at chunk sizes 4 KiB to 1 MiB. Beside them the best
 //! CPU peer of the same run's `results.json`, where there is one. Writes
 //! `bench-results/rans-study.md`.
 
@@ -49,7 +49,7 @@ pub fn run(root: &Path) -> Result<()> {
             },
         ),
         (
-            "+ sign rotated",
+            "+ sign rotated (where it pays)",
             Rans {
                 zero_mask: false,
                 rows: false,

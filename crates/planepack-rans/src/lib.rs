@@ -8,7 +8,8 @@
 //!
 //! * **Byte planes.** Each element is rotated left by one bit (the sign moves to the lowest
 //!   bit, so the top byte of BF16/FP32 is the whole exponent; ZipNN and DietGPU split the
-//!   same way) and split into its bytes, most significant first. Each plane of a chunk is
+//!   same way; the encoder skips the rotation for a tensor where a sample says it costs) and
+//!   split into its bytes, most significant first. Each plane of a chunk is
 //!   stored raw, as one constant byte, or rANS-coded with its own order-0 table, whichever
 //!   is smallest.
 //! * **Zero elements out.** Where a chunk has many all-zero elements, a nonzero mask (one bit
@@ -59,7 +60,8 @@ pub struct Rans {
     pub chunk_log2: u8,
     /// Try the zero mask on chunks with at least one zero element in eight.
     pub zero_mask: bool,
-    /// Rotate the sign bit to the bottom before splitting (off: plain byte planes).
+    /// Rotate the sign bit to the bottom before splitting where a sample of the tensor says
+    /// the planes come out smaller (off: never, plain byte planes).
     pub rotate: bool,
     /// Code repeated rows as references to earlier ones ([`RowMap`]; needs a shape).
     pub rows: bool,
@@ -515,6 +517,50 @@ fn take_zeros_out_w<const W: usize>(elems: &[u8], mask: &mut [u8], nonzero: &mut
     k
 }
 
+/// Samples [`rotation_pays`] takes, evenly spaced over the tensor, and their size: 32 KiB in
+/// all, enough for order-0 statistics and a small cost next to coding the tensor.
+const ROTATION_SAMPLES: usize = 4;
+const ROTATION_SAMPLE_BYTES: usize = 8 << 10;
+
+/// Do the byte planes of `body` (whole elements of `width` > 1 bytes) cost fewer bits with
+/// the sign rotated to the bottom? Rotation puts a float's whole exponent in the top plane,
+/// which usually pays (BF16, FP16 and most FP32 tensors), but not always: in FP32 tensors
+/// whose values sit near a few exponents, the sign joined to the top mantissa bits can code
+/// better. Decided per stream (the format's flag `R`) from the order-0 entropy of the planes
+/// of up to [`ROTATION_SAMPLES`] samples of [`ROTATION_SAMPLE_BYTES`], each way; ties rotate.
+fn rotation_pays(body: &[u8], width: usize, planes: &mut Vec<Vec<u8>>) -> bool {
+    let sample = ROTATION_SAMPLE_BYTES / width * width;
+    let slots = body.len().div_ceil(sample);
+    if slots == 0 {
+        return true;
+    }
+    let picks = slots.min(ROTATION_SAMPLES);
+    planes.resize_with(width, Vec::new);
+    let mut bits = [0.0f64; 2];
+    for k in 0..picks {
+        let at = k * slots / picks * sample;
+        let chunk = &body[at..body.len().min(at + sample)];
+        for (cost, rotate) in bits.iter_mut().zip([false, true]) {
+            split(chunk, width, rotate, planes);
+            *cost += planes
+                .iter()
+                .map(|p| entropy_bits(&histogram(p)))
+                .sum::<f64>();
+        }
+    }
+    bits[1] <= bits[0]
+}
+
+/// Order-0 entropy of a histogram, in bits: `sum c log2(n / c)`.
+fn entropy_bits(counts: &[u32; 256]) -> f64 {
+    let n: f64 = counts.iter().map(|&c| c as f64).sum();
+    counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| c as f64 * (n / c as f64).log2())
+        .sum()
+}
+
 /// Per-thread encoder scratch.
 #[derive(Default)]
 struct EncScratch {
@@ -583,16 +629,13 @@ fn put_plane(
     Ok(())
 }
 
-/// Write `planes` after `head` into `out` (cleared first), each as planned.
+/// Append `planes` to `out`, each as planned.
 fn put_planes(
-    head: &[u8],
     planes: &[&[u8]],
     plans: &[PlanePlan],
     enc: &mut lanes::Encoder,
     out: &mut Vec<u8>,
 ) -> Result<()> {
-    out.clear();
-    out.extend_from_slice(head);
     for (p, plan) in planes.iter().zip(plans) {
         put_plane(p, plan, enc, out)?;
     }
@@ -616,11 +659,12 @@ impl Rans {
         &self,
         elems: &[u8],
         width: usize,
+        rotate: bool,
         s: &mut EncScratch,
         out: &mut Vec<u8>,
     ) -> Result<()> {
         s.planes.resize_with(width, Vec::new);
-        split(elems, width, self.rotate, &mut s.planes);
+        split(elems, width, rotate, &mut s.planes);
         let (dense_plans, dense_sizes): (Vec<_>, Vec<_>) =
             s.planes.iter().map(|p| plan_plane(p)).unzip();
         let dense_estimate = 1.0 + dense_sizes.iter().sum::<f64>();
@@ -632,7 +676,7 @@ impl Rans {
             take_zeros_out(elems, width, &mut s.mask, &mut s.nonzero);
             s.sparse_planes.resize_with(width + 1, Vec::new);
             s.sparse_planes[0].clone_from(&s.mask);
-            split(&s.nonzero, width, self.rotate, &mut s.sparse_planes[1..]);
+            split(&s.nonzero, width, rotate, &mut s.sparse_planes[1..]);
             let (plans, sizes): (Vec<_>, Vec<_>) =
                 s.sparse_planes.iter().map(|p| plan_plane(p)).unzip();
             sparse_plan = Some((plans, 5.0 + sizes.iter().sum::<f64>()));
@@ -642,49 +686,49 @@ impl Rans {
         let sparse_planes: Vec<&[u8]> = s.sparse_planes.iter().map(|p| &p[..]).collect();
         // Code only the layout the estimates favour, unless they are too close to call (then
         // both, and the smaller is kept): the estimates are within a few bytes a lane.
-        let best = match sparse_plan {
-            None => {
-                put_planes(
-                    &[CHUNK_DENSE],
-                    &dense_planes,
-                    &dense_plans,
-                    &mut s.lanes,
-                    &mut s.dense,
-                )?;
-                &s.dense
-            }
-            Some((sparse_plans, sparse_estimate)) => {
-                let margin = 64.0 + dense_estimate.min(sparse_estimate) / 100.0;
-                let dense = sparse_estimate > dense_estimate - margin;
-                let sparse = dense_estimate > sparse_estimate - margin;
-                if dense {
-                    put_planes(
-                        &[CHUNK_DENSE],
-                        &dense_planes,
-                        &dense_plans,
-                        &mut s.lanes,
-                        &mut s.dense,
-                    )?;
-                }
-                if sparse {
-                    put_planes(
-                        &head,
-                        &sparse_planes,
-                        &sparse_plans,
-                        &mut s.lanes,
-                        &mut s.sparse,
-                    )?;
-                }
-                if sparse && (!dense || s.sparse.len() < s.dense.len()) {
-                    &s.sparse
+        // One layout to code: straight into `out` (no copy of the chunk).
+        let only = match &sparse_plan {
+            None => Some(true),
+            Some((_, sparse_estimate)) => {
+                let margin = 64.0 + dense_estimate.min(*sparse_estimate) / 100.0;
+                if *sparse_estimate <= dense_estimate - margin {
+                    Some(false)
+                } else if dense_estimate <= *sparse_estimate - margin {
+                    Some(true)
                 } else {
-                    &s.dense
+                    None
                 }
             }
         };
-        if best.len() < 1 + elems.len() {
-            out.extend_from_slice(best);
-        } else {
+        let start = out.len();
+        match (only, &sparse_plan) {
+            (Some(true), _) | (None, None) => {
+                out.push(CHUNK_DENSE);
+                put_planes(&dense_planes, &dense_plans, &mut s.lanes, out)?;
+            }
+            (Some(false), Some((sparse_plans, _))) => {
+                out.extend_from_slice(&head);
+                put_planes(&sparse_planes, sparse_plans, &mut s.lanes, out)?;
+            }
+            (_, Some((sparse_plans, _))) => {
+                // Too close to call: both, and the shorter is kept (dense on a tie).
+                s.dense.clear();
+                s.dense.push(CHUNK_DENSE);
+                put_planes(&dense_planes, &dense_plans, &mut s.lanes, &mut s.dense)?;
+                s.sparse.clear();
+                s.sparse.extend_from_slice(&head);
+                put_planes(&sparse_planes, sparse_plans, &mut s.lanes, &mut s.sparse)?;
+                let best = if s.sparse.len() < s.dense.len() {
+                    &s.sparse
+                } else {
+                    &s.dense
+                };
+                out.extend_from_slice(best);
+            }
+            (Some(false), None) => unreachable!("no sparse layout to prefer"),
+        }
+        if out.len() - start >= 1 + elems.len() {
+            out.truncate(start);
             out.push(CHUNK_RAW);
             out.extend_from_slice(elems);
         }
@@ -802,7 +846,8 @@ impl Rans {
         out.push(VERSION);
         out.push(width as u8);
         out.push(self.chunk_log2);
-        out.push(u8::from(self.rotate) | if rows.is_some() { 2 } else { 0 });
+        let flags_at = out.len();
+        out.push(if rows.is_some() { 2 } else { 0 });
         out.extend_from_slice(&(input.len() as u64).to_le_bytes());
         let originals: Vec<u8>;
         let input_body = match &rows {
@@ -833,9 +878,15 @@ impl Rans {
         let table_at = out.len();
         out.resize(table_at + 4 * n_chunks, 0);
         let mut s = EncScratch::default();
+        // The format never rotates single bytes; wider elements are rotated where a sample
+        // says the planes come out smaller that way.
+        let rotate =
+            self.rotate && width > 1 && rotation_pays(&input_body[..body], width, &mut s.planes);
+        // (For single bytes the flag means nothing; it is set as this encoder always did.)
+        out[flags_at] |= u8::from(if width == 1 { self.rotate } else { rotate });
         for (i, c) in input_body[..body].chunks(chunk_bytes).enumerate() {
             let at = out.len();
-            self.encode_chunk(c, width, &mut s, out)?;
+            self.encode_chunk(c, width, rotate, &mut s, out)?;
             let len = (out.len() - at) as u32;
             out[table_at + 4 * i..table_at + 4 * i + 4].copy_from_slice(&len.to_le_bytes());
         }
