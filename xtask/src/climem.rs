@@ -156,6 +156,21 @@ pub fn run(mib: usize, codecs: &[String], root: &Path) -> Result<()> {
         );
         println!("{codec}: compress {c_rss:.0} MiB, decompress {d_rss:.0} MiB");
     }
+    // `planepack bench` reads a file in batches of tensors, not whole.
+    let (b_rss, b_s) = timed(&[
+        &s(&bin),
+        "bench",
+        &s(&input),
+        "--codecs",
+        "bitplane",
+        "--quick",
+    ])?;
+    table += &format!(
+        "\n`planepack bench` on the same file (`--codecs bitplane --quick`): peak {b_rss:.0} MiB \
+         ({:.2} x input), {b_s:.1} s.\n",
+        b_rss / size_mib
+    );
+    println!("bench: {b_rss:.0} MiB");
     std::fs::remove_dir_all(&dir)?;
     std::fs::write(
         root.join("bench-results/cli-memory.md"),

@@ -27,11 +27,21 @@ pub struct BenchArgs {
 
 pub fn run(a: BenchArgs) -> Result<(), Fail> {
     for f in &a.files {
-        if !f.exists() {
-            return Err(Fail::new(
-                Code::Io,
-                format!("{}: no such file or folder", f.display()),
-            ));
+        match std::fs::metadata(f) {
+            Err(_) => {
+                return Err(Fail::new(
+                    Code::Io,
+                    format!("{}: no such file or folder", f.display()),
+                ))
+            }
+            // A FIFO or a device would block or never end.
+            Ok(m) if !m.is_dir() && !m.is_file() => {
+                return Err(Fail::new(
+                    Code::InvalidInput,
+                    format!("{}: not a regular file", f.display()),
+                ))
+            }
+            Ok(_) => {}
         }
     }
     let files = tensor_files(&a.files);

@@ -1,7 +1,7 @@
 //! `planepack compress` and `planepack decompress`.
 
 use crate::fail::{Code, Fail};
-use crate::output::{check_free, persist, temp_beside};
+use crate::output::{check_outputs, persist, temp_beside};
 use crate::{files_under, npy_name, print_out};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -78,10 +78,7 @@ fn plan(
     force: bool,
 ) -> Result<Vec<(PathBuf, PathBuf)>, Fail> {
     let pairs = pairs_of(input, output, keep, rename, what)?;
-    check_free(
-        &pairs.iter().map(|p| p.1.clone()).collect::<Vec<_>>(),
-        force,
-    )?;
+    check_outputs(&pairs, force)?;
     Ok(pairs)
 }
 
@@ -99,6 +96,8 @@ fn pairs_of(
         ));
     }
     if !input.is_dir() {
+        // Only a regular file (a FIFO or a device would block or never end).
+        files_under(input, |_| true)?;
         let out = match output {
             Some(o) => o.to_owned(),
             None => rename(input).ok_or_else(|| {
@@ -277,6 +276,7 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
             write_container(&file, &mut w, &opts, |n| progress.inc(n))
                 .map_err(|e| Fail::at(input, e))?
         };
+        tmp.permissions_of(input)?;
         tmp.as_file().sync_all().map_err(|e| Fail::io(out, e))?;
         // Re-read what was written: the metadata must parse before the file gets its name.
         let written = Container::open(tmp.path(), &opts.npy_name).map_err(|e| {
@@ -299,6 +299,21 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
         });
     }
     progress.finish_and_clear();
+    let all_raw = reports
+        .iter()
+        .flat_map(|r| &r.tensors)
+        .all(|t| t.codec.id == planepack_container::CodecId::Raw);
+    if let (Some(gbps), None, true) = (a.link, a.engine, all_raw) {
+        // Not an error (raw is the right answer for a CPU decoder), but never silent.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "planepack: note: every tensor is stored raw: with --link {gbps} and no --engine the \
+             model uses one CPU core's decode speed, and no codec decodes faster than the link \
+             there. Pass --engine GBPS for the decoder that will run (a GPU decoder), or drop \
+             --link for the best ratio."
+        );
+    }
     let mut text = String::new();
     if a.json {
         text = serde_json::to_string_pretty(&reports)
@@ -328,11 +343,11 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
 
 pub fn decompress(a: DecompressArgs) -> Result<(), Fail> {
     let is_container = |p: &Path| p.extension().and_then(|e| e.to_str()) == Some("ppk");
+    // On the OS string, not UTF-8: any file name the system allows works.
     let strip_ppk = |p: &Path| {
-        let s = p.to_str()?;
-        s.strip_suffix(".ppk")
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from)
+        (p.extension()? == "ppk")
+            .then(|| p.with_extension(""))
+            .filter(|s| s.file_name().is_some())
     };
     let pairs = plan(
         &a.input,
@@ -361,6 +376,7 @@ pub fn decompress(a: DecompressArgs) -> Result<(), Fail> {
                 .map_err(|e| Fail::at(input, e))?;
         }
         progress.inc(c.header.preamble_len);
+        tmp.permissions_of(input)?;
         tmp.as_file().sync_all().map_err(|e| Fail::io(out, e))?;
         persist(tmp, out, a.force)?;
     }

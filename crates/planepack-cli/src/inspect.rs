@@ -66,6 +66,23 @@ fn ratio(raw: u64, comp: u64) -> f64 {
 pub fn run(a: InspectArgs) -> Result<(), Fail> {
     let path = &a.file;
     let mut magic = [0u8; 4];
+    // Only a regular file: opening a FIFO would block.
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return Err(Fail::new(
+                Code::Usage,
+                format!("{}: a folder; inspect takes one file", path.display()),
+            ))
+        }
+        Ok(m) if !m.is_file() => {
+            return Err(Fail::new(
+                Code::InvalidInput,
+                format!("{}: not a regular file", path.display()),
+            ))
+        }
+        Err(e) => return Err(Fail::io(path, e)),
+        Ok(_) => {}
+    }
     let file = std::fs::File::open(path).map_err(|e| Fail::io(path, e))?;
     let len = ReadAt::size(&file).map_err(|e| Fail::at(path, e))?;
     if len >= 4 {

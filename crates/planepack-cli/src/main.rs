@@ -44,6 +44,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    output::remove_temps_on_signal();
     let result = match cli.command {
         Command::Compress(a) => compress::compress(a),
         Command::Decompress(a) => compress::decompress(a),
@@ -53,7 +54,9 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("planepack: error: {}", f.message);
+            // Not eprintln!, which panics when stderr cannot be written (`2>/dev/full`).
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "planepack: error: {}", f.message);
             ExitCode::from(f.code as u8)
         }
     }
@@ -72,19 +75,33 @@ pub(crate) fn files_under(
     keep: impl Fn(&std::path::Path) -> bool,
 ) -> Result<Vec<PathBuf>, Fail> {
     if !input.is_dir() {
-        return Ok(vec![input.to_owned()]);
+        // A file named on the command line (a link to one is followed): only a regular file,
+        // so a FIFO or a device is refused instead of blocking or being read forever.
+        return match std::fs::metadata(input) {
+            Ok(m) if m.is_file() => Ok(vec![input.to_owned()]),
+            Ok(_) => Err(Fail::new(
+                fail::Code::InvalidInput,
+                format!("{}: not a regular file", input.display()),
+            )),
+            Err(e) => Err(Fail::io(input, e)),
+        };
     }
+    // Inside a folder, symbolic links are not followed (a link loop cannot recurse, a link
+    // cannot pull in files from elsewhere) and only regular files are taken.
     let mut out = Vec::new();
-    let mut stack = vec![input.to_owned()];
-    while let Some(dir) = stack.pop() {
-        let rd = std::fs::read_dir(&dir).map_err(|e| Fail::io(&dir, e))?;
-        for entry in rd {
-            let p = entry.map_err(|e| Fail::io(&dir, e))?.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if keep(&p) {
-                out.push(p);
+    for entry in walkdir::WalkDir::new(input)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
+        let entry = entry.map_err(|e| {
+            let path = e.path().unwrap_or(input).to_owned();
+            match e.into_io_error() {
+                Some(io) => Fail::io(&path, io),
+                None => Fail::new(fail::Code::Io, format!("{}: cannot walk", path.display())),
             }
+        })?;
+        if entry.file_type().is_file() && keep(entry.path()) {
+            out.push(entry.into_path());
         }
     }
     out.sort();

@@ -283,3 +283,179 @@ fn bad_inputs_give_clear_errors_and_no_output() {
     let o = planepack(&["compress", s(&input), "--codec", "raw", "--link", "24"]);
     fails(&o, 2, "--link");
 }
+
+/// Issue 17: symbolic links inside a folder are not followed, so two link loops neither
+/// recurse (41 nested copies before) nor hang; a FIFO named like a tensor file is refused,
+/// not opened (which blocks forever).
+#[cfg(unix)]
+#[test]
+fn link_loops_and_fifos_do_not_hang() {
+    let d = tmp();
+    let input = d.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::copy(
+        datasets_dir().join("weights/efficientnet-lite0-weights-bf16.safetensors"),
+        input.join("w.safetensors"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(".", input.join("loop")).unwrap();
+    std::os::unix::fs::symlink("..", input.join("up")).unwrap();
+    let out = d.path().join("out");
+    let done = planepack(&["compress", s(&input), "-o", s(&out), "-q"]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(files(&out), vec![out.join("w.safetensors.ppk")]);
+    let bench = planepack(&["bench", s(&input), "--codecs", "raw", "--quick"]);
+    assert!(bench.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&bench.stdout)
+            .lines()
+            .filter(|l| l.starts_with("w "))
+            .count(),
+        1,
+        "one file measured once"
+    );
+    let fifo = d.path().join("pipe.safetensors");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    fails(
+        &planepack(&["compress", s(&fifo), "-o", s(&d.path().join("p.ppk"))]),
+        3,
+        "not a regular file",
+    );
+    fails(&planepack(&["bench", s(&fifo)]), 3, "not a regular file");
+    fails(&planepack(&["inspect", s(&fifo)]), 3, "not a regular file");
+}
+
+/// Issue 17: `--force` never replaces the input itself, nor an output that is not a regular
+/// file (a symbolic link, a device); outputs get their input's permission bits.
+#[cfg(unix)]
+#[test]
+fn force_spares_the_input_and_special_files_and_outputs_keep_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tmp();
+    let input = d.path().join("w.safetensors");
+    std::fs::copy(
+        datasets_dir().join("weights/efficientnet-lite0-weights-bf16.safetensors"),
+        &input,
+    )
+    .unwrap();
+    let before = std::fs::read(&input).unwrap();
+    let out = planepack(&["compress", s(&input), "-o", s(&input), "--force", "-q"]);
+    fails(&out, 2, "the output is the input");
+    assert_eq!(std::fs::read(&input).unwrap(), before);
+    let link = d.path().join("null.ppk");
+    std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+    let out = planepack(&["compress", s(&input), "-o", s(&link), "--force", "-q"]);
+    fails(&out, 6, "not a regular file");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let out = planepack(&["compress", s(&input), "-o", "/dev/null", "--force", "-q"]);
+    fails(&out, 6, "not a regular file");
+    std::fs::set_permissions(&input, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let ppk = d.path().join("w.ppk");
+    assert!(planepack(&["compress", s(&input), "-o", s(&ppk), "-q"])
+        .status
+        .success());
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&ppk), 0o640);
+    std::fs::set_permissions(&ppk, std::fs::Permissions::from_mode(0o604)).unwrap();
+    let back = d.path().join("back.safetensors");
+    assert!(planepack(&["decompress", s(&ppk), "-o", s(&back), "-q"])
+        .status
+        .success());
+    assert_eq!(mode(&back), 0o604);
+}
+
+/// Issue 17: Ctrl-C (SIGINT) or SIGTERM during `compress` removes the hidden temporary file
+/// and exits with 130. The input is large enough (64 MiB through zstd-19) that the signal
+/// lands mid-write; the exit code proves it did.
+#[cfg(unix)]
+#[test]
+fn a_signal_mid_write_leaves_no_temporary_file() {
+    let d = tmp();
+    let src = planepack_datasets::load(&datasets_dir().join("kv/smollm2-135m-kv-bf16.safetensors"))
+        .unwrap();
+    let t = &src[0];
+    let mut data = Vec::new();
+    while data.len() < 64 << 20 {
+        data.extend_from_slice(&t.data);
+    }
+    let n = data.len() / 2;
+    let header = format!(
+        r#"{{"x":{{"dtype":"BF16","shape":[{n}],"data_offsets":[0,{}]}}}}"#,
+        2 * n
+    );
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(&data[..2 * n]);
+    let input = write(d.path(), "big.safetensors", &file);
+    for signal in ["INT", "TERM"] {
+        let out = d.path().join(format!("big-{signal}.ppk"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_planepack"))
+            .args([
+                "compress",
+                s(&input),
+                "-o",
+                s(&out),
+                "--codec",
+                "zstd-19",
+                "-q",
+            ])
+            .spawn()
+            .unwrap();
+        // Wait until the temporary file exists, then signal.
+        let start = std::time::Instant::now();
+        let temp = || {
+            std::fs::read_dir(d.path())
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(".planepack-"))
+        };
+        while !temp() && start.elapsed().as_secs() < 60 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(temp(), "no temporary file appeared");
+        let killed = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(130),
+            "SIG{signal}: interrupted mid-write"
+        );
+        assert!(!temp(), "SIG{signal}: temporary file left behind");
+        assert!(!out.exists());
+    }
+}
+
+/// Issue 17: a folder with a file whose name is not UTF-8 compresses and decompresses (the
+/// output names are built on the OS string).
+#[cfg(target_os = "linux")]
+#[test]
+fn non_utf8_file_names_round_trip() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = tmp();
+    let input = d.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"w\xff.safetensors");
+    let bytes =
+        std::fs::read(datasets_dir().join("weights/efficientnet-lite0-weights-bf16.safetensors"))
+            .unwrap();
+    std::fs::write(input.join(name), &bytes).unwrap();
+    let packed = d.path().join("packed");
+    let back = d.path().join("back");
+    let c = planepack(&["compress", s(&input), "-o", s(&packed), "-q"]);
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    let x = planepack(&["decompress", s(&packed), "-o", s(&back), "-q"]);
+    assert!(x.status.success(), "{}", String::from_utf8_lossy(&x.stderr));
+    assert_eq!(std::fs::read(back.join(name)).unwrap(), bytes);
+}

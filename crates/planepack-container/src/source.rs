@@ -99,6 +99,16 @@ impl Source {
         file_len: u64,
         npy_name: &str,
     ) -> Result<Source> {
+        // The length the header states for itself must be the preamble's: a stored header
+        // that disagrees would decompress into a file its format rejects.
+        let head = &preamble[..preamble.len().min(PROBE_LEN)];
+        let (stated_kind, stated_len) = Source::preamble_len_of(head, file_len)?;
+        if stated_kind != kind || stated_len != preamble.len() as u64 {
+            return Err(Error::InvalidInput(format!(
+                "the header states {stated_len} bytes of header, there are {}",
+                preamble.len()
+            )));
+        }
         let data_len = file_len
             .checked_sub(preamble.len() as u64)
             .ok_or_else(|| Error::InvalidInput("header is longer than the file".into()))?;

@@ -309,3 +309,29 @@ fn header_fields_that_overflow_are_refused() {
         assert!(Container::parse(&b[..], "array").is_err());
     }
 }
+
+/// Issue 17: a stored safetensors header whose own length field disagrees with the stored
+/// header is refused even when the metadata checksum is recomputed (it would decompress into
+/// a file safetensors rejects).
+#[test]
+fn stored_header_length_must_match_the_header() {
+    let dir = datasets_dir();
+    let m = Manifest::read(&dir).unwrap();
+    let smallest = m.datasets.iter().min_by_key(|d| d.bytes).unwrap();
+    let file = std::fs::read(dir.join(&smallest.file)).unwrap();
+    let packed = pack(&file, Policy::BestRatio).unwrap();
+    let h = planepack_container::format::Header::parse(&packed, packed.len() as u64).unwrap();
+    let at = planepack_container::format::HEADER_LEN;
+    let sum_at = h.checksum_offset().unwrap() as usize;
+    for delta in [-8i64, -1, 1, 8] {
+        let mut bad = packed.clone();
+        let n = u64::from_le_bytes(bad[at..at + 8].try_into().unwrap());
+        bad[at..at + 8].copy_from_slice(&((n as i64 + delta) as u64).to_le_bytes());
+        let sum = planepack_container::checksum(&bad[..sum_at]);
+        bad[sum_at..sum_at + 8].copy_from_slice(&sum.to_le_bytes());
+        match Container::parse(&bad[..], "array") {
+            Err(Error::Corrupt(m)) => assert!(m.contains("states"), "{m}"),
+            other => panic!("length {delta:+}: {:?}", other.map(|_| ())),
+        }
+    }
+}

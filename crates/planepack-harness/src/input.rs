@@ -117,23 +117,28 @@ pub fn groups_of(name: &str, category: &str, path: &Path) -> Result<Vec<Group>> 
     Ok(out)
 }
 
-/// The `.safetensors` and `.npy` files among `paths`, folders searched recursively, sorted.
+/// The `.safetensors` and `.npy` files among `paths`, folders searched recursively (symbolic
+/// links inside them not followed, so a link loop cannot recurse), sorted.
 pub fn tensor_files(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let is_tensor_file = |p: &Path| {
+        matches!(
+            p.extension().and_then(|e| e.to_str()),
+            Some("safetensors" | "npy")
+        )
+    };
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path())
-                .collect();
-            entries.sort();
-            files.extend(tensor_files(&entries));
-        } else if matches!(
-            p.extension().and_then(|e| e.to_str()),
-            Some("safetensors" | "npy")
-        ) {
+            files.extend(
+                walkdir::WalkDir::new(p)
+                    .follow_links(false)
+                    .sort_by_file_name()
+                    .into_iter()
+                    .flatten()
+                    .filter(|e| e.file_type().is_file() && is_tensor_file(e.path()))
+                    .map(|e| e.into_path()),
+            );
+        } else if is_tensor_file(p) {
             files.push(p.clone());
         }
     }
