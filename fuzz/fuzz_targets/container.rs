@@ -1,8 +1,9 @@
 //! A `.ppk` container's metadata on untrusted bytes: `Container::parse` checks the header,
 //! the stored original header, the entry table and the metadata checksum. Random bytes rarely
 //! pass a 64-bit checksum, so the target recomputes it when the input asks (its last byte, not
-//! part of the file, odd) and so reaches every rule behind it; then each tensor whose declared length the harness
-//! can afford is read, which checks both of its checksums and decodes it.
+//! part of the file, odd) and so reaches every rule behind it (entries tiling each tensor in
+//! parts); then each tensor whose declared length the harness can afford is read, which checks
+//! both checksums of each part and decodes it, and small files are verified whole.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -21,10 +22,13 @@ fuzz_target!(|data: &[u8]| {
     let Ok(c) = Container::parse(bytes, "x") else {
         return;
     };
-    for i in 0..c.entries.len() {
-        if c.entries[i].raw_len <= MAX_OUT {
+    for (i, t) in c.source.tensors.iter().enumerate() {
+        if t.len <= MAX_OUT {
             let _ = c.read(i);
         }
+    }
+    if c.header.original_len <= MAX_OUT {
+        let _ = c.verify();
     }
 });
 

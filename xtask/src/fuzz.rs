@@ -28,7 +28,13 @@ pub const TARGETS: [&str; 5] = [
 /// Bytes of each dataset's first tensor taken as a seed (small inputs fuzz faster).
 const SEED_BYTES: usize = 4096;
 
-pub fn run(root: &Path, seconds: u64, targets: &[String], record: bool) -> Result<()> {
+pub fn run(
+    root: &Path,
+    seconds: u64,
+    runs: Option<u64>,
+    targets: &[String],
+    record: bool,
+) -> Result<()> {
     let targets: Vec<&str> = if targets.is_empty() {
         TARGETS.to_vec()
     } else {
@@ -45,12 +51,11 @@ pub fn run(root: &Path, seconds: u64, targets: &[String], record: bool) -> Resul
     }
     let corpus = root.join("target/fuzz-corpus");
     seed(&corpus).context("writing the seed corpora")?;
-    let mut table = String::from(
-        "| target | seconds | executions | exec/s | coverage (edges) | features | corpus | findings |\n|---|---|---|---|---|---|---|---|\n",
-    );
+    let mut rows: Vec<(String, String)> = Vec::new();
     for t in &targets {
         let dir = corpus.join(t);
         println!("fuzzing {t} for {seconds} s (AddressSanitizer)");
+        let started = std::time::Instant::now();
         let out = Command::new("cargo")
             .current_dir(root.join("fuzz"))
             .args(["+nightly", "fuzz", "run", t])
@@ -63,6 +68,7 @@ pub fn run(root: &Path, seconds: u64, targets: &[String], record: bool) -> Resul
                 "-timeout=20",
                 "-print_final_stats=1",
             ])
+            .args(runs.map(|r| format!("-runs={r}")))
             .output()
             .with_context(|| format!("running cargo fuzz run {t}"))?;
         let log = String::from_utf8_lossy(&out.stderr);
@@ -92,7 +98,8 @@ pub fn run(root: &Path, seconds: u64, targets: &[String], record: bool) -> Resul
                 .to_owned()
         };
         let line = format!(
-            "| {t} | {seconds} | {} | {} | {} | {} | {} | none |\n",
+            "| {t} | {} | {} | {} | {} | {} | {} | none |\n",
+            started.elapsed().as_secs(),
             stat("number_of_executed_units"),
             stat("average_exec_per_sec"),
             field("cov:"),
@@ -100,19 +107,36 @@ pub fn run(root: &Path, seconds: u64, targets: &[String], record: bool) -> Resul
             field("corp:"),
         );
         print!("{line}");
-        table += &line;
+        rows.push((t.to_string(), line));
     }
     if record {
+        let path = root.join("bench-results/fuzz.md");
+        // Rows of targets not run this time are kept, so targets can be run one at a time.
+        let old = std::fs::read_to_string(&path).unwrap_or_default();
+        for l in old
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| target"))
+        {
+            let name = l[2..].split(' ').next().unwrap_or("");
+            if TARGETS.contains(&name) && !rows.iter().any(|(t, _)| t == name) {
+                rows.push((name.to_string(), format!("{l}\n")));
+            }
+        }
+        rows.sort_by_key(|(t, _)| TARGETS.iter().position(|x| x == t));
         let cpu = planepack_harness::machine_name();
         let mut md = String::new();
         let _ = writeln!(
             md,
-            "# Fuzzing\n\n`cargo xtask fuzz --seconds {seconds} --record` on {cpu}: each target of \
-             `fuzz/` under AddressSanitizer (cargo-fuzz's default), seeded from `datasets/`, \
-             libFuzzer's malloc limit 2 GiB. What each target checks is in its file's header.\n"
+            "# Fuzzing\n\n`cargo xtask fuzz --seconds S [--runs N] --record` on {cpu}: each target \
+             of `fuzz/` under AddressSanitizer (cargo-fuzz's default), seeded from `datasets/`, \
+             libFuzzer's malloc limit 2 GiB, for S seconds or N executions. What each target \
+             checks is in its file's header. A run that finds a crash fails the command, so \
+             every row here ended without a finding.\n"
         );
-        md += &table;
-        let path = root.join("bench-results/fuzz.md");
+        md += "| target | seconds | executions | exec/s | coverage (edges) | features | corpus | findings |\n|---|---|---|---|---|---|---|---|\n";
+        for (_, l) in &rows {
+            md += l;
+        }
         std::fs::write(&path, md).with_context(|| format!("{}", path.display()))?;
         println!("wrote {}", path.display());
     }
@@ -174,10 +198,7 @@ fn seed(corpus: &Path) -> Result<()> {
         file.extend_from_slice(slice);
         let path = files.join(format!("{}.safetensors", d.name));
         std::fs::write(&path, &file)?;
-        let opts = CompressOptions {
-            policy: Policy::BestRatio,
-            npy_name: "x".into(),
-        };
+        let opts = CompressOptions::new(Policy::BestRatio, "x");
         let mut ppk = std::io::Cursor::new(Vec::new());
         planepack_container::compress(&std::fs::File::open(&path)?, &mut ppk, &opts, |_| {})
             .with_context(|| format!("container of {}", path.display()))?;

@@ -92,9 +92,12 @@ enum Command {
     /// Seed the cargo-fuzz targets of fuzz/ from the datasets and run each under
     /// AddressSanitizer (needs cargo-fuzz and nightly).
     Fuzz {
-        /// Seconds per target.
+        /// Seconds per target (at most).
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// Stop a target after this many executions, if that comes first.
+        #[arg(long)]
+        runs: Option<u64>,
         /// Only these targets (comma separated).
         #[arg(long, value_delimiter = ',')]
         targets: Vec<String>,
@@ -141,11 +144,13 @@ fn main() -> Result<()> {
         Command::Shaders => gpu::shaders(),
         Command::Fuzz {
             seconds,
+            runs,
             targets,
             record,
         } => fuzz::run(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
             seconds,
+            runs,
             &targets,
             record,
         ),

@@ -6,7 +6,7 @@ use crate::{files_under, npy_name, print_out};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use planepack_container::{
-    compress as write_container, CodecSpec, CompressOptions, Container, Policy, TensorReport,
+    compress as write_container, CodecSpec, CompressOptions, Container, Event, Policy, TensorReport,
 };
 use std::collections::BTreeMap;
 use std::io::BufWriter;
@@ -183,7 +183,13 @@ struct FileReport {
     original_bytes: u64,
     container_bytes: u64,
     ratio: f64,
-    tensors: Vec<TensorReport>,
+    /// Tensors per codec (of their first part).
+    #[serde(skip)]
+    by_codec: BTreeMap<String, usize>,
+    /// Kept only for `--json`: a file of millions of tensors would otherwise hold a report
+    /// for each.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tensors: Option<Vec<TensorReport>>,
 }
 
 /// The codec `--codec NAME [--level L]` names.
@@ -267,15 +273,22 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
         let file = std::fs::File::open(input).map_err(|e| Fail::io(input, e))?;
         ensure_parent(out, folder)?;
         let tmp = temp_beside(out)?;
-        let opts = CompressOptions {
-            policy,
-            npy_name: npy_name(input),
-        };
-        let tensors = {
+        let opts = CompressOptions::new(policy, npy_name(input));
+        let mut by_codec: BTreeMap<String, usize> = BTreeMap::new();
+        let mut tensors = a.json.then(Vec::new);
+        {
             let mut w = BufWriter::with_capacity(1 << 20, tmp.as_file());
-            write_container(&file, &mut w, &opts, |n| progress.inc(n))
-                .map_err(|e| Fail::at(input, e))?
-        };
+            write_container(&file, &mut w, &opts, |ev| match ev {
+                Event::Part { raw_bytes } => progress.inc(raw_bytes),
+                Event::Tensor(t) => {
+                    *by_codec.entry(t.codec.name()).or_default() += 1;
+                    if let Some(v) = tensors.as_mut() {
+                        v.push(t);
+                    }
+                }
+            })
+            .map_err(|e| Fail::between(input, out, e))?;
+        }
         tmp.permissions_of(input)?;
         tmp.as_file().sync_all().map_err(|e| Fail::io(out, e))?;
         // Re-read what was written: the metadata must parse before the file gets its name.
@@ -295,14 +308,13 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
             original_bytes,
             container_bytes,
             ratio: original_bytes as f64 / container_bytes.max(1) as f64,
+            by_codec,
             tensors,
         });
     }
     progress.finish_and_clear();
-    let all_raw = reports
-        .iter()
-        .flat_map(|r| &r.tensors)
-        .all(|t| t.codec.id == planepack_container::CodecId::Raw);
+    let raw = planepack_container::CodecId::Raw.name();
+    let all_raw = reports.iter().all(|r| r.by_codec.keys().all(|c| c == raw));
     if let (Some(gbps), None, true) = (a.link, a.engine, all_raw) {
         // Not an error (raw is the right answer for a CPU decoder), but never silent.
         use std::io::Write;
@@ -321,11 +333,11 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
             + "\n";
     } else {
         for r in &reports {
-            let mut by_codec: BTreeMap<String, usize> = BTreeMap::new();
-            for t in &r.tensors {
-                *by_codec.entry(t.codec.name()).or_default() += 1;
-            }
-            let codecs: Vec<String> = by_codec.iter().map(|(c, n)| format!("{c} x{n}")).collect();
+            let codecs: Vec<String> = r
+                .by_codec
+                .iter()
+                .map(|(c, n)| format!("{c} x{n}"))
+                .collect();
             text += &format!(
                 "{} -> {}: {} -> {} bytes, ratio {:.3} ({} tensors: {})\n",
                 r.input.display(),
@@ -333,7 +345,7 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
                 r.original_bytes,
                 r.container_bytes,
                 r.ratio,
-                r.tensors.len(),
+                r.by_codec.values().sum::<usize>(),
                 codecs.join(", ")
             );
         }
@@ -373,7 +385,7 @@ pub fn decompress(a: DecompressArgs) -> Result<(), Fail> {
         {
             let mut w = BufWriter::with_capacity(1 << 20, tmp.as_file());
             c.decompress_to(&mut w, |n| progress.inc(n))
-                .map_err(|e| Fail::at(input, e))?;
+                .map_err(|e| Fail::between(input, out, e))?;
         }
         progress.inc(c.header.preamble_len);
         tmp.permissions_of(input)?;

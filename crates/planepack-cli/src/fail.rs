@@ -38,8 +38,17 @@ impl Fail {
         let code = match &e {
             E::InvalidInput(_) | E::Codec { .. } => Code::InvalidInput,
             E::Corrupt(_) => Code::Corrupt,
-            E::Io(_) => Code::Io,
+            E::Io(_) | E::Output(_) => Code::Io,
         };
         Fail::new(code, format!("{}: {e}", path.display()))
+    }
+
+    /// A container-library error while turning `input` into `output`: a failed write (a full
+    /// disk) names the output, anything else the input.
+    pub fn between(input: &Path, output: &Path, e: planepack_container::Error) -> Fail {
+        match e {
+            planepack_container::Error::Output(io) => Fail::io(output, io),
+            e => Fail::at(input, e),
+        }
     }
 }

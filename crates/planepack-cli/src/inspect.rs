@@ -2,17 +2,20 @@
 
 use crate::bench::human_bytes;
 use crate::fail::{Code, Fail};
-use crate::{npy_name, print_out};
+use crate::{files_under, npy_name, print_out};
 use clap::Args;
-use planepack_container::select::{choose, Candidate, Policy};
-use planepack_container::write::{read_source, ReadAt};
-use planepack_container::{CodecId, CodecSpec, Container};
+use planepack_container::select::{Candidate, Policy};
+use planepack_container::write::{read_source, Discard};
+use planepack_container::{
+    compress, CodecId, CodecSpec, CompressOptions, Container, Event, ReadAt,
+};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// A .ppk container, or a plain .safetensors / .npy file.
+    /// A .ppk container, a plain .safetensors / .npy file, or a folder of them (searched
+    /// recursively; JSON is then an array, one report per file).
     pub file: PathBuf,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -29,6 +32,8 @@ struct Row {
     shape: Vec<usize>,
     /// The codec used (container) or the one with the best ratio (plain file).
     codec: CodecSpec,
+    /// Parts the tensor is (or would be) stored as; `codec` is its first part's.
+    parts: usize,
     raw_bytes: u64,
     compressed_bytes: u64,
     ratio: f64,
@@ -64,49 +69,62 @@ fn ratio(raw: u64, comp: u64) -> f64 {
 }
 
 pub fn run(a: InspectArgs) -> Result<(), Fail> {
-    let path = &a.file;
-    let mut magic = [0u8; 4];
-    // Only a regular file: opening a FIFO would block.
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => {
-            return Err(Fail::new(
-                Code::Usage,
-                format!("{}: a folder; inspect takes one file", path.display()),
-            ))
-        }
-        Ok(m) if !m.is_file() => {
-            return Err(Fail::new(
-                Code::InvalidInput,
-                format!("{}: not a regular file", path.display()),
-            ))
-        }
-        Err(e) => return Err(Fail::io(path, e)),
-        Ok(_) => {}
+    let folder = a.file.is_dir();
+    let wanted = |p: &Path| {
+        matches!(
+            p.extension().and_then(|e| e.to_str()),
+            Some("ppk" | "safetensors" | "npy")
+        )
+    };
+    // One file (a regular one: a FIFO would block), or every container and tensor file under
+    // a folder, walked as compress and decompress walk folders.
+    let files = files_under(&a.file, wanted)?;
+    if folder && files.is_empty() {
+        return Err(Fail::new(
+            Code::InvalidInput,
+            format!(
+                "{}: no .ppk, .safetensors or .npy files in this folder",
+                a.file.display()
+            ),
+        ));
     }
+    let mut reports = Vec::new();
+    for path in &files {
+        reports.push(one(path, a.verify)?);
+    }
+    if a.json {
+        let s = if folder {
+            serde_json::to_string_pretty(&reports)
+        } else {
+            serde_json::to_string_pretty(&reports[0])
+        }
+        .map_err(|e| Fail::new(Code::Internal, e.to_string()))?;
+        print_out(&(s + "\n"))
+    } else {
+        let tables: Vec<String> = reports.iter().map(table).collect();
+        print_out(&tables.join("\n"))
+    }
+}
+
+fn one(path: &Path, verify: bool) -> Result<Report, Fail> {
+    let mut magic = [0u8; 4];
     let file = std::fs::File::open(path).map_err(|e| Fail::io(path, e))?;
     let len = ReadAt::size(&file).map_err(|e| Fail::at(path, e))?;
     if len >= 4 {
         ReadAt::read_exact_at(&file, 0, &mut magic).map_err(|e| Fail::at(path, e))?;
     }
-    let report = if magic == planepack_container::format::MAGIC {
-        container(path, a.verify)?
-    } else if a.verify {
-        return Err(Fail::new(
+    if magic == planepack_container::format::MAGIC {
+        container(path, verify)
+    } else if verify {
+        Err(Fail::new(
             Code::Corrupt,
             format!(
                 "{}: --verify checks a .ppk container, and this is not one",
                 path.display()
             ),
-        ));
+        ))
     } else {
-        plain(path, &file)?
-    };
-    if a.json {
-        let s = serde_json::to_string_pretty(&report)
-            .map_err(|e| Fail::new(Code::Internal, e.to_string()))?;
-        print_out(&(s + "\n"))
-    } else {
-        print_out(&table(&report))
+        plain(path, &file)
     }
 }
 
@@ -119,16 +137,21 @@ fn container(path: &Path, verify: bool) -> Result<Report, Fail> {
         .source
         .tensors
         .iter()
-        .zip(&c.entries)
-        .map(|(t, e)| Row {
-            name: t.name.clone(),
-            dtype: t.dtype.clone(),
-            shape: t.shape.clone(),
-            codec: e.spec(),
-            raw_bytes: e.raw_len,
-            compressed_bytes: e.payload_len,
-            ratio: ratio(e.raw_len, e.payload_len),
-            candidates: vec![],
+        .enumerate()
+        .map(|(i, t)| {
+            let parts = &c.entries[c.parts(i)];
+            let compressed = parts.iter().map(|e| e.payload_len).sum();
+            Row {
+                name: t.name.clone(),
+                dtype: t.dtype.clone(),
+                shape: t.shape.clone(),
+                codec: parts[0].spec(),
+                parts: parts.len(),
+                raw_bytes: t.len,
+                compressed_bytes: compressed,
+                ratio: ratio(t.len, compressed),
+                candidates: vec![],
+            }
         })
         .collect();
     Ok(Report {
@@ -144,47 +167,38 @@ fn container(path: &Path, verify: bool) -> Result<Report, Fail> {
     })
 }
 
+/// A plain file: what the writer would make of it with the best codec per part, measured by
+/// compressing into a sink (the same code as `compress`, so the sizes are the container's).
 fn plain(path: &Path, file: &std::fs::File) -> Result<Report, Fail> {
-    let (source, _) = read_source(file, &npy_name(path)).map_err(|e| Fail::at(path, e))?;
+    let name = npy_name(path);
+    let (source, _) = read_source(file, &name).map_err(|e| Fail::at(path, e))?;
     let mut rows = Vec::new();
-    let (mut data, mut scratch) = (Vec::new(), Vec::new());
-    for span in &source.tensors {
-        data.clear();
-        data.resize(span.len as usize, 0);
-        ReadAt::read_exact_at(file, span.offset, &mut data).map_err(|e| Fail::at(path, e))?;
-        let choice =
-            choose(Policy::BestRatio, span, &data, &mut scratch).map_err(|e| Fail::at(path, e))?;
-        rows.push(Row {
-            name: span.name.clone(),
-            dtype: span.dtype.clone(),
-            shape: span.shape.clone(),
-            codec: choice.codec,
-            raw_bytes: span.len,
-            compressed_bytes: choice.payload.len() as u64,
-            ratio: ratio(span.len, choice.payload.len() as u64),
-            candidates: choice.candidates,
-        });
-    }
-    let comp: u64 = rows.iter().map(|r| r.compressed_bytes).sum();
-    // Where the payloads of a container of this file would start.
-    let meta = planepack_container::Header {
-        source: source.kind,
-        original_len: source.file_len,
-        preamble_len: source.preamble_len,
-        entries: rows.len() as u64,
-        payload_len: 0,
-    }
-    .payload_start()
-    .unwrap_or(u64::MAX);
+    let opts = CompressOptions::new(Policy::BestRatio, name);
+    let written = compress(file, &mut Discard::default(), &opts, |ev| {
+        if let Event::Tensor(t) = ev {
+            rows.push(Row {
+                ratio: ratio(t.raw_bytes, t.compressed_bytes),
+                name: t.name,
+                dtype: t.dtype,
+                shape: t.shape,
+                codec: t.codec,
+                parts: t.parts,
+                raw_bytes: t.raw_bytes,
+                compressed_bytes: t.compressed_bytes,
+                candidates: t.candidates,
+            });
+        }
+    })
+    .map_err(|e| Fail::at(path, e))?;
     Ok(Report {
         schema_version: planepack_harness::SCHEMA_VERSION,
         file: path.to_owned(),
         verified: None,
         kind: source_kind(&source),
-        file_bytes: source.file_len,
-        other_file_bytes: meta + comp,
+        file_bytes: written.original_len,
+        other_file_bytes: written.container_len,
         raw_tensor_bytes: rows.iter().map(|r| r.raw_bytes).sum(),
-        compressed_tensor_bytes: comp,
+        compressed_tensor_bytes: rows.iter().map(|r| r.compressed_bytes).sum(),
         tensors: rows,
     })
 }

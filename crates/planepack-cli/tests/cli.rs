@@ -459,3 +459,52 @@ fn non_utf8_file_names_round_trip() {
     assert!(x.status.success(), "{}", String::from_utf8_lossy(&x.stderr));
     assert_eq!(std::fs::read(back.join(name)).unwrap(), bytes);
 }
+
+/// Issue 17 (item 10): `inspect` takes a folder as the other commands do: every container and
+/// tensor file under it, one report each (a JSON array), links not followed.
+#[test]
+fn inspect_takes_a_folder() {
+    let d = tmp();
+    let input = d.path().join("in");
+    std::fs::create_dir_all(input.join("sub")).unwrap();
+    for (name, data) in [
+        ("a.safetensors", "kv/smollm2-135m-kv-fp16.safetensors"),
+        (
+            "sub/b.safetensors",
+            "weights/efficientnet-lite0-weights-bf16.safetensors",
+        ),
+    ] {
+        std::fs::copy(datasets_dir().join(data), input.join(name)).unwrap();
+    }
+    std::fs::write(input.join("notes.txt"), "not a tensor file").unwrap();
+    let out = d.path().join("out");
+    let o = planepack(&[
+        "compress",
+        s(&input),
+        "-o",
+        s(&out),
+        "-q",
+        "--codec",
+        "zstd",
+    ]);
+    assert!(o.status.success());
+    let o = planepack(&["inspect", s(&out), "--json", "--verify"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let reports: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let reports = reports.as_array().unwrap();
+    assert_eq!(reports.len(), 2);
+    assert!(reports
+        .iter()
+        .all(|r| r["kind"] == "container" && r["verified"] == true));
+    let o = planepack(&["inspect", s(&input)]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(text.matches("(safetensors,").count(), 2, "{text}");
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    fails(
+        &planepack(&["inspect", s(&empty)]),
+        3,
+        "no .ppk, .safetensors or .npy files",
+    );
+}

@@ -5,10 +5,18 @@ use crate::codecs::{elem_from_id, CodecId, CodecSpec};
 use crate::{Error, Result};
 
 pub const MAGIC: [u8; 4] = *b"PPKC";
-pub const VERSION: u16 = 1;
+/// Version 2 stores a tensor as parts of at most [`MAX_PART_LEN`] raw bytes (version 1 had
+/// one entry per tensor, so a reader had to hold a whole tensor, whatever its size).
+pub const VERSION: u16 = 2;
 pub const HEADER_LEN: usize = 48;
 pub const ENTRY_LEN: usize = 64;
 pub const CHECKSUM_LEN: usize = 8;
+/// The most raw bytes one entry (one part of a tensor) may hold: what a reader or a writer
+/// holds in memory at a time, whatever the tensor's size.
+pub const MAX_PART_LEN: u64 = 64 << 20;
+/// The longest payload one part may have: twice [`MAX_PART_LEN`], far above any codec's
+/// worst-case expansion, so a reader's payload buffer is bounded too.
+pub const MAX_PAYLOAD_LEN: u64 = 2 * MAX_PART_LEN;
 
 /// The format of the original file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -31,10 +39,11 @@ pub struct Header {
     pub payload_len: u64,
 }
 
-/// One tensor: where its bytes were, where its payload is, how it was coded, its checksums.
+/// One part of a tensor: where its bytes were, where its payload is, how it was coded, its
+/// checksums. A tensor's parts are consecutive entries whose raw ranges tile it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
-    /// Offset of the tensor's bytes in the original file.
+    /// Offset of the part's bytes in the original file.
     pub raw_offset: u64,
     pub raw_len: u64,
     /// Offset of the payload from the start of the payload region.

@@ -9,8 +9,10 @@
 //! * **Byte-for-byte round trip.** The original file's header is kept verbatim (JSON key order,
 //!   padding, `__metadata__` and all), so `decompress` gives back exactly the input file, not a
 //!   re-serialisation of its tensors.
-//! * **Random access.** A fixed-size entry per tensor (offsets, sizes, codec, two checksums)
-//!   lets a reader memory-map the file and decode one tensor without reading the others.
+//! * **Random access, bounded memory.** A tensor is stored as parts of at most 64 MiB, each
+//!   with a fixed-size entry (offsets, sizes, codec, two checksums), so a reader decodes one
+//!   tensor without reading the others, and neither side ever holds more than a part of any
+//!   tensor, whatever its size.
 //! * **Detected corruption.** The header, the original file header and the entry table are
 //!   covered by one xxh3-64 checksum; every tensor by an xxh3-64 of its compressed bytes
 //!   (checked before decoding) and of its raw bytes (checked after decoding). There are no
@@ -20,22 +22,24 @@
 //!
 //! Modules: [`source`] parses the input files (which bytes are header, which are tensors),
 //! [`format`] is the on-disk header and entry table, [`codecs`] maps codec ids to codecs,
-//! [`select`] chooses a codec per tensor, [`write`] compresses a file, [`read`] opens,
-//! verifies and decompresses one.
+//! [`select`] chooses a codec per part, [`write`] compresses a file, [`read`] opens,
+//! verifies and decompresses one, [`read_at`] is the positioned reads both use.
 
 pub mod codecs;
 pub mod format;
 pub mod read;
+pub mod read_at;
 pub mod select;
 pub mod source;
 pub mod write;
 
 pub use codecs::{CodecId, CodecSpec};
 pub use format::{Entry, Header, SourceKind};
-pub use read::{Backing, Container};
+pub use read::Container;
+pub use read_at::ReadAt;
 pub use select::{Choice, Policy};
 pub use source::{Source, TensorSpan};
-pub use write::{compress, CompressOptions, TensorReport};
+pub use write::{compress, CompressOptions, Event, TensorReport, Written};
 
 /// What can go wrong, by whose fault: the category decides the command's exit code.
 #[derive(Debug, thiserror::Error)]
@@ -54,9 +58,12 @@ pub enum Error {
         codec: String,
         source: planepack_core::Error,
     },
-    /// Reading or writing failed.
+    /// Reading an input failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// Writing the output failed (a full disk): the output, not the input, is to blame.
+    #[error("writing the output: {0}")]
+    Output(std::io::Error),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -2,127 +2,109 @@
 //!
 //! [`Container::parse`] checks everything that does not need decoding: header fields, the
 //! file length, the metadata checksum, that entries tile the original file's data region
-//! exactly as its own header says and tile the payload region with no gap. Each tensor's
-//! payload checksum is checked before it is decoded and its raw checksum after, so a damaged
-//! file yields an error that names the tensor, never wrong bytes.
+//! exactly as its own header says (each tensor in parts of at most [`MAX_PART_LEN`] bytes) and
+//! tile the payload region with no gap. Each part's payload checksum is checked before it is
+//! decoded and its raw checksum after, so a damaged file yields an error that names the
+//! tensor, never wrong bytes.
+//!
+//! Memory is bounded by what the file holds, never by what it claims: the metadata is read
+//! only after the length equation says the file has those bytes, payloads are read one part at
+//! a time with positioned reads (no memory map, so a file truncated while it is read gives an
+//! error, not SIGBUS), and a part decodes into a buffer of at most [`MAX_PART_LEN`] bytes.
+//! Only [`Container::read`] and [`Container::read_into`] hold a whole tensor, because the
+//! caller asked for one; `read` grows its buffer part by part as parts decode, so a file that
+//! claims a huge tensor fails at its first bad part, not at the allocation.
 
 use crate::codecs::CodecId;
-use crate::format::{Entry, Header, ENTRY_LEN, HEADER_LEN};
+use crate::format::{Entry, Header, ENTRY_LEN, HEADER_LEN, MAX_PART_LEN, MAX_PAYLOAD_LEN};
+use crate::read_at::ReadAt;
 use crate::select::decode;
 use crate::source::Source;
 use crate::{checksum, Error, Result};
 use std::io::Write;
+use std::ops::Range;
 use std::path::Path;
 
-/// What a container's bytes live in. A memory map can hand pages back to the OS once a tensor
-/// has been decoded, so decompressing a large file does not leave all of it resident.
-pub trait Backing: AsRef<[u8]> {
-    /// Drop the resident pages of `range` (a hint; the bytes stay readable).
-    fn release(&self, range: std::ops::Range<usize>) {
-        let _ = range;
-    }
-}
-
-impl Backing for Vec<u8> {}
-impl Backing for &[u8] {}
-
-impl Backing for memmap2::Mmap {
-    fn release(&self, range: std::ops::Range<usize>) {
-        const PAGE: usize = 4096;
-        let start = range.start / PAGE * PAGE;
-        // SAFETY: a read-only, file-backed private map: MADV_DONTNEED drops the pages and a
-        // later access reads the same bytes from the file again, so no reference observes a
-        // change. Failure (another page size) only means the hint was not taken.
-        let _ = unsafe {
-            self.unchecked_advise_range(
-                memmap2::UncheckedAdvice::DontNeed,
-                start,
-                range.end.saturating_sub(start),
-            )
-        };
-    }
-}
-
-/// A parsed container over its bytes (a memory map or a buffer).
+/// A parsed container over its bytes (a file or a buffer).
 #[derive(Debug)]
-pub struct Container<B: Backing> {
-    bytes: B,
+pub struct Container<R: ReadAt> {
+    input: R,
+    file_len: u64,
     pub header: Header,
+    /// One per part, in file order.
     pub entries: Vec<Entry>,
+    /// `first_part[i]..first_part[i + 1]` are tensor `i`'s entries (one more item than
+    /// tensors).
+    first_part: Vec<usize>,
     /// The original file's tensors, from the stored preamble.
     pub source: Source,
+    preamble: Vec<u8>,
 }
 
-impl Container<memmap2::Mmap> {
-    /// Memory-map and parse a container file: only the metadata is read now; each tensor's
-    /// pages are touched when it is read.
+impl Container<std::fs::File> {
+    /// Open and parse a container file: only the metadata is read now; each part's payload is
+    /// read when it is decoded.
     pub fn open(path: &Path, npy_name: &str) -> Result<Self> {
-        let file = std::fs::File::open(path)?;
-        // SAFETY: the map is read-only and private to this process. If another process
-        // truncates the file while we read it, the OS raises SIGBUS; that is the documented
-        // limit of mapping files, as for every memory-mapped reader.
-        let map = unsafe { memmap2::Mmap::map(&file)? };
-        Container::parse(map, npy_name)
+        Container::parse(std::fs::File::open(path)?, npy_name)
     }
 }
 
-impl<B: Backing> Container<B> {
+/// Buffers reused from part to part.
+#[derive(Default)]
+struct Scratch {
+    payload: Vec<u8>,
+    raw: Vec<u8>,
+}
+
+impl<R: ReadAt> Container<R> {
     /// Parse and check a container's metadata.
-    pub fn parse(bytes: B, npy_name: &str) -> Result<Self> {
-        let b = bytes.as_ref();
-        let header = Header::parse(b, b.len() as u64)?;
-        // Header::parse checked that the layout adds up to the file length, so these slices
-        // are in bounds.
-        let p_end = HEADER_LEN + header.preamble_len as usize;
-        let sum_at = header.checksum_offset().unwrap() as usize;
-        let stored = u64::from_le_bytes(b[sum_at..sum_at + 8].try_into().unwrap());
-        if checksum(&b[..sum_at]) != stored {
+    pub fn parse(input: R, npy_name: &str) -> Result<Self> {
+        let file_len = input.size()?;
+        let mut head = [0u8; HEADER_LEN];
+        let head = &mut head[..(file_len.min(HEADER_LEN as u64) as usize)];
+        input.read_exact_at(0, head)?;
+        let header = Header::parse(head, file_len)?;
+        // Header::parse checked that the layout adds up to the file length: the file holds
+        // these bytes, so reading them allocates no more than it justifies.
+        let sum_at = header.checksum_offset().unwrap();
+        let meta_len = usize::try_from(header.payload_start().unwrap())
+            .map_err(|_| Error::Corrupt("metadata larger than this machine's memory".into()))?;
+        let mut meta = Vec::new();
+        meta.try_reserve_exact(meta_len).map_err(|_| {
+            Error::Corrupt(format!("{meta_len} bytes of metadata do not fit in memory"))
+        })?;
+        meta.resize(meta_len, 0);
+        input.read_exact_at(0, &mut meta)?;
+        let (body, stored) = meta.split_at(sum_at as usize);
+        if checksum(body) != u64::from_le_bytes(stored.try_into().unwrap()) {
             return Err(Error::Corrupt(
                 "metadata checksum mismatch: the container header, the stored original header \
                  or the entry table is damaged"
                     .into(),
             ));
         }
-        let preamble = &b[HEADER_LEN..p_end];
-        let source = Source::parse(header.source, preamble, header.original_len, npy_name)
+        let p_end = HEADER_LEN + header.preamble_len as usize;
+        let preamble = meta[HEADER_LEN..p_end].to_vec();
+        let mut entries = Vec::with_capacity((sum_at as usize - p_end) / ENTRY_LEN);
+        for (j, b) in meta[p_end..sum_at as usize]
+            .chunks_exact(ENTRY_LEN)
+            .enumerate()
+        {
+            entries.push(Entry::parse(b.try_into().unwrap(), j)?);
+        }
+        // The raw table is parsed: free it before the preamble's tensors are.
+        drop(meta);
+        let source = Source::parse(header.source, &preamble, header.original_len, npy_name)
             .map_err(|e| Error::Corrupt(format!("stored original header: {e}")))?;
-        if source.tensors.len() as u64 != header.entries {
-            return Err(Error::Corrupt(format!(
-                "{} entries for {} tensors",
-                header.entries,
-                source.tensors.len()
-            )));
-        }
-        let mut entries = Vec::with_capacity(source.tensors.len());
-        let mut next_payload = 0u64;
-        for (i, span) in source.tensors.iter().enumerate() {
-            let at = p_end + i * ENTRY_LEN;
-            let e = Entry::parse(b[at..at + ENTRY_LEN].try_into().unwrap(), i)?;
-            let bad = |m: &str| Error::Corrupt(format!("entry for tensor {:?}: {m}", span.name));
-            if e.raw_offset != span.offset || e.raw_len != span.len {
-                return Err(bad("raw range disagrees with the original header"));
-            }
-            if e.payload_offset != next_payload {
-                return Err(bad("payload does not follow the previous one"));
-            }
-            if e.codec == CodecId::Raw && e.payload_len != e.raw_len {
-                return Err(bad("stored payload length differs from the raw length"));
-            }
-            next_payload = next_payload
-                .checked_add(e.payload_len)
-                .ok_or_else(|| bad("payload length overflows"))?;
-            entries.push(e);
-        }
-        if next_payload != header.payload_len {
-            return Err(Error::Corrupt(
-                "payloads do not add up to the payload region".into(),
-            ));
-        }
+        let first_part = tile(&source, &entries, header.payload_len)?;
         Ok(Container {
-            bytes,
+            input,
+            file_len,
             header,
             entries,
+            first_part,
             source,
+            preamble,
         })
     }
 
@@ -133,36 +115,38 @@ impl<B: Backing> Container<B> {
 
     /// The original file's header, verbatim.
     pub fn preamble(&self) -> &[u8] {
-        &self.bytes.as_ref()[HEADER_LEN..HEADER_LEN + self.header.preamble_len as usize]
+        &self.preamble
     }
 
-    /// The compressed bytes of tensor `i`.
-    pub fn payload(&self, i: usize) -> &[u8] {
-        let e = &self.entries[i];
+    /// The entries (parts) of tensor `i`, as indices into [`Container::entries`].
+    pub fn parts(&self, i: usize) -> Range<usize> {
+        self.first_part[i]..self.first_part[i + 1]
+    }
+
+    /// Total compressed size of the file.
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// Read part `j`'s payload into `s.payload`, check it, decode it into `s.raw`, check that.
+    fn decode_part(&self, j: usize, s: &mut Scratch) -> Result<()> {
+        let e = &self.entries[j];
+        let name = &self.source.tensors[self.tensor_of(j)].name;
+        // Both lengths were bounded by `tile`: MAX_PAYLOAD_LEN and MAX_PART_LEN.
+        s.payload.clear();
+        s.payload.resize(e.payload_len as usize, 0);
         let start = self.header.payload_start().unwrap() + e.payload_offset;
-        &self.bytes.as_ref()[start as usize..(start + e.payload_len) as usize]
-    }
-
-    /// Decode tensor `i` into `out` (its raw length), checking both checksums.
-    pub fn read_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
-        let e = &self.entries[i];
-        let name = &self.source.tensors[i].name;
-        let payload = self.payload(i);
-        if checksum(payload) != e.payload_checksum {
+        self.input.read_exact_at(start, &mut s.payload)?;
+        if checksum(&s.payload) != e.payload_checksum {
             return Err(Error::Corrupt(format!(
                 "tensor {name:?}: compressed bytes fail their checksum"
             )));
         }
-        if out.len() as u64 != e.raw_len {
-            return Err(Error::InvalidInput(format!(
-                "tensor {name:?}: output buffer of {} bytes for {} raw bytes",
-                out.len(),
-                e.raw_len
-            )));
-        }
-        decode(e.spec(), payload, out)
+        s.raw.clear();
+        s.raw.resize(e.raw_len as usize, 0);
+        decode(e.spec(), &s.payload, &mut s.raw)
             .map_err(|err| Error::Corrupt(format!("tensor {name:?}: {err}")))?;
-        if checksum(out) != e.raw_checksum {
+        if checksum(&s.raw) != e.raw_checksum {
             return Err(Error::Corrupt(format!(
                 "tensor {name:?}: decoded bytes fail their checksum"
             )));
@@ -170,51 +154,126 @@ impl<B: Backing> Container<B> {
         Ok(())
     }
 
-    /// Decode tensor `i` into a new buffer.
-    pub fn read(&self, i: usize) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; self.entries[i].raw_len as usize];
-        self.read_into(i, &mut out)?;
-        Ok(out)
+    /// The tensor that owns entry `j`.
+    fn tensor_of(&self, j: usize) -> usize {
+        self.first_part.partition_point(|&f| f <= j) - 1
     }
 
-    /// Check every tensor's checksums and decode each once, without writing anything.
-    pub fn verify(&self) -> Result<()> {
-        let mut buf = Vec::new();
-        for i in 0..self.entries.len() {
-            buf.clear();
-            buf.resize(self.entries[i].raw_len as usize, 0);
-            self.read_into(i, &mut buf)?;
+    /// Decode tensor `i` into `out` (its raw length), checking every checksum.
+    pub fn read_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
+        let span = &self.source.tensors[i];
+        if out.len() as u64 != span.len {
+            return Err(Error::InvalidInput(format!(
+                "tensor {:?}: output buffer of {} bytes for {} raw bytes",
+                span.name,
+                out.len(),
+                span.len
+            )));
+        }
+        let mut s = Scratch::default();
+        let mut at = 0;
+        for j in self.parts(i) {
+            self.decode_part(j, &mut s)?;
+            out[at..at + s.raw.len()].copy_from_slice(&s.raw);
+            at += s.raw.len();
         }
         Ok(())
     }
 
-    /// Write the original file to `out`, tensor by tensor. `progress` gets the raw bytes done.
+    /// Decode tensor `i` into a new buffer, which grows as its parts decode.
+    pub fn read(&self, i: usize) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut s = Scratch::default();
+        for j in self.parts(i) {
+            self.decode_part(j, &mut s)?;
+            out.extend_from_slice(&s.raw);
+        }
+        Ok(out)
+    }
+
+    /// Check every part's checksums and decode each once, without writing anything.
+    pub fn verify(&self) -> Result<()> {
+        self.decompress_to(&mut std::io::sink(), |_| {})
+    }
+
+    /// Write the original file to `out`, part by part. `progress` gets the raw bytes done.
+    /// Errors writing to `out` are [`Error::Output`].
     pub fn decompress_to<W: Write>(
         &self,
         out: &mut W,
         mut progress: impl FnMut(u64),
     ) -> Result<()> {
-        out.write_all(self.preamble())?;
-        let mut buf = Vec::new();
-        for i in 0..self.entries.len() {
-            buf.clear();
-            buf.resize(self.entries[i].raw_len as usize, 0);
-            self.read_into(i, &mut buf)?;
-            out.write_all(&buf)?;
-            let start =
-                (self.header.payload_start().unwrap() + self.entries[i].payload_offset) as usize;
-            self.bytes
-                .release(start..start + self.entries[i].payload_len as usize);
-            progress(buf.len() as u64);
+        out.write_all(&self.preamble).map_err(Error::Output)?;
+        let mut s = Scratch::default();
+        for j in 0..self.entries.len() {
+            self.decode_part(j, &mut s)?;
+            out.write_all(&s.raw).map_err(Error::Output)?;
+            progress(s.raw.len() as u64);
         }
-        out.flush()?;
+        out.flush().map_err(Error::Output)?;
         Ok(())
     }
 }
 
-impl<B: Backing> Container<B> {
-    /// Total compressed size of the file.
-    pub fn file_len(&self) -> u64 {
-        self.bytes.as_ref().len() as u64
+/// Check that the entries tile every tensor of `source` in order, in parts of 1 to
+/// [`MAX_PART_LEN`] bytes (one empty part for an empty tensor), and that the payloads tile
+/// `payload_len` bytes. Returns each tensor's first entry, and one past the last.
+fn tile(source: &Source, entries: &[Entry], payload_len: u64) -> Result<Vec<usize>> {
+    let count = entries.len();
+    let mut first_part = Vec::with_capacity(source.tensors.len() + 1);
+    let mut next_payload = 0u64;
+    let mut j = 0;
+    for span in &source.tensors {
+        first_part.push(j);
+        let bad = |m: &str| Error::Corrupt(format!("entry for tensor {:?}: {m}", span.name));
+        let mut covered = 0u64;
+        loop {
+            let Some(e) = entries.get(j) else {
+                return Err(bad("the entry table ends before this tensor is covered"));
+            };
+            if e.raw_offset != span.offset + covered {
+                return Err(bad("raw range disagrees with the original header"));
+            }
+            if e.raw_len > span.len - covered {
+                return Err(bad("part runs past the end of the tensor"));
+            }
+            if e.raw_len > MAX_PART_LEN {
+                return Err(bad("part longer than the format's 64 MiB limit"));
+            }
+            if e.payload_len > MAX_PAYLOAD_LEN {
+                return Err(bad("payload longer than the format's 128 MiB limit"));
+            }
+            if e.raw_len == 0 && span.len != 0 {
+                return Err(bad("empty part of a non-empty tensor"));
+            }
+            if e.payload_offset != next_payload {
+                return Err(bad("payload does not follow the previous one"));
+            }
+            if e.codec == CodecId::Raw && e.payload_len != e.raw_len {
+                return Err(bad("stored payload length differs from the raw length"));
+            }
+            next_payload = next_payload
+                .checked_add(e.payload_len)
+                .ok_or_else(|| bad("payload length overflows"))?;
+            covered += e.raw_len;
+            j += 1;
+            if covered == span.len {
+                break;
+            }
+        }
     }
+    first_part.push(j);
+    if j != count {
+        return Err(Error::Corrupt(format!(
+            "{} entries for parts of {} tensors that need {j}",
+            count,
+            source.tensors.len()
+        )));
+    }
+    if next_payload != payload_len {
+        return Err(Error::Corrupt(
+            "payloads do not add up to the payload region".into(),
+        ));
+    }
+    Ok(first_part)
 }

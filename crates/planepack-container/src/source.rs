@@ -129,24 +129,16 @@ fn safetensors_spans(preamble: &[u8], data_len: u64) -> Result<Vec<TensorSpan>> 
     let json = preamble
         .get(8..)
         .ok_or_else(|| Error::InvalidInput("safetensors header truncated".into()))?;
-    let meta: safetensors::tensor::Metadata = serde_json::from_slice(json).map_err(|e| {
-        let msg = e.to_string();
-        if msg.contains("unknown variant") {
-            Error::InvalidInput(format!("unsupported dtype in safetensors header: {msg}"))
-        } else {
-            Error::InvalidInput(format!("not a valid safetensors header: {msg}"))
-        }
-    })?;
-    let infos = meta.tensors();
+    let meta = safetensors_metadata(json)?;
     let base = preamble.len() as u64;
-    let mut spans = Vec::with_capacity(infos.len());
-    for name in meta.offset_keys() {
-        let info = infos[&name];
+    let names = meta.offset_keys();
+    let mut spans = Vec::with_capacity(names.len());
+    for name in names {
+        let info = meta.info(&name).expect("a name the metadata listed");
         let (s, e) = info.data_offsets;
-        let dtype = format!("{:?}", info.dtype);
         spans.push(TensorSpan {
             dtype_bits: info.dtype.bitsize(),
-            dtype,
+            dtype: format!("{:?}", info.dtype),
             shape: info.shape.clone(),
             offset: base + s as u64,
             len: (e - s) as u64,
@@ -160,6 +152,68 @@ fn safetensors_spans(preamble: &[u8], data_len: u64) -> Result<Vec<TensorSpan>> 
         )));
     }
     Ok(spans)
+}
+
+/// The JSON header as the `safetensors` crate reads it, by its rules, without its
+/// `#[serde(flatten)]`: flatten buffers the whole header as generic JSON values first (about
+/// 700 bytes a tensor: 1.1 GB for a header of 1.5 million empty tensors). Same semantics: a
+/// later duplicate name replaces an earlier one, `__metadata__` at most once, then the crate's
+/// own `Metadata::new` checks offsets, sizes and order. Tensors that start at the same offset
+/// (empty ones) are ordered by name, so the order does not depend on hashing.
+fn safetensors_metadata(json: &[u8]) -> Result<safetensors::tensor::Metadata> {
+    use safetensors::tensor::TensorInfo;
+    use std::collections::HashMap;
+
+    struct Header {
+        metadata: Option<HashMap<String, String>>,
+        tensors: HashMap<String, TensorInfo>,
+    }
+    struct Visit;
+    impl<'de> serde::de::Visitor<'de> for Visit {
+        type Value = Header;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a safetensors header (a JSON object)")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Header, A::Error> {
+            let mut metadata = None;
+            let mut tensors = HashMap::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "__metadata__" {
+                    if metadata.is_some() {
+                        return Err(serde::de::Error::duplicate_field("__metadata__"));
+                    }
+                    metadata = Some(map.next_value::<Option<HashMap<String, String>>>()?);
+                } else {
+                    let info = map.next_value::<TensorInfo>()?;
+                    tensors.insert(key, info);
+                }
+            }
+            Ok(Header {
+                metadata: metadata.flatten(),
+                tensors,
+            })
+        }
+    }
+    let header = {
+        let mut de = serde_json::Deserializer::from_slice(json);
+        let h =
+            serde::Deserializer::deserialize_map(&mut de, Visit).and_then(|h| de.end().map(|_| h));
+        h.map_err(|e| {
+            let msg = e.to_string();
+            if msg.contains("unknown variant") {
+                Error::InvalidInput(format!("unsupported dtype in safetensors header: {msg}"))
+            } else {
+                Error::InvalidInput(format!("not a valid safetensors header: {msg}"))
+            }
+        })?
+    };
+    let mut tensors: Vec<(String, TensorInfo)> = header.tensors.into_iter().collect();
+    tensors.sort_by(|(a, x), (b, y)| (x.data_offsets, a).cmp(&(y.data_offsets, b)));
+    safetensors::tensor::Metadata::new(header.metadata, tensors)
+        .map_err(|e| Error::InvalidInput(format!("not a valid safetensors header: {e}")))
 }
 
 fn npy_span(preamble: &[u8], data_len: u64, name: &str) -> Result<TensorSpan> {

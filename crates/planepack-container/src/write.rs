@@ -1,45 +1,20 @@
 //! Compressing one input file into a container.
 //!
-//! Memory stays bounded by the largest tensor, not the file: the input is read one tensor at a
-//! time (positioned reads, no mapping, so nothing of the input stays resident), payloads are
-//! streamed to the output, and the header and entry table, written as placeholders first, are
-//! filled in at the end with one seek.
+//! Memory stays bounded by a part, not a tensor or the file: the input is read one part of at
+//! most `part_len` (<= [`MAX_PART_LEN`]) bytes at a time with positioned reads (no mapping, so
+//! nothing of the input stays resident), payloads are streamed to the output, and the header
+//! and entry table, written as placeholders first, are filled in at the end with one seek.
+//! Per-tensor reports go to the caller as they are made rather than being collected, so a file
+//! of millions of tiny tensors costs the entry table (64 bytes a part) and its parsed header,
+//! nothing more.
 
 use crate::codecs::{elem_id, CodecSpec};
-use crate::format::{Entry, Header, ENTRY_LEN, HEADER_LEN};
+use crate::format::{Entry, Header, ENTRY_LEN, HEADER_LEN, MAX_PART_LEN, MAX_PAYLOAD_LEN};
+use crate::read_at::ReadAt;
 use crate::select::{choose, Candidate, Policy};
-use crate::source::{Source, PROBE_LEN};
-use crate::{checksum, Error, Result};
+use crate::source::{Source, TensorSpan, PROBE_LEN};
+use crate::{checksum, CodecId, Error, Result};
 use std::io::{Seek, SeekFrom, Write};
-
-/// Random-access input: a file (positioned reads) or bytes in memory.
-pub trait ReadAt {
-    fn size(&self) -> Result<u64>;
-    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
-}
-
-impl ReadAt for std::fs::File {
-    fn size(&self) -> Result<u64> {
-        Ok(self.metadata()?.len())
-    }
-    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset).map_err(Error::from)
-    }
-}
-
-impl ReadAt for [u8] {
-    fn size(&self) -> Result<u64> {
-        Ok(<[u8]>::len(self) as u64)
-    }
-    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let s = usize::try_from(offset).map_err(|_| Error::InvalidInput("offset".into()))?;
-        let src = self
-            .get(s..s + buf.len())
-            .ok_or_else(|| Error::InvalidInput("read past the end of the input".into()))?;
-        buf.copy_from_slice(src);
-        Ok(())
-    }
-}
 
 /// What the writer needs to know.
 #[derive(Debug, Clone)]
@@ -47,6 +22,20 @@ pub struct CompressOptions {
     pub policy: Policy,
     /// Name given to the array of a `.npy` input (usually the file stem).
     pub npy_name: String,
+    /// Raw bytes per part, 1 to [`MAX_PART_LEN`] (rounded down to whole rows, or whole
+    /// elements when a row is longer). [`MAX_PART_LEN`] unless a test wants many parts.
+    pub part_len: u64,
+}
+
+impl CompressOptions {
+    /// `policy` with the default part length.
+    pub fn new(policy: Policy, npy_name: impl Into<String>) -> Self {
+        CompressOptions {
+            policy,
+            npy_name: npy_name.into(),
+            part_len: MAX_PART_LEN,
+        }
+    }
 }
 
 /// What happened to one tensor.
@@ -55,10 +44,33 @@ pub struct TensorReport {
     pub name: String,
     pub dtype: String,
     pub shape: Vec<usize>,
+    /// The codec of the tensor's first part (`auto` chooses per part; see `parts_by_codec`).
     pub codec: CodecSpec,
+    /// How many parts the tensor was stored as.
+    pub parts: usize,
     pub raw_bytes: u64,
     pub compressed_bytes: u64,
+    /// Every codec tried, over all parts: payload bytes and modelled seconds add up, the
+    /// decode speed is the tensor's bytes over the summed decode time.
     pub candidates: Vec<Candidate>,
+}
+
+/// What the writer tells its caller as it goes.
+#[derive(Debug)]
+pub enum Event {
+    /// A part of `raw_bytes` bytes is written.
+    Part { raw_bytes: u64 },
+    /// A tensor is finished.
+    Tensor(TensorReport),
+}
+
+/// What the whole file came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    pub tensors: u64,
+    pub parts: u64,
+    pub original_len: u64,
+    pub container_len: u64,
 }
 
 /// Parse an input's header: its kind, preamble bytes and tensor spans.
@@ -73,74 +85,220 @@ pub fn read_source<R: ReadAt + ?Sized>(input: &R, npy_name: &str) -> Result<(Sou
     Ok((source, preamble))
 }
 
-/// Compress `input` into `output`. `progress` is called with the raw bytes done after each
-/// tensor. Returns one report per tensor, in file order.
+/// The parts a tensor is stored as: whole rows (the last dimension) of at most `part_len`
+/// bytes, or whole elements where one row is longer; one empty part for an empty tensor. Each
+/// part is described as a tensor of its own (a 2-D shape of its rows, or 1-D), which is what
+/// its codec is given.
+pub fn parts_of(span: &TensorSpan, part_len: u64) -> impl Iterator<Item = TensorSpan> + '_ {
+    let elem = (span.dtype_bits as u64 / 8).max(1);
+    let last = span.shape.last().copied().unwrap_or(1) as u64;
+    let row = last.saturating_mul(elem);
+    let by_rows = span.shape.len() >= 2 && row > 0 && row <= part_len;
+    let step = if by_rows {
+        part_len / row * row
+    } else {
+        (part_len / elem * elem).max(elem)
+    };
+    let count = span.len.div_ceil(step).max(1);
+    (0..count).map(move |k| {
+        let start = k * step;
+        let len = step.min(span.len - start);
+        let shape = if by_rows {
+            vec![(len / row) as usize, last as usize]
+        } else if count == 1 {
+            span.shape.clone()
+        } else {
+            vec![(len / elem) as usize]
+        };
+        TensorSpan {
+            name: span.name.clone(),
+            dtype: span.dtype.clone(),
+            shape,
+            dtype_bits: span.dtype_bits,
+            offset: span.offset + start,
+            len,
+        }
+    })
+}
+
+/// Compress `input` into `output`. `on` hears of every part and tensor as it is done, in file
+/// order.
 pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
     input: &R,
     output: &mut W,
     options: &CompressOptions,
-    mut progress: impl FnMut(u64),
-) -> Result<Vec<TensorReport>> {
+    mut on: impl FnMut(Event),
+) -> Result<Written> {
+    if options.part_len == 0 || options.part_len > MAX_PART_LEN {
+        return Err(Error::InvalidInput(format!(
+            "part length {} is outside 1..={MAX_PART_LEN}",
+            options.part_len
+        )));
+    }
     let (source, preamble) = read_source(input, &options.npy_name)?;
-    let n = source.tensors.len();
-    let start = output.stream_position()?;
+    let parts: u64 = source
+        .tensors
+        .iter()
+        .map(|s| parts_of(s, options.part_len).count() as u64)
+        .sum();
+    let start = output.stream_position().map_err(Error::Output)?;
     // Placeholders for the header, preamble, entry table and checksum.
-    let meta_len = HEADER_LEN + preamble.len() + n * ENTRY_LEN + 8;
-    output.write_all(&vec![0u8; meta_len])?;
+    let meta_len = HEADER_LEN + preamble.len() + parts as usize * ENTRY_LEN + 8;
+    let mut meta = Vec::with_capacity(meta_len);
+    meta.resize(HEADER_LEN, 0);
+    meta.extend_from_slice(&preamble);
+    drop(preamble);
+    meta.resize(meta_len, 0);
+    output.write_all(&meta).map_err(Error::Output)?;
+    meta.truncate(HEADER_LEN + source.preamble_len as usize);
 
-    let mut entries = Vec::with_capacity(n);
-    let mut reports = Vec::with_capacity(n);
     let (mut data, mut scratch) = (Vec::new(), Vec::new());
     let mut payload_offset = 0u64;
     for span in &source.tensors {
-        data.clear();
-        data.resize(span.len as usize, 0);
-        input.read_exact_at(span.offset, &mut data)?;
-        let choice = choose(options.policy, span, &data, &mut scratch)?;
-        output.write_all(&choice.payload)?;
-        let payload_len = choice.payload.len() as u64;
-        entries.push(Entry {
-            raw_offset: span.offset,
-            raw_len: span.len,
-            payload_offset,
-            payload_len,
-            raw_checksum: checksum(&data),
-            payload_checksum: checksum(&choice.payload),
-            codec: choice.codec.id,
-            elem: elem_id(choice.elem),
-            level: choice.codec.level,
-        });
-        payload_offset += payload_len;
-        reports.push(TensorReport {
+        let mut report = TensorReport {
             name: span.name.clone(),
             dtype: span.dtype.clone(),
             shape: span.shape.clone(),
-            codec: choice.codec,
+            codec: CodecId::Raw.into(),
+            parts: 0,
             raw_bytes: span.len,
-            compressed_bytes: payload_len,
-            candidates: choice.candidates,
-        });
-        progress(span.len);
+            compressed_bytes: 0,
+            candidates: Vec::new(),
+        };
+        let mut tally = Vec::new();
+        for part in parts_of(span, options.part_len) {
+            data.clear();
+            data.resize(part.len as usize, 0);
+            input.read_exact_at(part.offset, &mut data)?;
+            let (codec, elem, payload, tried) = if data.is_empty() {
+                // Nothing to choose: an empty part is stored as an empty raw payload.
+                (
+                    CodecId::Raw.into(),
+                    planepack_core::ElemType::U8,
+                    Vec::new(),
+                    Vec::new(),
+                )
+            } else {
+                let c = choose(options.policy, &part, &data, &mut scratch)?;
+                (c.codec, c.elem, c.payload, c.candidates)
+            };
+            if payload.len() as u64 > MAX_PAYLOAD_LEN {
+                return Err(Error::Codec {
+                    tensor: span.name.clone(),
+                    codec: codec.name(),
+                    source: planepack_core::Error::Unsupported(
+                        "payload over the format's limit for one part".into(),
+                    ),
+                });
+            }
+            output.write_all(&payload).map_err(Error::Output)?;
+            let payload_len = payload.len() as u64;
+            let entry = Entry {
+                raw_offset: part.offset,
+                raw_len: part.len,
+                payload_offset,
+                payload_len,
+                raw_checksum: checksum(&data),
+                payload_checksum: checksum(&payload),
+                codec: codec.id,
+                elem: elem_id(elem),
+                level: codec.level,
+            };
+            meta.extend_from_slice(&entry.to_bytes());
+            payload_offset += payload_len;
+            if report.parts == 0 {
+                report.codec = codec;
+            }
+            tally_candidates(&mut tally, report.parts == 0, &tried, part.len);
+            report.parts += 1;
+            report.compressed_bytes += payload_len;
+            on(Event::Part {
+                raw_bytes: part.len,
+            });
+        }
+        report.candidates = tally
+            .into_iter()
+            .map(|(mut c, seconds)| {
+                c.decode_gbps = span.len as f64 / seconds / 1e9;
+                c
+            })
+            .collect();
+        on(Event::Tensor(report));
     }
 
     let header = Header {
         source: source.kind,
         original_len: source.file_len,
         preamble_len: source.preamble_len,
-        entries: n as u64,
+        entries: parts,
         payload_len: payload_offset,
     };
-    let mut meta = Vec::with_capacity(meta_len);
-    meta.extend_from_slice(&header.to_bytes());
-    meta.extend_from_slice(&preamble);
-    for e in &entries {
-        meta.extend_from_slice(&e.to_bytes());
-    }
+    meta[..HEADER_LEN].copy_from_slice(&header.to_bytes());
     let sum = checksum(&meta);
     meta.extend_from_slice(&sum.to_le_bytes());
-    output.seek(SeekFrom::Start(start))?;
-    output.write_all(&meta)?;
-    output.seek(SeekFrom::End(0))?;
-    output.flush()?;
-    Ok(reports)
+    output.seek(SeekFrom::Start(start)).map_err(Error::Output)?;
+    output.write_all(&meta).map_err(Error::Output)?;
+    output.seek(SeekFrom::End(0)).map_err(Error::Output)?;
+    output.flush().map_err(Error::Output)?;
+    Ok(Written {
+        tensors: source.tensors.len() as u64,
+        parts,
+        original_len: source.file_len,
+        container_len: meta_len as u64 + payload_offset,
+    })
+}
+
+/// Add one part's candidates to a tensor's tally of (candidate, decode seconds): payloads and
+/// modelled seconds add; a codec that could not take some part is no candidate for the tensor.
+fn tally_candidates(
+    tally: &mut Vec<(Candidate, f64)>,
+    first_part: bool,
+    part: &[Candidate],
+    part_len: u64,
+) {
+    let seconds = |c: &Candidate| part_len as f64 / (c.decode_gbps * 1e9);
+    if first_part {
+        tally.extend(part.iter().map(|c| (*c, seconds(c))));
+        return;
+    }
+    tally.retain_mut(|(t, s)| match part.iter().find(|c| c.codec == t.codec) {
+        Some(c) => {
+            t.payload_len += c.payload_len;
+            t.transfer_seconds += c.transfer_seconds;
+            *s += seconds(c);
+            true
+        }
+        None => false,
+    });
+}
+
+/// A `Write + Seek` that keeps nothing: compressing into it measures what a container of a
+/// file would be (`planepack inspect` on a plain file) without writing one.
+#[derive(Debug, Default)]
+pub struct Discard {
+    pos: u64,
+    len: u64,
+}
+
+impl Write for Discard {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pos += buf.len() as u64;
+        self.len = self.len.max(self.pos);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for Discard {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let base = match to {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::End(d) => self.len.checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = base.ok_or_else(|| std::io::Error::other("seek before the start"))?;
+        Ok(self.pos)
+    }
 }

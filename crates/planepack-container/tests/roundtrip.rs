@@ -1,17 +1,19 @@
 //! Every dataset file through every codec choice gives back the same bytes; edge-case files
 //! (empty tensors, 64-bit dtypes, .npy) too; bad input files are refused with an error.
 
-use planepack_container::format::MAGIC;
+use planepack_container::format::{MAGIC, MAX_PART_LEN};
 use planepack_container::{compress, CodecId, CompressOptions, Container, Error, Policy};
 use planepack_datasets::{datasets_dir, Manifest};
 use std::io::Cursor;
 
 fn pack(file: &[u8], policy: Policy) -> Result<Vec<u8>, Error> {
+    pack_in_parts(file, policy, MAX_PART_LEN)
+}
+
+fn pack_in_parts(file: &[u8], policy: Policy, part_len: u64) -> Result<Vec<u8>, Error> {
     let mut out = Cursor::new(Vec::new());
-    let opts = CompressOptions {
-        policy,
-        npy_name: "array".into(),
-    };
+    let mut opts = CompressOptions::new(policy, "array");
+    opts.part_len = part_len;
     compress(file, &mut out, &opts, |_| {})?;
     Ok(out.into_inner())
 }
@@ -51,7 +53,7 @@ fn every_dataset_file_every_codec_round_trips() {
             assert_eq!(unpack(&packed).unwrap(), bytes, "{} {p:?}", d.name);
             // Random access: one tensor alone equals its bytes in the original.
             let c = Container::parse(&packed[..], "array").unwrap();
-            let last = c.entries.len() - 1;
+            let last = c.source.tensors.len() - 1;
             let t = &c.source.tensors[last];
             let i = c.index_of(&t.name).unwrap();
             assert_eq!(
@@ -151,8 +153,221 @@ fn edge_case_files_round_trip() {
         for p in policies() {
             let packed = pack(f, p).unwrap_or_else(|e| panic!("file {i} {p:?}: {e}"));
             assert_eq!(&unpack(&packed).unwrap(), f, "file {i} {p:?}");
+            // In parts of a few bytes: rows split, elements never.
+            for part_len in [1, 7, 24] {
+                let packed = pack_in_parts(f, p, part_len).unwrap();
+                assert_eq!(
+                    &unpack(&packed).unwrap(),
+                    f,
+                    "file {i} {p:?} parts of {part_len}"
+                );
+            }
         }
     }
+}
+
+/// Issue 17 (items 1, 2): a tensor is stored in parts, so neither side holds a whole tensor.
+/// Every dataset file in parts of a third of its largest tensor, and of an odd length, gives
+/// back the same bytes, with one entry per part, and its largest tensor read alone equal to
+/// its bytes.
+#[test]
+fn tensors_larger_than_a_part_round_trip_in_parts() {
+    let dir = datasets_dir();
+    let manifest = Manifest::read(&dir).unwrap();
+    for d in &manifest.datasets {
+        let bytes = std::fs::read(dir.join(&d.file)).unwrap();
+        let largest = Container::parse(
+            pack(&bytes, Policy::Fixed(CodecId::Raw.into())).unwrap(),
+            "array",
+        )
+        .unwrap()
+        .source
+        .tensors
+        .iter()
+        .map(|t| t.len)
+        .max()
+        .unwrap();
+        let third = (largest / 3).max(1);
+        for (p, part_len) in [
+            (Policy::BestRatio, third),
+            (Policy::Fixed(CodecId::Rans.into()), largest / 2 + 7),
+            (Policy::Fixed(CodecId::Ibp.into()), third),
+        ] {
+            let packed = pack_in_parts(&bytes, p, part_len).unwrap();
+            assert_eq!(unpack(&packed).unwrap(), bytes, "{} {p:?}", d.name);
+            let c = Container::parse(&packed[..], "array").unwrap();
+            let mut parts = 0;
+            for (i, t) in c.source.tensors.iter().enumerate() {
+                let want = planepack_container::write::parts_of(t, part_len).count();
+                assert_eq!(c.parts(i).len(), want, "{} {}", d.name, t.name);
+                assert!(c.entries[c.parts(i)].iter().all(|e| e.raw_len <= part_len));
+                parts += want;
+            }
+            assert!(
+                parts > c.source.tensors.len(),
+                "{}: no tensor was split",
+                d.name
+            );
+            let big = (0..c.source.tensors.len())
+                .max_by_key(|&i| c.source.tensors[i].len)
+                .unwrap();
+            let t = &c.source.tensors[big];
+            let mut out = vec![0; t.len as usize];
+            c.read_into(big, &mut out).unwrap();
+            assert_eq!(out, &bytes[t.offset as usize..(t.offset + t.len) as usize]);
+        }
+    }
+}
+
+/// Recompute the metadata checksum of a container whose metadata a test edited.
+fn reseal(b: &mut [u8]) {
+    let h = planepack_container::format::Header::parse(b, b.len() as u64).unwrap();
+    let at = h.checksum_offset().unwrap() as usize;
+    let sum = planepack_container::checksum(&b[..at]);
+    b[at..at + 8].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// Issue 17 (item 1): metadata that claims a tensor the file cannot hold is refused before any
+/// allocation: a 1 TiB tensor in one entry (a few hundred bytes of file), entries that stop
+/// before a tensor is covered or go on after the last, and an empty part in a non-empty tensor.
+#[test]
+fn entry_tables_that_do_not_tile_in_parts_are_refused() {
+    use planepack_container::format::{ENTRY_LEN, HEADER_LEN};
+    let tib = 1u64 << 40;
+    let json =
+        format!("{{\"t\":{{\"dtype\":\"U8\",\"shape\":[{tib}],\"data_offsets\":[0,{tib}]}}}}");
+    let p = 8 + json.len();
+    let payload = zstd::bulk::compress(&[0u8; 64], 3).unwrap();
+    let mut b = planepack_container::Header {
+        source: planepack_container::SourceKind::Safetensors,
+        original_len: p as u64 + tib,
+        preamble_len: p as u64,
+        entries: 1,
+        payload_len: payload.len() as u64,
+    }
+    .to_bytes()
+    .to_vec();
+    b.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    b.extend_from_slice(json.as_bytes());
+    let entry = planepack_container::Entry {
+        raw_offset: p as u64,
+        raw_len: tib,
+        payload_offset: 0,
+        payload_len: payload.len() as u64,
+        raw_checksum: 0,
+        payload_checksum: planepack_container::checksum(&payload),
+        codec: CodecId::Zstd,
+        elem: 3,
+        level: 3,
+    };
+    b.extend_from_slice(&entry.to_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&payload);
+    reseal(&mut b);
+    assert!(b.len() < 300);
+    match Container::parse(&b[..], "array") {
+        Err(Error::Corrupt(m)) => assert!(m.contains("64 MiB"), "{m}"),
+        other => panic!("1 TiB tensor: {:?}", other.map(|_| ())),
+    }
+
+    // A real two-tensor file in parts, then its entry table edited.
+    let f = safetensors(
+        &[
+            ("a", "F32", vec![64, 4], bytes(1024, 21)),
+            ("b", "F32", vec![64, 4], bytes(1024, 22)),
+        ],
+        0,
+    );
+    let packed = pack_in_parts(&f, Policy::Fixed(CodecId::Raw.into()), 256).unwrap();
+    let h = planepack_container::format::Header::parse(&packed, packed.len() as u64).unwrap();
+    assert_eq!(h.entries, 8);
+    let table = HEADER_LEN + h.preamble_len as usize;
+    let field = |b: &mut Vec<u8>, entry: usize, word: usize, v: u64| {
+        let at = table + entry * ENTRY_LEN + word * 8;
+        b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    };
+    let cases: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>)> = vec![
+        (
+            "a part runs past its tensor",
+            Box::new(|b| field(b, 3, 1, 512)),
+        ),
+        ("empty part", Box::new(|b| field(b, 1, 1, 0))),
+        (
+            "one entry fewer",
+            Box::new(|b| {
+                // Drop the last entry and its payload; the header says 7 entries.
+                let last = table + 7 * ENTRY_LEN;
+                let payload_end = b.len() - 256;
+                let mut v = b[..last].to_vec();
+                v.extend_from_slice(&b[last + ENTRY_LEN..payload_end]);
+                v[24..32].copy_from_slice(&7u64.to_le_bytes());
+                v[32..40].copy_from_slice(&(7 * 256u64).to_le_bytes());
+                *b = v;
+            }),
+        ),
+    ];
+    for (what, edit) in cases {
+        let mut bad = packed.clone();
+        edit(&mut bad);
+        reseal(&mut bad);
+        match Container::parse(&bad[..], "array") {
+            Err(Error::Corrupt(_)) => {}
+            other => panic!("{what}: {:?}", other.map(|_| ())),
+        }
+    }
+}
+
+/// Issue 17 (item 8): a container truncated while it is read gives an error, not SIGBUS (it
+/// is read with positioned reads, not mapped).
+#[test]
+fn a_container_truncated_while_read_is_an_error() {
+    let f = safetensors(&[("t", "F32", vec![4096], bytes(16384, 5))], 0);
+    let packed = pack_in_parts(&f, Policy::Fixed(CodecId::Zstd.into()), 4096).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.ppk");
+    std::fs::write(&path, &packed).unwrap();
+    let c = Container::open(&path, "t").unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(packed.len() as u64 / 2)
+        .unwrap();
+    match c.verify() {
+        Err(Error::Io(e)) => assert!(e.to_string().contains("truncated"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Issue 17 (item 10): a failed write (a full disk) is the output's error, not the input's.
+#[test]
+fn write_failures_are_output_errors() {
+    struct Full;
+    impl std::io::Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from_raw_os_error(28)) // ENOSPC
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl std::io::Seek for Full {
+        fn seek(&mut self, _: std::io::SeekFrom) -> std::io::Result<u64> {
+            Ok(0)
+        }
+    }
+    let f = safetensors(&[("t", "F32", vec![64], bytes(256, 5))], 0);
+    let opts = CompressOptions::new(Policy::BestRatio, "t");
+    assert!(matches!(
+        compress(&f[..], &mut Full, &opts, |_| {}),
+        Err(Error::Output(_))
+    ));
+    let packed = pack(&f, Policy::BestRatio).unwrap();
+    let c = Container::parse(&packed[..], "t").unwrap();
+    assert!(matches!(
+        c.decompress_to(&mut Full, |_| {}),
+        Err(Error::Output(_))
+    ));
 }
 
 #[test]
