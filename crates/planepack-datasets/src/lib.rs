@@ -81,19 +81,12 @@ pub fn load(path: &Path) -> Result<Vec<Tensor>> {
             path: path.to_owned(),
             msg,
         }),
-        Some("npy") => {
-            let name = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("array")
-                .to_owned();
-            parse_npy(&bytes, name)
-                .map(|t| vec![t])
-                .map_err(|msg| Error::Npy {
-                    path: path.to_owned(),
-                    msg,
-                })
-        }
+        Some("npy") => parse_npy(&bytes, npy_array_name(path))
+            .map(|t| vec![t])
+            .map_err(|msg| Error::Npy {
+                path: path.to_owned(),
+                msg,
+            }),
         _ => Err(Error::UnknownFormat {
             path: path.to_owned(),
         }),
@@ -124,16 +117,11 @@ pub fn parse_safetensors(bytes: &[u8]) -> std::result::Result<Vec<Tensor>, Strin
     Ok(out.into_iter().map(|(_, t)| t).collect())
 }
 
-/// Parse `.npy` bytes (little-endian numeric arrays, C order).
-pub fn parse_npy(bytes: &[u8], name: String) -> std::result::Result<Tensor, String> {
-    let data_offset = stream::npy_data_offset(bytes)?;
-    // The header length is checked against the bytes before npyz allocates it.
-    let header = usize::try_from(data_offset)
-        .ok()
-        .and_then(|end| bytes.get(..end))
-        .ok_or("header runs past the end of the file")?;
-    let npy = npyz::NpyFile::new(header).map_err(|e| e.to_string())?;
-    let (dtype, size) = npy_dtype(&npy)?;
+/// A `.npy` header's dtype name, shape, and data length in bytes (checked for overflow).
+pub(crate) fn npy_layout<R: std::io::Read>(
+    npy: &npyz::NpyFile<R>,
+) -> std::result::Result<(&'static str, Vec<usize>, u64), String> {
+    let (dtype, size) = npy_dtype(npy)?;
     let shape: Vec<usize> = npy
         .shape()
         .iter()
@@ -145,6 +133,27 @@ pub fn parse_npy(bytes: &[u8], name: String) -> std::result::Result<Tensor, Stri
         .iter()
         .try_fold(size as u64, |acc, &d| acc.checked_mul(d))
         .ok_or("shape overflows")?;
+    Ok((dtype, shape, len))
+}
+
+/// The name of a `.npy` file's one array: its file stem (`array` if it has none in UTF-8).
+pub(crate) fn npy_array_name(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("array")
+        .to_owned()
+}
+
+/// Parse `.npy` bytes (little-endian numeric arrays, C order).
+pub fn parse_npy(bytes: &[u8], name: String) -> std::result::Result<Tensor, String> {
+    let data_offset = stream::npy_data_offset(bytes)?;
+    // The header length is checked against the bytes before npyz allocates it.
+    let header = usize::try_from(data_offset)
+        .ok()
+        .and_then(|end| bytes.get(..end))
+        .ok_or("header runs past the end of the file")?;
+    let npy = npyz::NpyFile::new(header).map_err(|e| e.to_string())?;
+    let (dtype, shape, len) = npy_layout(&npy)?;
     let data = usize::try_from(data_offset)
         .ok()
         .and_then(|at| bytes.get(at..))

@@ -11,7 +11,7 @@
 //! bounded header), because the file length is all that is needed for those checks; a
 //! test holds it equal to [`crate::load`] on every dataset.
 
-use crate::{dtype_size, npy_dtype, Error, Result, Tensor};
+use crate::{dtype_size, Error, Result, Tensor};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -59,18 +59,15 @@ impl TensorFile {
                 })?
             }
             Some("npy") => {
-                let name = path
-                    .file_stem()
-                    .and_then(|s| s.to_str())
-                    .unwrap_or("array")
-                    .to_owned();
                 vec![
-                    npy_entry(&mut file, file_len, name).map_err(|msg| match msg {
-                        HeaderError::Io(source) => io(source),
-                        HeaderError::Invalid(msg) => Error::Npy {
-                            path: path.to_owned(),
-                            msg,
-                        },
+                    npy_entry(&mut file, file_len, crate::npy_array_name(path)).map_err(|msg| {
+                        match msg {
+                            HeaderError::Io(source) => io(source),
+                            HeaderError::Invalid(msg) => Error::Npy {
+                                path: path.to_owned(),
+                                msg,
+                            },
+                        }
                     })?,
                 ]
             }
@@ -259,18 +256,7 @@ fn npy_entry(
     file.seek(SeekFrom::Start(0)).map_err(HeaderError::Io)?;
     let header = std::io::Read::take(&mut *file, data_offset);
     let npy = npyz::NpyFile::new(header).map_err(|e| e.to_string())?;
-    let (dtype, size) = npy_dtype(&npy)?;
-    let shape: Vec<usize> = npy
-        .shape()
-        .iter()
-        .map(|&d| usize::try_from(d).ok())
-        .collect::<Option<_>>()
-        .ok_or("shape too large")?;
-    let len = npy
-        .shape()
-        .iter()
-        .try_fold(size as u64, |acc, &d| acc.checked_mul(d))
-        .ok_or("shape overflows")?;
+    let (dtype, shape, len) = crate::npy_layout(&npy)?;
     if file_len - data_offset != len {
         return Err(format!(
             "header says {len} bytes of data, the file has {}",

@@ -25,19 +25,9 @@ fn every_dataset_matches_the_manifest() {
 #[test]
 fn npy_header_and_data() {
     // A 2x3 little-endian float32 array, written by hand (format version 1.0).
-    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
-    let mut h = header.to_string();
-    while !(10 + h.len() + 1).is_multiple_of(64) {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(h.as_bytes());
     let values = [1.0f32, -0.0, f32::NAN, f32::INFINITY, 1e-40, 3.5];
-    for v in values {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
+    let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let bytes = npy_v1("'<f4'", "(2, 3)", &data);
     let t = parse_npy(&bytes, "x".into()).unwrap();
     assert_eq!(t.dtype, "F32");
     assert_eq!(t.shape, vec![2, 3]);
@@ -49,9 +39,9 @@ fn npy_header_and_data() {
     assert_eq!(back, values.map(f32::to_bits));
 }
 
-#[test]
-fn npy_rejects_big_endian_and_garbage() {
-    let mut h = "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }".to_string();
+/// A version 1 `.npy` file: the header dict padded to 64 bytes as NumPy writes it, then `data`.
+fn npy_v1(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+    let mut h = format!("{{'descr': {descr}, 'fortran_order': False, 'shape': {shape}, }}");
     while !(10 + h.len() + 1).is_multiple_of(64) {
         h.push(' ');
     }
@@ -59,7 +49,13 @@ fn npy_rejects_big_endian_and_garbage() {
     let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
     bytes.extend_from_slice(&(h.len() as u16).to_le_bytes());
     bytes.extend_from_slice(h.as_bytes());
-    bytes.extend_from_slice(&[0, 0, 0, 0]);
+    bytes.extend_from_slice(data);
+    bytes
+}
+
+#[test]
+fn npy_rejects_big_endian_and_garbage() {
+    let bytes = npy_v1("'>f4'", "(1,)", &[0, 0, 0, 0]);
     assert!(parse_npy(&bytes, "x".into()).is_err());
     assert!(parse_npy(b"not an npy file", "x".into()).is_err());
 }
@@ -187,15 +183,7 @@ fn tensor_file_checks_headers_like_the_safetensors_crate() {
 #[test]
 fn tensor_file_reads_npy() {
     use planepack_datasets::TensorFile;
-    let mut h = "{'descr': '<u2', 'fortran_order': False, 'shape': (3,), }".to_string();
-    while !(10 + h.len() + 1).is_multiple_of(64) {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(h.as_bytes());
-    bytes.extend_from_slice(&[1, 0, 2, 0, 3, 0]);
+    let mut bytes = npy_v1("'<u2'", "(3,)", &[1, 0, 2, 0, 3, 0]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.npy");
     std::fs::write(&path, &bytes).unwrap();
