@@ -13,6 +13,7 @@
 //! * `gpu-bench`: GPU decode against the copy kernel on the same device -> bench-results/gpu-*/.
 //! * `trace`: keep/swap/drop planning on training-step traces -> bench-results/trace/.
 //! * `cli-memory`: peak resident memory of the `planepack` command on a 2 GiB file.
+//! * `tidy`: ARCHITECTURE.md's crate graph and command list checked against the workspace.
 //! * `datasets`: list the datasets of `datasets/manifest.toml`, verify every file (size,
 //!   SHA-256, tensors, dtypes) and print the statistics table of `datasets/README.md`.
 
@@ -23,6 +24,7 @@ mod fuzz;
 mod gpu;
 mod peers;
 mod rans_study;
+mod tidy;
 mod trace;
 
 use anyhow::{bail, Result};
@@ -123,12 +125,23 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         filter: Vec<String>,
     },
+    /// Check ARCHITECTURE.md's crate graph and command list against the workspace.
+    Tidy,
     /// List and verify the datasets against datasets/manifest.toml.
     Datasets {
         /// Also compute the per-dataset statistics and write them into datasets/README.md.
         #[arg(long)]
         stats: bool,
     },
+}
+
+/// The names of the commands, as typed after `cargo xtask`.
+fn command_names() -> Vec<String> {
+    use clap::CommandFactory;
+    Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect()
 }
 
 fn main() -> Result<()> {
@@ -141,6 +154,7 @@ fn main() -> Result<()> {
         }
         Command::Criterion { no_run, runs } => criterion::run(no_run, runs),
         Command::Datasets { stats } => datasets(stats),
+        Command::Tidy => tidy::run(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")),
         Command::Shaders => gpu::shaders(),
         Command::Fuzz {
             seconds,

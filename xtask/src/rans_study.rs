@@ -2,10 +2,10 @@
 //! size to use, measured on every dataset (ratios only: encode, decode, compare).
 //!
 //! Steps, each adding one part: byte planes alone (no rotation, no zero mask, no row map);
-//! + the sign rotated to the bottom where a sample says it pays (exponent bytes whole);
-//! + the zero mask; + the row map (the default codec). Then the default model at chunk sizes 4 KiB to 1 MiB. Beside them the best
-//! CPU peer of the same run's `results.json`, where there is one. Writes
-//! `bench-results/rans-study.md`.
+//! then the sign rotated to the bottom where a sample says it pays (exponent bytes whole);
+//! then the zero mask; then the row map (the default codec). Then the default model at chunk
+//! sizes 4 KiB to 1 MiB. Beside them the best CPU peer of the same run's `results.json`, where
+//! there is one. Writes `bench-results/rans-study.md`.
 
 use anyhow::Result;
 use planepack_core::Codec;
@@ -15,6 +15,9 @@ use planepack_rans::Rans;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
+
+/// (category, dataset, dtype, ratios per step, ratios per chunk size).
+type StudyRow = (String, String, String, Vec<f64>, Vec<f64>);
 
 fn ratio(codec: &Rans, g: &Group) -> Result<f64> {
     let (mut raw, mut comp) = (0usize, 0usize);
@@ -125,10 +128,7 @@ pub fn run(root: &Path) -> Result<()> {
         v
     };
     let table =
-        |md: &mut String,
-         title: &str,
-         names: &[String],
-         pick: &dyn Fn(&(String, String, String, Vec<f64>, Vec<f64>)) -> &Vec<f64>| {
+        |md: &mut String, title: &str, names: &[String], pick: &dyn Fn(&StudyRow) -> &Vec<f64>| {
             let _ = writeln!(md, "## {title}\n");
             let _ = write!(md, "| category |");
             for n in names {

@@ -231,7 +231,7 @@ impl Codec for Blosc2 {
         // elements as a special-value chunk that it then cannot decode (error -11, seen in our
         // tail-length tests); such a buffer is coded with typesize 1. Real tensors always hold
         // whole elements and keep their typesize.
-        let typesize = if input.len() % elem.size() == 0 {
+        let typesize = if input.len().is_multiple_of(elem.size()) {
             elem.size()
         } else {
             1

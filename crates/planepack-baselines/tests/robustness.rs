@@ -1,9 +1,9 @@
 //! Damaged and random streams given to every baseline decoder: an error or wrong bytes of the
 //! right length, never a panic or a hang.
 
-use planepack_core::codec::finishes_within;
-use planepack_core::testdata::{generate, mutate, Mutation, Pattern, Rng};
 use planepack_core::ElemType;
+use planepack_testkit::finishes_within;
+use planepack_testkit::{generate, mutate, Mutation, Pattern, Rng};
 
 #[test]
 fn mutated_streams_never_panic() {

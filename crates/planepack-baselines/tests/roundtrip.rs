@@ -1,7 +1,7 @@
 //! Every baseline round-trips every pattern, element type and tail length bit-exactly.
 
-use planepack_core::testdata::{generate, Pattern};
 use planepack_core::ElemType;
+use planepack_testkit::{generate, Pattern};
 use proptest::prelude::*;
 
 fn check(data: &[u8], elem: ElemType) {

@@ -204,17 +204,31 @@ macro_rules! geometry {
             }
             #[inline(always)]
             unsafe fn to_planes_gfni(elems: &Self::Elems) -> Self::Planes {
-                #[cfg(target_arch = "x86_64")]
-                return transpose::gfni::transpose::<{ 1024 / $w }, $w, { 1024 / $w }, $w>(elems);
-                #[cfg(not(target_arch = "x86_64"))]
-                $to(elems)
+                // SAFETY: the caller upholds this function's contract: the CPU has the features it
+                // is compiled for, and the arguments are as its documentation requires; every unsafe
+                // operation below relies on exactly that.
+                unsafe {
+                    #[cfg(target_arch = "x86_64")]
+                    return transpose::gfni::transpose::<{ 1024 / $w }, $w, { 1024 / $w }, $w>(
+                        elems,
+                    );
+                    #[cfg(not(target_arch = "x86_64"))]
+                    $to(elems)
+                }
             }
             #[inline(always)]
             unsafe fn from_planes_gfni(planes: &Self::Planes) -> Self::Elems {
-                #[cfg(target_arch = "x86_64")]
-                return transpose::gfni::transpose::<$w, { 1024 / $w }, $w, { 1024 / $w }>(planes);
-                #[cfg(not(target_arch = "x86_64"))]
-                $from(planes)
+                // SAFETY: the caller upholds this function's contract: the CPU has the features it
+                // is compiled for, and the arguments are as its documentation requires; every unsafe
+                // operation below relies on exactly that.
+                unsafe {
+                    #[cfg(target_arch = "x86_64")]
+                    return transpose::gfni::transpose::<$w, { 1024 / $w }, $w, { 1024 / $w }>(
+                        planes,
+                    );
+                    #[cfg(not(target_arch = "x86_64"))]
+                    $from(planes)
+                }
             }
             #[inline(always)]
             fn expand(mask: $plane, packed: &Self::Elems) -> Self::Elems {

@@ -673,7 +673,7 @@ pub(crate) fn decode_planes_v4<P: raw_tail::RawTail>(
 #[cfg(test)]
 mod tier_tests {
     use super::*;
-    use planepack_core::testdata::{generate, mutate, Mutation, Pattern, Rng};
+    use planepack_testkit::{generate, mutate, Mutation, Pattern, Rng};
 
     /// The chunk decoders this CPU can run: portable, and the x86-64-v3 and AVX-512 builds.
     fn tiers<G: Geometry>() -> Vec<(&'static str, ChunkDecoder)>

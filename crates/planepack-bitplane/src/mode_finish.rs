@@ -96,70 +96,95 @@ mod avx512 {
     /// Inclusive prefix sums of sixteen 32-bit lanes.
     #[inline(always)]
     unsafe fn scan32(x: __m512i) -> __m512i {
-        let z = _mm512_setzero_si512();
-        let x = _mm512_add_epi32(x, _mm512_alignr_epi32::<15>(x, z));
-        let x = _mm512_add_epi32(x, _mm512_alignr_epi32::<14>(x, z));
-        let x = _mm512_add_epi32(x, _mm512_alignr_epi32::<12>(x, z));
-        _mm512_add_epi32(x, _mm512_alignr_epi32::<8>(x, z))
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            let z = _mm512_setzero_si512();
+            let x = _mm512_add_epi32(x, _mm512_alignr_epi32::<15>(x, z));
+            let x = _mm512_add_epi32(x, _mm512_alignr_epi32::<14>(x, z));
+            let x = _mm512_add_epi32(x, _mm512_alignr_epi32::<12>(x, z));
+            _mm512_add_epi32(x, _mm512_alignr_epi32::<8>(x, z))
+        }
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
     #[inline]
     pub unsafe fn accumulate32(base: u32, deltas: &[u32; 32]) -> [u32; 32] {
-        let p = deltas.as_ptr();
-        let s0 = scan32(_mm512_loadu_si512(p as *const _));
-        let s1 = _mm512_add_epi32(
-            scan32(_mm512_loadu_si512(p.add(16) as *const _)),
-            _mm512_permutexvar_epi32(_mm512_set1_epi32(15), s0),
-        );
-        // Exclusive: element i is base plus the sum of deltas before it.
-        let b = _mm512_set1_epi32(base as i32);
-        let e0 = _mm512_add_epi32(_mm512_alignr_epi32::<15>(s0, _mm512_setzero_si512()), b);
-        let e1 = _mm512_add_epi32(_mm512_alignr_epi32::<15>(s1, s0), b);
-        let mut out = [0u32; 32];
-        _mm512_storeu_si512(out.as_mut_ptr() as *mut _, e0);
-        _mm512_storeu_si512(out.as_mut_ptr().add(16) as *mut _, e1);
-        out
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            let p = deltas.as_ptr();
+            let s0 = scan32(_mm512_loadu_si512(p as *const _));
+            let s1 = _mm512_add_epi32(
+                scan32(_mm512_loadu_si512(p.add(16) as *const _)),
+                _mm512_permutexvar_epi32(_mm512_set1_epi32(15), s0),
+            );
+            // Exclusive: element i is base plus the sum of deltas before it.
+            let b = _mm512_set1_epi32(base as i32);
+            let e0 = _mm512_add_epi32(_mm512_alignr_epi32::<15>(s0, _mm512_setzero_si512()), b);
+            let e1 = _mm512_add_epi32(_mm512_alignr_epi32::<15>(s1, s0), b);
+            let mut out = [0u32; 32];
+            _mm512_storeu_si512(out.as_mut_ptr() as *mut _, e0);
+            _mm512_storeu_si512(out.as_mut_ptr().add(16) as *mut _, e1);
+            out
+        }
     }
 
     /// Thirty-two 16-bit lanes moved up by `k` (lanes below `k` zero).
     #[inline(always)]
     unsafe fn up16(x: __m512i, k: i16) -> __m512i {
-        let idx = _mm512_sub_epi16(
-            _mm512_set_epi16(
-                31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11,
-                10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
-            ),
-            _mm512_set1_epi16(k),
-        );
-        _mm512_maskz_permutexvar_epi16(!((1u32 << k) - 1), idx, x)
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            let idx = _mm512_sub_epi16(
+                _mm512_set_epi16(
+                    31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12,
+                    11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
+                ),
+                _mm512_set1_epi16(k),
+            );
+            _mm512_maskz_permutexvar_epi16(!((1u32 << k) - 1), idx, x)
+        }
     }
 
     /// Inclusive prefix sums of thirty-two 16-bit lanes.
     #[inline(always)]
     unsafe fn scan16(x: __m512i) -> __m512i {
-        let x = _mm512_add_epi16(x, up16(x, 1));
-        let x = _mm512_add_epi16(x, up16(x, 2));
-        let x = _mm512_add_epi16(x, up16(x, 4));
-        let x = _mm512_add_epi16(x, up16(x, 8));
-        _mm512_add_epi16(x, up16(x, 16))
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            let x = _mm512_add_epi16(x, up16(x, 1));
+            let x = _mm512_add_epi16(x, up16(x, 2));
+            let x = _mm512_add_epi16(x, up16(x, 4));
+            let x = _mm512_add_epi16(x, up16(x, 8));
+            _mm512_add_epi16(x, up16(x, 16))
+        }
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
     #[inline]
     pub unsafe fn accumulate16(base: u16, deltas: &[u16; 64]) -> [u16; 64] {
-        let p = deltas.as_ptr();
-        let s0 = scan16(_mm512_loadu_si512(p as *const _));
-        let last = _mm512_permutexvar_epi16(_mm512_set1_epi16(31), s0);
-        let s1 = _mm512_add_epi16(scan16(_mm512_loadu_si512(p.add(32) as *const _)), last);
-        let b = _mm512_set1_epi16(base as i16);
-        let e0 = _mm512_add_epi16(up16(s0, 1), b);
-        // Lane 0 of the upper half takes the lower half's total.
-        let e1 = _mm512_add_epi16(_mm512_mask_mov_epi16(up16(s1, 1), 1, last), b);
-        let mut out = [0u16; 64];
-        _mm512_storeu_si512(out.as_mut_ptr() as *mut _, e0);
-        _mm512_storeu_si512(out.as_mut_ptr().add(32) as *mut _, e1);
-        out
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            let p = deltas.as_ptr();
+            let s0 = scan16(_mm512_loadu_si512(p as *const _));
+            let last = _mm512_permutexvar_epi16(_mm512_set1_epi16(31), s0);
+            let s1 = _mm512_add_epi16(scan16(_mm512_loadu_si512(p.add(32) as *const _)), last);
+            let b = _mm512_set1_epi16(base as i16);
+            let e0 = _mm512_add_epi16(up16(s0, 1), b);
+            // Lane 0 of the upper half takes the lower half's total.
+            let e1 = _mm512_add_epi16(_mm512_mask_mov_epi16(up16(s1, 1), 1, last), b);
+            let mut out = [0u16; 64];
+            _mm512_storeu_si512(out.as_mut_ptr() as *mut _, e0);
+            _mm512_storeu_si512(out.as_mut_ptr().add(32) as *mut _, e1);
+            out
+        }
     }
 
     /// ZBX's expansion for one element width: the block is two 512-bit halves, the low
@@ -170,18 +195,23 @@ mod avx512 {
             #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
             #[inline]
             pub unsafe fn $name(mask: $mask, packed: &[$t; $n]) -> [$t; $n] {
-                let lo = mask as $half;
-                let hi = (mask >> <$half>::BITS) as $half;
-                let p = packed.as_ptr();
-                let a = $expand(lo, _mm512_loadu_si512(p as *const _));
-                let b = $expand(
-                    hi,
-                    _mm512_loadu_si512(p.add(lo.count_ones() as usize) as *const _),
-                );
-                let mut out = [0 as $t; $n];
-                _mm512_storeu_si512(out.as_mut_ptr() as *mut _, a);
-                _mm512_storeu_si512(out.as_mut_ptr().add($n / 2) as *mut _, b);
-                out
+                // SAFETY: the caller upholds this function's contract: the CPU has the features it
+                // is compiled for, and the arguments are as its documentation requires; every unsafe
+                // operation below relies on exactly that.
+                unsafe {
+                    let lo = mask as $half;
+                    let hi = (mask >> <$half>::BITS) as $half;
+                    let p = packed.as_ptr();
+                    let a = $expand(lo, _mm512_loadu_si512(p as *const _));
+                    let b = $expand(
+                        hi,
+                        _mm512_loadu_si512(p.add(lo.count_ones() as usize) as *const _),
+                    );
+                    let mut out = [0 as $t; $n];
+                    _mm512_storeu_si512(out.as_mut_ptr() as *mut _, a);
+                    _mm512_storeu_si512(out.as_mut_ptr().add($n / 2) as *mut _, b);
+                    out
+                }
             }
         };
     }
@@ -198,7 +228,7 @@ mod tests {
     /// empty to full and packed values that make misplacement visible.
     #[test]
     fn expand_matches_the_loop() {
-        let mut rng = planepack_core::testdata::Rng(11);
+        let mut rng = planepack_testkit::Rng(11);
         for round in 0..3000 {
             let density = round % 9;
             let mut mask = 0u128;
@@ -224,7 +254,7 @@ mod tests {
 
     #[test]
     fn accumulate_matches_the_loop() {
-        let mut rng = planepack_core::testdata::Rng(12);
+        let mut rng = planepack_testkit::Rng(12);
         for _ in 0..3000 {
             let d32: [u32; 32] = core::array::from_fn(|_| rng.next_u64() as u32);
             let d16: [u16; 64] = core::array::from_fn(|_| rng.next_u64() as u16);

@@ -72,43 +72,58 @@ mod avx512 {
     /// The bytes of `data` from `byte` on, at most 64 (zeros after the end).
     #[inline(always)]
     unsafe fn load_from(data: &[u8], byte: usize) -> __m512i {
-        let n = data.len().saturating_sub(byte);
-        if n == 0 {
-            return _mm512_setzero_si512();
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            let n = data.len().saturating_sub(byte);
+            if n == 0 {
+                return _mm512_setzero_si512();
+            }
+            let k = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+            _mm512_maskz_loadu_epi8(k, data.as_ptr().add(byte) as *const i8)
         }
-        let k = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
-        _mm512_maskz_loadu_epi8(k, data.as_ptr().add(byte) as *const i8)
     }
 
     /// Byte indices `(t >> 3) + j` for byte `j` of each 64-bit lane: a byte permutation by
     /// them gives every lane the eight bytes from the one holding its bit offset `t`.
     #[inline(always)]
     unsafe fn windows(t: __m512i) -> __m512i {
-        // `vpshufb` within 128-bit lanes: every byte of a qword takes the qword's byte 0.
-        let spread = _mm512_set_epi64(
-            0x0808_0808_0808_0808,
-            0,
-            0x0808_0808_0808_0808,
-            0,
-            0x0808_0808_0808_0808,
-            0,
-            0x0808_0808_0808_0808,
-            0,
-        );
-        _mm512_add_epi8(
-            _mm512_shuffle_epi8(_mm512_srli_epi64::<3>(t), spread),
-            _mm512_set1_epi64(0x0706_0504_0302_0100),
-        )
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            // `vpshufb` within 128-bit lanes: every byte of a qword takes the qword's byte 0.
+            let spread = _mm512_set_epi64(
+                0x0808_0808_0808_0808,
+                0,
+                0x0808_0808_0808_0808,
+                0,
+                0x0808_0808_0808_0808,
+                0,
+                0x0808_0808_0808_0808,
+                0,
+            );
+            _mm512_add_epi8(
+                _mm512_shuffle_epi8(_mm512_srli_epi64::<3>(t), spread),
+                _mm512_set1_epi64(0x0706_0504_0302_0100),
+            )
+        }
     }
 
     /// Prefix XOR across the eight 64-bit lanes, starting from `carry`.
     #[inline(always)]
     unsafe fn prefix_xor(x: __m512i, carry: __m512i) -> __m512i {
-        let zero = _mm512_setzero_si512();
-        let x = _mm512_xor_si512(x, _mm512_alignr_epi64::<7>(x, zero));
-        let x = _mm512_xor_si512(x, _mm512_alignr_epi64::<6>(x, zero));
-        let x = _mm512_xor_si512(x, _mm512_alignr_epi64::<4>(x, zero));
-        _mm512_xor_si512(x, carry)
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            let zero = _mm512_setzero_si512();
+            let x = _mm512_xor_si512(x, _mm512_alignr_epi64::<7>(x, zero));
+            let x = _mm512_xor_si512(x, _mm512_alignr_epi64::<6>(x, zero));
+            let x = _mm512_xor_si512(x, _mm512_alignr_epi64::<4>(x, zero));
+            _mm512_xor_si512(x, carry)
+        }
     }
 
     /// For the eight symbols from `first` of a tail of `left`: the first plane index their
@@ -116,26 +131,36 @@ mod avx512 {
     /// plane `left - 1 - i`; lanes past the tail are not written).
     #[inline(always)]
     unsafe fn placement(first: usize, left: usize) -> (usize, __m512i, u8) {
-        let top = left - first; // planes still to write, > 0
-        let lowest = top.saturating_sub(8);
-        let n = top - lowest; // lanes written
-        let idx = _mm512_sub_epi64(
-            _mm512_set1_epi64((n - 1) as i64),
-            _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
-        );
-        (lowest, idx, ((1u32 << n) - 1) as u8)
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            let top = left - first; // planes still to write, > 0
+            let lowest = top.saturating_sub(8);
+            let n = top - lowest; // lanes written
+            let idx = _mm512_sub_epi64(
+                _mm512_set1_epi64((n - 1) as i64),
+                _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
+            );
+            (lowest, idx, ((1u32 << n) - 1) as u8)
+        }
     }
 
     /// Symbols' bit offsets from the byte holding `pos`, for eight in a row of length `len`.
     #[inline(always)]
     unsafe fn offsets(pos: usize, len: usize) -> __m512i {
-        _mm512_add_epi64(
-            _mm512_mul_epu32(
-                _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
-                _mm512_set1_epi64(len as i64),
-            ),
-            _mm512_set1_epi64((pos & 7) as i64),
-        )
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            _mm512_add_epi64(
+                _mm512_mul_epu32(
+                    _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
+                    _mm512_set1_epi64(len as i64),
+                ),
+                _mm512_set1_epi64((pos & 7) as i64),
+            )
+        }
     }
 
     /// The loop both plane widths share. Per eight symbols starting with symbol `first` at bit
@@ -153,22 +178,27 @@ mod avx512 {
         symbols: impl Fn(usize) -> (__m512i, __m512i),
         mut store: impl FnMut(usize, __m512i, u8),
     ) -> bool {
-        let all = _mm512_set1_epi64(all as i64);
-        let seven = _mm512_set1_epi64(7);
-        let one = _mm512_set1_epi64(1);
-        let mut carry = _mm512_set1_epi64(prev as i64);
-        let mut codes = 0xFFu8;
-        let mut first = 0;
-        while first < left {
-            let (code, bits) = symbols(pos + first * len);
-            let (lowest, idx, mask) = placement(first, left);
-            codes &= _mm512_test_epi64_mask(code, one) | !mask;
-            let x = prefix_xor(_mm512_and_si512(bits, all), carry);
-            carry = _mm512_permutexvar_epi64(seven, x);
-            store(lowest, _mm512_permutexvar_epi64(idx, x), mask);
-            first += 8;
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            let all = _mm512_set1_epi64(all as i64);
+            let seven = _mm512_set1_epi64(7);
+            let one = _mm512_set1_epi64(1);
+            let mut carry = _mm512_set1_epi64(prev as i64);
+            let mut codes = 0xFFu8;
+            let mut first = 0;
+            while first < left {
+                let (code, bits) = symbols(pos + first * len);
+                let (lowest, idx, mask) = placement(first, left);
+                codes &= _mm512_test_epi64_mask(code, one) | !mask;
+                let x = prefix_xor(_mm512_and_si512(bits, all), carry);
+                carry = _mm512_permutexvar_epi64(seven, x);
+                store(lowest, _mm512_permutexvar_epi64(idx, x), mask);
+                first += 8;
+            }
+            codes == 0xFF
         }
-        codes == 0xFF
     }
 
     impl RawTail for u32 {
@@ -184,22 +214,27 @@ mod avx512 {
             prev: u32,
             planes: &mut [u32],
         ) -> bool {
-            debug_assert!((1..=planes.len()).contains(&left) && p_bits <= 32);
-            let len = 1 + p_bits as usize;
-            let symbols = |at: usize| {
-                // Eight symbols of at most 33 bits from a bit offset below 8: 37 bytes.
-                let t = offsets(at, len);
-                let w = _mm512_permutexvar_epi8(windows(t), load_from(data, at >> 3));
-                let v = _mm512_srlv_epi64(w, _mm512_and_si512(t, _mm512_set1_epi64(7)));
-                (v, _mm512_srli_epi64::<1>(v))
-            };
-            let dst = planes.as_mut_ptr();
-            let store = |lowest: usize, lanes: __m512i, mask: u8| {
-                let lanes = _mm512_cvtepi64_epi32(lanes);
-                _mm256_mask_storeu_epi32(dst.add(lowest) as *mut i32, mask, lanes);
-            };
-            let all = u32::ones(p_bits) as u64;
-            read_tail(pos, len, all, left, prev as u64, symbols, store)
+            // SAFETY: the caller upholds this function's contract: the CPU has the features it
+            // is compiled for, and the arguments are as its documentation requires; every unsafe
+            // operation below relies on exactly that.
+            unsafe {
+                debug_assert!((1..=planes.len()).contains(&left) && p_bits <= 32);
+                let len = 1 + p_bits as usize;
+                let symbols = |at: usize| {
+                    // Eight symbols of at most 33 bits from a bit offset below 8: 37 bytes.
+                    let t = offsets(at, len);
+                    let w = _mm512_permutexvar_epi8(windows(t), load_from(data, at >> 3));
+                    let v = _mm512_srlv_epi64(w, _mm512_and_si512(t, _mm512_set1_epi64(7)));
+                    (v, _mm512_srli_epi64::<1>(v))
+                };
+                let dst = planes.as_mut_ptr();
+                let store = |lowest: usize, lanes: __m512i, mask: u8| {
+                    let lanes = _mm512_cvtepi64_epi32(lanes);
+                    _mm256_mask_storeu_epi32(dst.add(lowest) as *mut i32, mask, lanes);
+                };
+                let all = u32::ones(p_bits) as u64;
+                read_tail(pos, len, all, left, prev as u64, symbols, store)
+            }
         }
     }
 
@@ -216,31 +251,36 @@ mod avx512 {
             prev: u64,
             planes: &mut [u64],
         ) -> bool {
-            debug_assert!((1..=planes.len()).contains(&left) && p_bits <= 64);
-            let len = 1 + p_bits as usize;
-            let symbols = |at: usize| {
-                // Eight symbols of at most 65 bits from a bit offset below 8, each read as
-                // 16 bytes from its first: up to 73 bytes.
-                let byte = at >> 3;
-                let (src0, src1) = (load_from(data, byte), load_from(data, byte + 64));
-                let t = offsets(at, len);
-                let idx = windows(t);
-                let lo = _mm512_permutex2var_epi8(src0, idx, src1);
-                let eight = _mm512_set1_epi8(8);
-                let hi = _mm512_permutex2var_epi8(src0, _mm512_add_epi8(idx, eight), src1);
-                let bit = _mm512_and_si512(t, _mm512_set1_epi64(7));
-                // The code bit, and the 64 bits after it: (hi:lo) >> (bit + 1).
-                let after = _mm512_add_epi64(bit, _mm512_set1_epi64(1));
-                (
-                    _mm512_srlv_epi64(lo, bit),
-                    _mm512_shrdv_epi64(lo, hi, after),
-                )
-            };
-            let dst = planes.as_mut_ptr();
-            let store = |lowest: usize, lanes: __m512i, mask: u8| {
-                _mm512_mask_storeu_epi64(dst.add(lowest) as *mut i64, mask, lanes);
-            };
-            read_tail(pos, len, u64::ones(p_bits), left, prev, symbols, store)
+            // SAFETY: the caller upholds this function's contract: the CPU has the features it
+            // is compiled for, and the arguments are as its documentation requires; every unsafe
+            // operation below relies on exactly that.
+            unsafe {
+                debug_assert!((1..=planes.len()).contains(&left) && p_bits <= 64);
+                let len = 1 + p_bits as usize;
+                let symbols = |at: usize| {
+                    // Eight symbols of at most 65 bits from a bit offset below 8, each read as
+                    // 16 bytes from its first: up to 73 bytes.
+                    let byte = at >> 3;
+                    let (src0, src1) = (load_from(data, byte), load_from(data, byte + 64));
+                    let t = offsets(at, len);
+                    let idx = windows(t);
+                    let lo = _mm512_permutex2var_epi8(src0, idx, src1);
+                    let eight = _mm512_set1_epi8(8);
+                    let hi = _mm512_permutex2var_epi8(src0, _mm512_add_epi8(idx, eight), src1);
+                    let bit = _mm512_and_si512(t, _mm512_set1_epi64(7));
+                    // The code bit, and the 64 bits after it: (hi:lo) >> (bit + 1).
+                    let after = _mm512_add_epi64(bit, _mm512_set1_epi64(1));
+                    (
+                        _mm512_srlv_epi64(lo, bit),
+                        _mm512_shrdv_epi64(lo, hi, after),
+                    )
+                };
+                let dst = planes.as_mut_ptr();
+                let store = |lowest: usize, lanes: __m512i, mask: u8| {
+                    _mm512_mask_storeu_epi64(dst.add(lowest) as *mut i64, mask, lanes);
+                };
+                read_tail(pos, len, u64::ones(p_bits), left, prev, symbols, store)
+            }
         }
     }
 }
@@ -249,7 +289,7 @@ mod avx512 {
 mod tests {
     use crate::symbols::{decode_planes, encode_planes, Count};
     use planepack_core::bitio::{BitReader, SliceBitWriter};
-    use planepack_core::testdata::Rng;
+    use planepack_testkit::Rng;
 
     /// Decode with and without the vector tail; both must agree (result, planes, position).
     fn check<P: super::RawTail + std::fmt::Debug>(

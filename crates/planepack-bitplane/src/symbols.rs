@@ -286,33 +286,39 @@ mod sizing {
             #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
             #[inline]
             pub unsafe fn $name(planes: &[$t; $q], p_bits: u32) -> u32 {
-                const HALF: usize = $q / 2;
-                let c = |v: $t| $set1(v as _);
-                let costs = super::SymbolCosts::new(p_bits);
-                let (two, one, raw) = (c(costs.two as $t), c(costs.one as $t), c(costs.raw as $t));
-                let five = c(5);
-                let all = c(<$t as crate::geometry::Plane>::ones(p_bits));
-                let zero = _mm512_setzero_si512();
-                let lo = _mm512_loadu_si512(planes.as_ptr() as *const _);
-                let hi = _mm512_loadu_si512(planes.as_ptr().add(HALF) as *const _);
-                // The plane above plane b is plane b + 1 (zero above the top one).
-                let halves = [(lo, $alignr::<1>(hi, lo)), (hi, $alignr::<1>(zero, hi))];
-                let mut total = 0;
-                let mut zeros = 0u64;
-                for (half, (dbp, above)) in halves.into_iter().enumerate() {
-                    let dbx = _mm512_xor_si512(dbp, above);
-                    let low = _mm512_and_si512(dbx, $sub(zero, dbx));
-                    let pair = _mm512_or_si512(low, $slli::<1>(low));
-                    let is_low = $cmpeq(dbx, low);
-                    let mut cost = $mov(raw, $cmpeq(dbx, pair) & !is_low, two);
-                    cost = $mov(cost, is_low, one);
-                    cost = $mov(cost, $cmpeq(dbp, zero), five);
-                    cost = $mov(cost, $cmpeq(dbx, all), five);
-                    let z = $cmpeq(dbx, zero);
-                    total += $reduce(!z, cost) as u32;
-                    zeros |= (z as u64) << (HALF * half);
+                // SAFETY: the caller upholds this function's contract: the CPU has the features it
+                // is compiled for, and the arguments are as its documentation requires; every unsafe
+                // operation below relies on exactly that.
+                unsafe {
+                    const HALF: usize = $q / 2;
+                    let c = |v: $t| $set1(v as _);
+                    let costs = super::SymbolCosts::new(p_bits);
+                    let (two, one, raw) =
+                        (c(costs.two as $t), c(costs.one as $t), c(costs.raw as $t));
+                    let five = c(5);
+                    let all = c(<$t as crate::geometry::Plane>::ones(p_bits));
+                    let zero = _mm512_setzero_si512();
+                    let lo = _mm512_loadu_si512(planes.as_ptr() as *const _);
+                    let hi = _mm512_loadu_si512(planes.as_ptr().add(HALF) as *const _);
+                    // The plane above plane b is plane b + 1 (zero above the top one).
+                    let halves = [(lo, $alignr::<1>(hi, lo)), (hi, $alignr::<1>(zero, hi))];
+                    let mut total = 0;
+                    let mut zeros = 0u64;
+                    for (half, (dbp, above)) in halves.into_iter().enumerate() {
+                        let dbx = _mm512_xor_si512(dbp, above);
+                        let low = _mm512_and_si512(dbx, $sub(zero, dbx));
+                        let pair = _mm512_or_si512(low, $slli::<1>(low));
+                        let is_low = $cmpeq(dbx, low);
+                        let mut cost = $mov(raw, $cmpeq(dbx, pair) & !is_low, two);
+                        cost = $mov(cost, is_low, one);
+                        cost = $mov(cost, $cmpeq(dbp, zero), five);
+                        cost = $mov(cost, $cmpeq(dbx, all), five);
+                        let z = $cmpeq(dbx, zero);
+                        total += $reduce(!z, cost) as u32;
+                        zeros |= (z as u64) << (HALF * half);
+                    }
+                    total + super::zero_runs_size(zeros, $q)
                 }
-                total + super::zero_runs_size(zeros, $q)
             }
         };
     }
@@ -459,6 +465,7 @@ impl<'a, P: RawTail, const IN_BOUNDS: bool, const WIDE: bool> PlaneDecoder<'a, P
                 let w1 = unsafe { next.peek_unchecked(56) };
                 self.r.skip(2 * len);
                 self.put_pair(w >> 1, w1 >> 1, planes);
+                // SAFETY: the peek of the step after this one, proved in bounds with `w1`'s.
                 w = unsafe { self.r.peek_unchecked(56) };
                 any = true;
             }
@@ -466,13 +473,14 @@ impl<'a, P: RawTail, const IN_BOUNDS: bool, const WIDE: bool> PlaneDecoder<'a, P
         } else if P::BITS <= 64 {
             let mut next = self.r.clone();
             next.skip(len);
-            // SAFETY (all three): the reads of this step and the next.
+            // SAFETY: (all three) the reads of this step and the next.
             if unsafe { next.peek_unchecked(1) } == 0 {
                 return false;
             }
             let mut x = self.r.clone();
             x.skip(1);
             next.skip(1);
+            // SAFETY: the reads of this step and the next (checked above).
             let (a, b) = unsafe { (x.peek64_unchecked(), next.peek64_unchecked()) };
             self.r.skip(2 * len);
             self.put_pair(a, b, planes);
@@ -766,7 +774,7 @@ mod tests {
 
     #[test]
     fn writer_and_sizer_match_the_reference_coder() {
-        let mut rng = planepack_core::testdata::Rng(3);
+        let mut rng = planepack_testkit::Rng(3);
         for round in 0..20_000 {
             // Planes from a small alphabet so that every symbol kind and run shape occurs.
             let q = [8usize, 16, 32][round % 3];
@@ -776,7 +784,7 @@ mod tests {
             } else {
                 (1u64 << p_bits) - 1
             };
-            let pick = |r: &mut planepack_core::testdata::Rng, prev: u64| -> u64 {
+            let pick = |r: &mut planepack_testkit::Rng, prev: u64| -> u64 {
                 match r.below(7) {
                     0 | 1 => prev,
                     2 => 0,

@@ -1,8 +1,8 @@
 //! The encoder picks each mode on data built for it, and the statistics say so.
 
 use planepack_bitplane::{BitPlane, Mode, Stats};
-use planepack_core::testdata::Rng;
 use planepack_core::{Codec, ElemType};
+use planepack_testkit::Rng;
 
 fn encode(data: &[u8], elem: ElemType) -> Stats {
     let mut out = Vec::new();

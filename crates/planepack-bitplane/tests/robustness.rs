@@ -2,9 +2,9 @@
 //! cannot tell, with wrong bytes of the right length. Never a panic, never a hang.
 
 use planepack_bitplane::BitPlane;
-use planepack_core::codec::finishes_within;
-use planepack_core::testdata::{generate, mutate, Mutation, Pattern, Rng};
 use planepack_core::{Codec, ElemType, Error};
+use planepack_testkit::finishes_within;
+use planepack_testkit::{generate, mutate, Mutation, Pattern, Rng};
 
 /// Outcome counts for one codec.
 #[derive(Default, Debug)]

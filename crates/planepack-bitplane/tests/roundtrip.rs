@@ -1,8 +1,8 @@
 //! Bit-exact round trips of the bit-plane codec on adversarial and random inputs.
 
 use planepack_bitplane::{BitPlane, Mode};
-use planepack_core::testdata::{generate, Pattern};
 use planepack_core::{Codec, ElemType};
+use planepack_testkit::{generate, Pattern};
 use proptest::prelude::*;
 
 fn roundtrip(codec: &BitPlane, data: &[u8], elem: ElemType) {

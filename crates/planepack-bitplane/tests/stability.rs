@@ -8,8 +8,8 @@
 //! stream version).
 
 use planepack_bitplane::{BitPlane, Mode};
-use planepack_core::testdata::{generate, Pattern};
 use planepack_core::{Codec, ElemType};
+use planepack_testkit::{generate, Pattern};
 
 /// FNV-1a, 64 bit: tiny and fixed forever, unlike std's hasher.
 fn fnv1a(h: &mut u64, bytes: &[u8]) {

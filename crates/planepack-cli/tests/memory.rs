@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Run `planepack args`; its exit status and peak resident memory in MiB.
+#[allow(clippy::zombie_processes)] // reaped by wait4, which std does not know of
 fn run_measured(args: &[&str]) -> (bool, f64) {
     let child = Command::new(env!("CARGO_BIN_EXE_planepack"))
         .args(args)

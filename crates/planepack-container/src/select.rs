@@ -19,7 +19,7 @@
 use crate::codecs::{elem_for, CodecId, CodecSpec};
 use crate::source::TensorSpan;
 use crate::{Error, Result};
-use planepack_core::ElemType;
+use planepack_core::{transfer, ElemType};
 use std::time::Instant;
 
 /// How the writer picks a codec.
@@ -131,10 +131,12 @@ pub fn choose(
             m / payload.len() as f64
         };
         let transfer_seconds = match policy {
-            Policy::Link { gbps, .. } if codec.id == CodecId::Raw => m / (gbps * 1e9),
+            // Raw goes at the link's speed: no codec in the pipeline.
+            Policy::Link { gbps, .. } if codec.id == CodecId::Raw => {
+                transfer::transfer_seconds(m, 1.0, gbps, f64::INFINITY)
+            }
             Policy::Link { gbps, engine_gbps } => {
-                let codec_seconds = engine_gbps.map_or(seconds, |b| m / (b * 1e9));
-                (m / (ratio * gbps * 1e9)).max(codec_seconds)
+                transfer::transfer_seconds(m, ratio, gbps, engine_gbps.unwrap_or(decode_gbps))
             }
             _ => 0.0,
         };

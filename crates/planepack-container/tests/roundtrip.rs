@@ -110,7 +110,7 @@ fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
 }
 
 fn bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut rng = planepack_core::testdata::Rng(seed);
+    let mut rng = planepack_testkit::Rng(seed);
     (0..n).map(|_| rng.next_u64() as u8).collect()
 }
 
@@ -286,7 +286,8 @@ fn entry_tables_that_do_not_tile_in_parts_are_refused() {
         let at = table + entry * ENTRY_LEN + word * 8;
         b[at..at + 8].copy_from_slice(&v.to_le_bytes());
     };
-    let cases: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>)> = vec![
+    type Edit<'a> = Box<dyn Fn(&mut Vec<u8>) + 'a>;
+    let cases: Vec<(&str, Edit<'_>)> = vec![
         (
             "a part runs past its tensor",
             Box::new(|b| field(b, 3, 1, 512)),
@@ -439,7 +440,7 @@ fn every_single_bit_flip_is_detected() {
     let file = std::fs::read(dir.join(&smallest.file)).unwrap();
     let packed = pack(&file, Policy::BestRatio).unwrap();
     assert_eq!(&packed[..4], &MAGIC);
-    let mut rng = planepack_core::testdata::Rng(42);
+    let mut rng = planepack_testkit::Rng(42);
     let bits = packed.len() as u64 * 8;
     // Every bit of the metadata, then thousands of random bits over the whole file.
     let meta_end = {

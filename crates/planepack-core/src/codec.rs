@@ -79,21 +79,3 @@ pub fn check_output_len(expected: usize, out: &[u8]) -> Result<()> {
         })
     }
 }
-
-/// Run `f` on another thread and fail if it does not finish within `secs` seconds: how the
-/// robustness tests prove that no decoder loops forever on bad input.
-pub fn finishes_within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
-        Ok(v) => v,
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("did not finish within {secs} s: a decoder hangs")
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            panic!("the worker thread panicked")
-        }
-    }
-}

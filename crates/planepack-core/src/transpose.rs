@@ -235,6 +235,7 @@ mod sse2 {
     /// 16 elements of 4 bytes (in 4 vectors) to 4 vectors: byte `b` of elements 0..16.
     #[inline(always)]
     fn bytes_by_position(a: [__m128i; 4]) -> [__m128i; 4] {
+        // SAFETY: SSE2 is part of every x86_64 CPU, and these intrinsics only compute on values.
         unsafe {
             let b0 = _mm_unpacklo_epi8(a[0], a[2]);
             let b1 = _mm_unpackhi_epi8(a[0], a[2]);
@@ -259,11 +260,13 @@ mod sse2 {
 
     #[inline(always)]
     fn mask(x: __m128i) -> u32 {
+        // SAFETY: SSE2 is part of every x86_64 CPU.
         unsafe { _mm_movemask_epi8(x) as u32 }
     }
 
     #[inline(always)]
     fn shl1(x: __m128i) -> __m128i {
+        // SAFETY: SSE2 is part of every x86_64 CPU.
         unsafe { _mm_add_epi8(x, x) }
     }
 
@@ -300,8 +303,10 @@ mod sse2 {
             // SAFETY: reads exactly the 16 bytes of the referenced array.
             unsafe { _mm_loadu_si128(x.as_ptr() as *const __m128i) }
         };
+        // SAFETY: SSE2 is part of every x86_64 CPU.
         let mut lo = [unsafe { _mm_setzero_si128() }; 4];
         let mut hi = lo;
+        // SAFETY: SSE2 is part of every x86_64 CPU; the loads are `load_u16x8`'s, in bounds.
         unsafe {
             let ff = _mm_set1_epi16(0xFF);
             for g in 0..4 {
@@ -334,7 +339,9 @@ mod sse2 {
             // SAFETY: reads exactly the 16 bytes of the referenced array.
             unsafe { _mm_loadu_si128(x.as_ptr() as *const __m128i) }
         };
+        // SAFETY: SSE2 is part of every x86_64 CPU.
         let mut y = [unsafe { _mm_setzero_si128() }; 8];
+        // SAFETY: SSE2 is part of every x86_64 CPU; the loads are `load_u64x2`'s, in bounds.
         unsafe {
             // z[j]: (plane 2j byte q, plane 2j+1 byte q) for q = 0..8.
             let z: [__m128i; 8] = core::array::from_fn(|j| {
@@ -392,7 +399,7 @@ mod avx2 {
     /// 32x32 bit transpose. Caller guarantees AVX2.
     #[target_feature(enable = "avx2")]
     pub fn transpose32(rows: &[u32; 32]) -> [u32; 32] {
-        // SAFETY (all loads): each reads 32 bytes inside the 128-byte array.
+        // SAFETY: (all loads) each reads 32 bytes inside the 128-byte array.
         let y: [__m256i; 4] = core::array::from_fn(|k| unsafe {
             _mm256_loadu_si256(rows.as_ptr().add(8 * k) as *const __m256i)
         });
@@ -430,7 +437,7 @@ mod avx2 {
     /// 64 elements of 16 bits to 16 planes of 64 bits. Caller guarantees AVX2.
     #[target_feature(enable = "avx2")]
     pub fn planes16(elems: &[u16; 64]) -> [u64; 16] {
-        // SAFETY (all loads): each reads 32 bytes inside the 128-byte array.
+        // SAFETY: (all loads) each reads 32 bytes inside the 128-byte array.
         let y: [__m256i; 4] = core::array::from_fn(|k| unsafe {
             _mm256_loadu_si256(elems.as_ptr().add(16 * k) as *const __m256i)
         });
@@ -529,29 +536,34 @@ pub mod gfni {
     where
         Out<ON>: Word,
     {
-        let (gather, place) = const { tables(ROWS, COLS) };
-        const { assert!(ROWS * COLS == 1024) };
-        assert_eq!(core::mem::size_of_val(input), 128);
-        let src = input.as_ptr() as *const u8;
-        let (a, b) = (
-            _mm512_loadu_si512(src as *const _),
-            _mm512_loadu_si512(src.add(64) as *const _),
-        );
-        let table = |t: &[u8; 128]| t.as_ptr() as *const __m512i;
-        let (gather, place) = (table(&gather), table(&place));
-        // (No closures over intrinsics below: a closure would not inherit the target features.)
-        let identity = _mm512_set1_epi64(0x8040_2010_0804_0201_u64 as i64);
-        let t0 = _mm512_permutex2var_epi8(a, _mm512_loadu_si512(gather as *const _), b);
-        let t1 = _mm512_permutex2var_epi8(a, _mm512_loadu_si512(gather.add(1) as *const _), b);
-        let t0 = _mm512_gf2p8affine_epi64_epi8::<0>(identity, t0);
-        let t1 = _mm512_gf2p8affine_epi64_epi8::<0>(identity, t1);
-        let o0 = _mm512_permutex2var_epi8(t0, _mm512_loadu_si512(place as *const _), t1);
-        let o1 = _mm512_permutex2var_epi8(t0, _mm512_loadu_si512(place.add(1) as *const _), t1);
-        let mut out = [<Out<ON> as Word>::ZERO; ON];
-        let dst = out.as_mut_ptr() as *mut u8;
-        _mm512_storeu_si512(dst as *mut _, o0);
-        _mm512_storeu_si512(dst.add(64) as *mut _, o1);
-        out
+        // SAFETY: the caller upholds this function's contract: the CPU has the features it
+        // is compiled for, and the arguments are as its documentation requires; every unsafe
+        // operation below relies on exactly that.
+        unsafe {
+            let (gather, place) = const { tables(ROWS, COLS) };
+            const { assert!(ROWS * COLS == 1024) };
+            assert_eq!(core::mem::size_of_val(input), 128);
+            let src = input.as_ptr() as *const u8;
+            let (a, b) = (
+                _mm512_loadu_si512(src as *const _),
+                _mm512_loadu_si512(src.add(64) as *const _),
+            );
+            let table = |t: &[u8; 128]| t.as_ptr() as *const __m512i;
+            let (gather, place) = (table(&gather), table(&place));
+            // (No closures over intrinsics below: a closure would not inherit the target features.)
+            let identity = _mm512_set1_epi64(0x8040_2010_0804_0201_u64 as i64);
+            let t0 = _mm512_permutex2var_epi8(a, _mm512_loadu_si512(gather as *const _), b);
+            let t1 = _mm512_permutex2var_epi8(a, _mm512_loadu_si512(gather.add(1) as *const _), b);
+            let t0 = _mm512_gf2p8affine_epi64_epi8::<0>(identity, t0);
+            let t1 = _mm512_gf2p8affine_epi64_epi8::<0>(identity, t1);
+            let o0 = _mm512_permutex2var_epi8(t0, _mm512_loadu_si512(place as *const _), t1);
+            let o1 = _mm512_permutex2var_epi8(t0, _mm512_loadu_si512(place.add(1) as *const _), t1);
+            let mut out = [<Out<ON> as Word>::ZERO; ON];
+            let dst = out.as_mut_ptr() as *mut u8;
+            _mm512_storeu_si512(dst as *mut _, o0);
+            _mm512_storeu_si512(dst.add(64) as *mut _, o1);
+            out
+        }
     }
 
     /// The output word type for `N` words per 1024-bit block.
@@ -611,10 +623,12 @@ mod tests {
             prop_assert_eq!(sse2::transpose32(&e), p);
             #[cfg(target_arch = "x86_64")]
             if avx2::available() {
+                // SAFETY: `available()` said this CPU has AVX2.
                 prop_assert_eq!(unsafe { avx2::transpose32(&e) }, p);
             }
             #[cfg(target_arch = "x86_64")]
             if gfni::available() {
+                // SAFETY: `available()` said this CPU has AVX-512 VBMI and GFNI.
                 prop_assert_eq!(unsafe { gfni::transpose::<32, 32, 32, 32>(&e) }, p);
             }
         }
@@ -631,6 +645,7 @@ mod tests {
             prop_assert_eq!(sse2::planes16(&e), p);
             #[cfg(target_arch = "x86_64")]
             if avx2::available() {
+                // SAFETY: `available()` said this CPU has AVX2.
                 prop_assert_eq!(unsafe { avx2::planes16(&e) }, p);
             }
             #[cfg(target_arch = "x86_64")]
@@ -638,7 +653,9 @@ mod tests {
             prop_assert_eq!(portable_elems16(&p), e);
             #[cfg(target_arch = "x86_64")]
             if gfni::available() {
+                // SAFETY: `available()` said this CPU has AVX-512 VBMI and GFNI.
                 prop_assert_eq!(unsafe { gfni::transpose::<64, 16, 64, 16>(&e) }, p);
+                // SAFETY: as the line above.
                 prop_assert_eq!(unsafe { gfni::transpose::<16, 64, 16, 64>(&p) }, e);
             }
         }

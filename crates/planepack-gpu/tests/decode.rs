@@ -6,11 +6,11 @@
 //! missing adapter is a failure: CI installs lavapipe.
 
 use planepack_bitplane::{BitPlane, Mode};
-use planepack_core::testdata::{generate, mutate, Mutation, Pattern, Rng};
 use planepack_core::{Codec, ElemType};
 use planepack_gpu::{Gpu, GpuError, GpuOptions, ScanPath};
 use planepack_ibp::Ibp;
 use planepack_rans::Rans;
+use planepack_testkit::{generate, mutate, Mutation, Pattern, Rng};
 use std::sync::OnceLock;
 
 fn gpu() -> Option<&'static Gpu> {
@@ -325,7 +325,9 @@ fn every_dataset_decodes_bit_identically() {
     let bp = BitPlane::new();
     let ibp = Ibp::default();
     let rans = Rans::default();
-    let encoded: Vec<(usize, Vec<u8>, Vec<u8>, Vec<u8>)> = tensors
+    // (tensor, bit-plane stream, IBP stream, rANS stream)
+    type Encoded = (usize, Vec<u8>, Vec<u8>, Vec<u8>);
+    let encoded: Vec<Encoded> = tensors
         .iter()
         .enumerate()
         .map(|(i, t)| {
@@ -383,7 +385,7 @@ fn agree(
 fn mutated_streams_are_errors_not_hangs() {
     let Some(g) = gpu() else { return };
     // A hung GPU would block the poll forever: the watchdog turns that into a failure.
-    planepack_core::codec::finishes_within(900, move || mutations(g));
+    planepack_testkit::finishes_within(900, move || mutations(g));
 }
 
 fn mutations(g: &'static Gpu) {
@@ -455,7 +457,7 @@ fn mutations(g: &'static Gpu) {
 #[test]
 fn random_streams_with_valid_headers_are_rejected() {
     let Some(g) = gpu() else { return };
-    planepack_core::codec::finishes_within(300, move || {
+    planepack_testkit::finishes_within(300, move || {
         let mut rng = Rng(5);
         for i in 0..300 {
             let len = 16 + rng.below(3000) as usize;

@@ -362,12 +362,15 @@ pub fn effective_bandwidth(r: &[Record], category: &str, path: &Path) -> Result<
     Ok(())
 }
 
+/// One line of a chart: its label, its colour index and its points.
+type Series = (String, usize, Vec<(f64, f64)>);
+
 /// The lines of [`effective_bandwidth`] on a y axis of the caller's kind.
 fn speedup_chart<Y>(
     area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
     title: &str,
     y: Y,
-    series: &[(String, usize, Vec<(f64, f64)>)],
+    series: &[Series],
 ) -> Result<()>
 where
     Y: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,

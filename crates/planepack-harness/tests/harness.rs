@@ -1,10 +1,10 @@
 //! The harness on tiny inputs: records, verification, tables and plots. The inputs here are
 //! synthetic; they test the machinery, they are not results.
 
-use planepack_core::testdata::{generate, Pattern};
 use planepack_core::{Codec, ElemType, Result as CResult};
 use planepack_harness::plots::pareto;
 use planepack_harness::{measure, plots, report, Group, Results, Settings};
+use planepack_testkit::{generate, Pattern};
 
 fn tiny_group(category: &str) -> Group {
     Group {

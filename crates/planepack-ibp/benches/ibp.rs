@@ -4,8 +4,8 @@
 //! `cargo bench -p planepack-ibp --bench ibp`
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use planepack_core::testdata::Rng;
 use planepack_ibp::{compress, preprocess, Columns, Layout, Rows, Sample, Threshold};
+use planepack_testkit::Rng;
 use std::hint::black_box;
 use std::time::Duration;
 

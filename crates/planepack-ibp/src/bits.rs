@@ -47,26 +47,46 @@ pub fn pdep_portable(x: u64, m: u64) -> u64 {
     r
 }
 
-/// Which implementation of pext/pdep this process uses.
+/// Which implementation of pext/pdep a [`crate::Columns`] uses: a token only CPU detection can
+/// make for the BMI2 instructions, so no caller can select them on a CPU without BMI2 (the
+/// decoders execute them unchecked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BitOps {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Bmi2,
+pub struct BitOps {
+    bmi2: bool,
 }
 
 impl BitOps {
-    /// BMI2 where the x86-64-v3 tier runs ([`planepack_core::cpu::x86_64_v3`]).
+    /// BMI2 where the x86-64-v3 tier runs ([`planepack_core::cpu::x86_64_v3`]), else portable.
     pub fn detect() -> BitOps {
-        if planepack_core::cpu::x86_64_v3() {
-            return BitOps::Bmi2;
+        BitOps {
+            bmi2: cfg!(target_arch = "x86_64") && planepack_core::cpu::x86_64_v3(),
         }
-        BitOps::Portable
+    }
+
+    /// The portable loops, on any CPU (tests compare both).
+    pub const fn portable() -> BitOps {
+        BitOps { bmi2: false }
+    }
+
+    /// Does this token select the BMI2 instructions (only ever true on a CPU that has them)?
+    pub const fn is_bmi2(self) -> bool {
+        self.bmi2
+    }
+
+    /// `pext(x, m)` by this token's implementation.
+    #[inline(always)]
+    pub fn pext(self, x: u64, m: u64) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        if self.bmi2 {
+            // SAFETY: a BMI2 token is only made by `detect` on a CPU with BMI2.
+            return unsafe { bmi2::pext(x, m) };
+        }
+        pext_portable(x, m)
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-pub mod bmi2 {
+pub(crate) mod bmi2 {
     /// `pext` instruction.
     ///
     /// # Safety

@@ -19,7 +19,9 @@ pub mod bits;
 pub mod layout;
 pub mod mask;
 pub mod row;
-pub mod wide;
+/// AVX2 lockstep decoding of several rows: internal, its reads are sound only for `Columns`
+/// built by this crate.
+pub(crate) mod wide;
 
 pub use layout::{compress, CompressedRows, Layout};
 pub use mask::{preprocess, Mask, Preprocessed, Sample, Threshold};

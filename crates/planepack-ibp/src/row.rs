@@ -10,20 +10,22 @@
 //! stored this way only if that is strictly smaller than the raw row; otherwise it is stored
 //! raw and its bit in the group's row bitmask is 0.
 
-use crate::bits::{ones, pdep_portable, pext_portable, BitOps, WordWriter};
+use crate::bits::{ones, pdep_portable, BitOps, WordWriter};
 use crate::mask::Mask;
 
-/// The per-column constants a codec needs, derived once from a [`Mask`].
+/// The per-column constants a codec needs, derived once from a [`Mask`]. The fields are
+/// private: the decoders' fast paths (`wide`) read with unchecked offsets that are sound only
+/// because every field here is derived from the mask by [`Columns::with_ops`].
 #[derive(Debug, Clone)]
 pub struct Columns {
-    pub width: u32,
+    pub(crate) width: u32,
     /// `!mask`, limited to `W` bits: the variable bits of a participating chunk.
-    pub select: Vec<u64>,
-    pub mask: Vec<u64>,
-    pub bitval: Vec<u64>,
+    pub(crate) select: Vec<u64>,
+    pub(crate) mask: Vec<u64>,
+    pub(crate) bitval: Vec<u64>,
     /// Field length of a participating chunk: `W - popcount(mask)`.
-    pub field_bits: Vec<u32>,
-    pub ops: BitOps,
+    pub(crate) field_bits: Vec<u32>,
+    pub(crate) ops: BitOps,
 }
 
 impl Columns {
@@ -44,6 +46,17 @@ impl Columns {
         }
     }
 
+    /// Chunk width in bits.
+    pub fn width(&self) -> u32 {
+        self.width
+    }
+
+    /// The pext/pdep implementation these columns use.
+    pub fn ops(&self) -> BitOps {
+        self.ops
+    }
+
+    /// Chunks per row.
     pub fn v(&self) -> usize {
         self.mask.len()
     }
@@ -137,12 +150,7 @@ pub fn encode_row(row: &[u8], c: &Columns, out: &mut [u8]) -> (usize, bool) {
         let x = chunk(row, j, b);
         if x & c.mask[j] == c.bitval[j] {
             head[j / 8] |= 1 << (j % 8);
-            let f = match c.ops {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: `BitOps::Bmi2` is only chosen when the CPU has BMI2.
-                BitOps::Bmi2 => unsafe { crate::bits::bmi2::pext(x, c.select[j]) },
-                BitOps::Portable => pext_portable(x, c.select[j]),
-            };
+            let f = c.ops.pext(x, c.select[j]);
             w.push(f, c.field_bits[j]);
         } else {
             w.push(x, c.width);
@@ -171,12 +179,12 @@ pub fn decode_row(
         out[..raw].copy_from_slice(row);
         return Ok(raw);
     }
-    match c.ops {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `BitOps::Bmi2` is only chosen when the CPU has BMI2.
-        BitOps::Bmi2 => unsafe { decode_packed_bmi2(src, c, out) },
-        BitOps::Portable => decode_packed_portable(src, c, out),
+    #[cfg(target_arch = "x86_64")]
+    if c.ops.is_bmi2() {
+        // SAFETY: a BMI2 token is only made by `BitOps::detect` on a CPU with BMI2.
+        return unsafe { decode_packed_bmi2(src, c, out) };
     }
+    decode_packed_portable(src, c, out)
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -32,10 +32,7 @@ pub const MIN_COLUMNS: usize = 32;
 /// instructions chosen (portable `Columns` keep everything scalar, which is how the tests
 /// compare both paths), 32- or 64-bit chunks, and rows of at least [`MIN_COLUMNS`] chunks?
 pub fn pays(c: &Columns) -> bool {
-    c.ops != crate::bits::BitOps::Portable
-        && available()
-        && matches!(c.b(), 4 | 8)
-        && c.v() >= MIN_COLUMNS
+    c.ops.is_bmi2() && available() && matches!(c.b(), 4 | 8) && c.v() >= MIN_COLUMNS
 }
 
 /// The deposit of every column as runs: `pdep(f, select)` is the OR over the runs of
@@ -146,66 +143,71 @@ unsafe fn decode4_w64(
     c: &Columns,
     dep: &Deposits,
 ) -> [usize; 4] {
-    use std::arch::x86_64::*;
-    let (v, h) = (c.v(), c.header_bytes());
-    let starts = lanes.each_ref().map(|l| l.start);
-    // Byte offset of each lane's field stream in `data`.
-    let fields = _mm256_set_epi64x(
-        (starts[3] + h) as i64,
-        (starts[2] + h) as i64,
-        (starts[1] + h) as i64,
-        (starts[0] + h) as i64,
-    );
-    let one = _mm256_set1_epi64x(1);
-    let width = _mm256_set1_epi64x(64);
-    let low = _mm256_set1_epi64x(63);
-    let eight = _mm256_set1_epi64x(8);
-    let base = data.as_ptr() as *const i64;
-    let outs = lanes.each_mut().map(|l| l.out.as_mut_ptr());
-    let mut p = _mm256_setzero_si256();
-    let mut hw = _mm256_setzero_si256();
-    for j in 0..v {
-        if j % 64 == 0 {
-            let b = participation::<8>(data, &starts, h, j);
-            hw = _mm256_set_epi64x(b[3], b[2], b[1], b[0]);
-        }
-        let t = _mm256_and_si256(
-            _mm256_srl_epi64(hw, _mm_cvtsi64_si128((j % 64) as i64)),
-            one,
+    // SAFETY: the caller upholds this function's contract: the CPU has the features it
+    // is compiled for, and the arguments are as its documentation requires; every unsafe
+    // operation below relies on exactly that.
+    unsafe {
+        use std::arch::x86_64::*;
+        let (v, h) = (c.v(), c.header_bytes());
+        let starts = lanes.each_ref().map(|l| l.start);
+        // Byte offset of each lane's field stream in `data`.
+        let fields = _mm256_set_epi64x(
+            (starts[3] + h) as i64,
+            (starts[2] + h) as i64,
+            (starts[1] + h) as i64,
+            (starts[0] + h) as i64,
         );
-        let part = _mm256_cmpeq_epi64(t, one);
-        let n = _mm256_blendv_epi8(width, _mm256_set1_epi64x(c.field_bits[j] as i64), part);
-        // The window: 64 stream bits from p, most significant first. p <= j * 64 (no field is
-        // wider than 64 bits), so word p / 64 is at most word j: inside `data` by `fits`.
-        let off = _mm256_add_epi64(fields, _mm256_slli_epi64::<3>(_mm256_srli_epi64::<6>(p)));
-        let o = _mm256_and_si256(p, low);
-        let a = _mm256_i64gather_epi64::<1>(base, off);
-        let b = _mm256_i64gather_epi64::<1>(base, _mm256_add_epi64(off, eight));
-        // Shifts by 64 give 0 (o = 0 takes nothing from the next word).
-        let window = _mm256_or_si256(
-            _mm256_sllv_epi64(a, o),
-            _mm256_srlv_epi64(b, _mm256_sub_epi64(width, o)),
-        );
-        // The top n bits (n = 0 shifts by 64: nothing).
-        let field = _mm256_srlv_epi64(window, _mm256_sub_epi64(width, n));
-        let mut x = _mm256_set1_epi64x(c.bitval[j] as i64);
-        for &(shift, mask) in &dep.runs[dep.first[j]..dep.first[j + 1]] {
-            let moved = _mm256_sll_epi64(field, _mm_cvtsi64_si128(shift as i64));
-            x = _mm256_or_si256(x, _mm256_and_si256(moved, _mm256_set1_epi64x(mask as i64)));
+        let one = _mm256_set1_epi64x(1);
+        let width = _mm256_set1_epi64x(64);
+        let low = _mm256_set1_epi64x(63);
+        let eight = _mm256_set1_epi64x(8);
+        let base = data.as_ptr() as *const i64;
+        let outs = lanes.each_mut().map(|l| l.out.as_mut_ptr());
+        let mut p = _mm256_setzero_si256();
+        let mut hw = _mm256_setzero_si256();
+        for j in 0..v {
+            if j % 64 == 0 {
+                let b = participation::<8>(data, &starts, h, j);
+                hw = _mm256_set_epi64x(b[3], b[2], b[1], b[0]);
+            }
+            let t = _mm256_and_si256(
+                _mm256_srl_epi64(hw, _mm_cvtsi64_si128((j % 64) as i64)),
+                one,
+            );
+            let part = _mm256_cmpeq_epi64(t, one);
+            let n = _mm256_blendv_epi8(width, _mm256_set1_epi64x(c.field_bits[j] as i64), part);
+            // The window: 64 stream bits from p, most significant first. p <= j * 64 (no field is
+            // wider than 64 bits), so word p / 64 is at most word j: inside `data` by `fits`.
+            let off = _mm256_add_epi64(fields, _mm256_slli_epi64::<3>(_mm256_srli_epi64::<6>(p)));
+            let o = _mm256_and_si256(p, low);
+            let a = _mm256_i64gather_epi64::<1>(base, off);
+            let b = _mm256_i64gather_epi64::<1>(base, _mm256_add_epi64(off, eight));
+            // Shifts by 64 give 0 (o = 0 takes nothing from the next word).
+            let window = _mm256_or_si256(
+                _mm256_sllv_epi64(a, o),
+                _mm256_srlv_epi64(b, _mm256_sub_epi64(width, o)),
+            );
+            // The top n bits (n = 0 shifts by 64: nothing).
+            let field = _mm256_srlv_epi64(window, _mm256_sub_epi64(width, n));
+            let mut x = _mm256_set1_epi64x(c.bitval[j] as i64);
+            for &(shift, mask) in &dep.runs[dep.first[j]..dep.first[j + 1]] {
+                let moved = _mm256_sll_epi64(field, _mm_cvtsi64_si128(shift as i64));
+                x = _mm256_or_si256(x, _mm256_and_si256(moved, _mm256_set1_epi64x(mask as i64)));
+            }
+            let x = _mm256_blendv_epi8(field, x, part);
+            p = _mm256_add_epi64(p, n);
+            // SAFETY: j < v, and every output holds a whole row of v chunks (asserted by the
+            // caller), so bytes j * 8 .. j * 8 + 8 of each are in bounds.
+            let (lo, hi) = (_mm256_castsi256_si128(x), _mm256_extracti128_si256::<1>(x));
+            _mm_storel_epi64(outs[0].add(j * 8) as *mut __m128i, lo);
+            _mm_storeh_pd(outs[1].add(j * 8) as *mut f64, _mm_castsi128_pd(lo));
+            _mm_storel_epi64(outs[2].add(j * 8) as *mut __m128i, hi);
+            _mm_storeh_pd(outs[3].add(j * 8) as *mut f64, _mm_castsi128_pd(hi));
         }
-        let x = _mm256_blendv_epi8(field, x, part);
-        p = _mm256_add_epi64(p, n);
-        // SAFETY: j < v, and every output holds a whole row of v chunks (asserted by the
-        // caller), so bytes j * 8 .. j * 8 + 8 of each are in bounds.
-        let (lo, hi) = (_mm256_castsi256_si128(x), _mm256_extracti128_si256::<1>(x));
-        _mm_storel_epi64(outs[0].add(j * 8) as *mut __m128i, lo);
-        _mm_storeh_pd(outs[1].add(j * 8) as *mut f64, _mm_castsi128_pd(lo));
-        _mm_storel_epi64(outs[2].add(j * 8) as *mut __m128i, hi);
-        _mm_storeh_pd(outs[3].add(j * 8) as *mut f64, _mm_castsi128_pd(hi));
+        let mut ends = [0u64; 4];
+        _mm256_storeu_si256(ends.as_mut_ptr() as *mut __m256i, p);
+        ends.map(|e| e as usize)
     }
-    let mut ends = [0u64; 4];
-    _mm256_storeu_si256(ends.as_mut_ptr() as *mut __m256i, p);
-    ends.map(|e| e as usize)
 }
 
 /// Eight rows of 32-bit chunks, one per 32-bit lane.
@@ -217,57 +219,62 @@ unsafe fn decode8_w32(
     c: &Columns,
     dep: &Deposits,
 ) -> [usize; 8] {
-    use std::arch::x86_64::*;
-    let (v, h) = (c.v(), c.header_bytes());
-    let starts = lanes.each_ref().map(|l| l.start);
-    let s = starts.map(|x| (x + h) as i32);
-    let fields = _mm256_set_epi32(s[7], s[6], s[5], s[4], s[3], s[2], s[1], s[0]);
-    let one = _mm256_set1_epi32(1);
-    let width = _mm256_set1_epi32(32);
-    let low = _mm256_set1_epi32(31);
-    let four = _mm256_set1_epi32(4);
-    let base = data.as_ptr() as *const i32;
-    let outs = lanes.each_mut().map(|l| l.out.as_mut_ptr());
-    let mut p = _mm256_setzero_si256();
-    let mut hw = _mm256_setzero_si256();
-    for j in 0..v {
-        if j % 32 == 0 {
-            let b = participation::<4>(data, &starts, h, j).map(|x| x as i32);
-            hw = _mm256_set_epi32(b[7], b[6], b[5], b[4], b[3], b[2], b[1], b[0]);
+    // SAFETY: the caller upholds this function's contract: the CPU has the features it
+    // is compiled for, and the arguments are as its documentation requires; every unsafe
+    // operation below relies on exactly that.
+    unsafe {
+        use std::arch::x86_64::*;
+        let (v, h) = (c.v(), c.header_bytes());
+        let starts = lanes.each_ref().map(|l| l.start);
+        let s = starts.map(|x| (x + h) as i32);
+        let fields = _mm256_set_epi32(s[7], s[6], s[5], s[4], s[3], s[2], s[1], s[0]);
+        let one = _mm256_set1_epi32(1);
+        let width = _mm256_set1_epi32(32);
+        let low = _mm256_set1_epi32(31);
+        let four = _mm256_set1_epi32(4);
+        let base = data.as_ptr() as *const i32;
+        let outs = lanes.each_mut().map(|l| l.out.as_mut_ptr());
+        let mut p = _mm256_setzero_si256();
+        let mut hw = _mm256_setzero_si256();
+        for j in 0..v {
+            if j % 32 == 0 {
+                let b = participation::<4>(data, &starts, h, j).map(|x| x as i32);
+                hw = _mm256_set_epi32(b[7], b[6], b[5], b[4], b[3], b[2], b[1], b[0]);
+            }
+            let t = _mm256_and_si256(
+                _mm256_srl_epi32(hw, _mm_cvtsi32_si128((j % 32) as i32)),
+                one,
+            );
+            let part = _mm256_cmpeq_epi32(t, one);
+            let n = _mm256_blendv_epi8(width, _mm256_set1_epi32(c.field_bits[j] as i32), part);
+            // Words p / 32 and the next, as for 64-bit chunks; offsets fit i32 (`supports`).
+            let off = _mm256_add_epi32(fields, _mm256_slli_epi32::<2>(_mm256_srli_epi32::<5>(p)));
+            let o = _mm256_and_si256(p, low);
+            let a = _mm256_i32gather_epi32::<1>(base, off);
+            let b = _mm256_i32gather_epi32::<1>(base, _mm256_add_epi32(off, four));
+            let window = _mm256_or_si256(
+                _mm256_sllv_epi32(a, o),
+                _mm256_srlv_epi32(b, _mm256_sub_epi32(width, o)),
+            );
+            let field = _mm256_srlv_epi32(window, _mm256_sub_epi32(width, n));
+            let mut x = _mm256_set1_epi32(c.bitval[j] as i32);
+            for &(shift, mask) in &dep.runs[dep.first[j]..dep.first[j + 1]] {
+                let moved = _mm256_sll_epi32(field, _mm_cvtsi32_si128(shift as i32));
+                x = _mm256_or_si256(x, _mm256_and_si256(moved, _mm256_set1_epi32(mask as i32)));
+            }
+            let x = _mm256_blendv_epi8(field, x, part);
+            p = _mm256_add_epi32(p, n);
+            let mut chunks = [0u32; 8];
+            _mm256_storeu_si256(chunks.as_mut_ptr() as *mut __m256i, x);
+            for (out, x) in outs.iter().zip(chunks) {
+                // SAFETY: as for 64-bit chunks, bytes j * 4 .. j * 4 + 4 are in bounds.
+                (out.add(j * 4) as *mut u32).write_unaligned(x);
+            }
         }
-        let t = _mm256_and_si256(
-            _mm256_srl_epi32(hw, _mm_cvtsi32_si128((j % 32) as i32)),
-            one,
-        );
-        let part = _mm256_cmpeq_epi32(t, one);
-        let n = _mm256_blendv_epi8(width, _mm256_set1_epi32(c.field_bits[j] as i32), part);
-        // Words p / 32 and the next, as for 64-bit chunks; offsets fit i32 (`supports`).
-        let off = _mm256_add_epi32(fields, _mm256_slli_epi32::<2>(_mm256_srli_epi32::<5>(p)));
-        let o = _mm256_and_si256(p, low);
-        let a = _mm256_i32gather_epi32::<1>(base, off);
-        let b = _mm256_i32gather_epi32::<1>(base, _mm256_add_epi32(off, four));
-        let window = _mm256_or_si256(
-            _mm256_sllv_epi32(a, o),
-            _mm256_srlv_epi32(b, _mm256_sub_epi32(width, o)),
-        );
-        let field = _mm256_srlv_epi32(window, _mm256_sub_epi32(width, n));
-        let mut x = _mm256_set1_epi32(c.bitval[j] as i32);
-        for &(shift, mask) in &dep.runs[dep.first[j]..dep.first[j + 1]] {
-            let moved = _mm256_sll_epi32(field, _mm_cvtsi32_si128(shift as i32));
-            x = _mm256_or_si256(x, _mm256_and_si256(moved, _mm256_set1_epi32(mask as i32)));
-        }
-        let x = _mm256_blendv_epi8(field, x, part);
-        p = _mm256_add_epi32(p, n);
-        let mut chunks = [0u32; 8];
-        _mm256_storeu_si256(chunks.as_mut_ptr() as *mut __m256i, x);
-        for (out, x) in outs.iter().zip(chunks) {
-            // SAFETY: as for 64-bit chunks, bytes j * 4 .. j * 4 + 4 are in bounds.
-            (out.add(j * 4) as *mut u32).write_unaligned(x);
-        }
+        let mut ends = [0u32; 8];
+        _mm256_storeu_si256(ends.as_mut_ptr() as *mut __m256i, p);
+        ends.map(|e| e as usize)
     }
-    let mut ends = [0u32; 8];
-    _mm256_storeu_si256(ends.as_mut_ptr() as *mut __m256i, p);
-    ends.map(|e| e as usize)
 }
 
 /// The next `8 * B` participation bits of each row from column `j` on (zero past its
@@ -318,24 +325,29 @@ fn saved_bits_scalar(bitmap: &[u8], field_bits: &[u32], width: u32) -> usize {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn saved_bits_avx2(bitmap: &[u8], field_bits: &[u32], width: u32) -> usize {
-    use std::arch::x86_64::*;
-    // Eight chunks per bitmap byte: one lane each, the byte's bit k selects lane k.
-    let select = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    let w = _mm256_set1_epi32(width as i32);
-    let mut acc = _mm256_setzero_si256();
-    let whole = field_bits.len() / 8;
-    for (&byte, f) in bitmap.iter().zip(field_bits.chunks_exact(8)) {
-        let on = _mm256_cmpeq_epi32(
-            _mm256_and_si256(_mm256_set1_epi32(byte as i32), select),
-            select,
-        );
-        let f = _mm256_loadu_si256(f.as_ptr() as *const __m256i);
-        acc = _mm256_add_epi32(acc, _mm256_and_si256(on, _mm256_sub_epi32(w, f)));
+    // SAFETY: the caller upholds this function's contract: the CPU has the features it
+    // is compiled for, and the arguments are as its documentation requires; every unsafe
+    // operation below relies on exactly that.
+    unsafe {
+        use std::arch::x86_64::*;
+        // Eight chunks per bitmap byte: one lane each, the byte's bit k selects lane k.
+        let select = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        let w = _mm256_set1_epi32(width as i32);
+        let mut acc = _mm256_setzero_si256();
+        let whole = field_bits.len() / 8;
+        for (&byte, f) in bitmap.iter().zip(field_bits.chunks_exact(8)) {
+            let on = _mm256_cmpeq_epi32(
+                _mm256_and_si256(_mm256_set1_epi32(byte as i32), select),
+                select,
+            );
+            let f = _mm256_loadu_si256(f.as_ptr() as *const __m256i);
+            acc = _mm256_add_epi32(acc, _mm256_and_si256(on, _mm256_sub_epi32(w, f)));
+        }
+        let mut lanes = [0u32; 8];
+        _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, acc);
+        let rest = saved_bits_scalar(&bitmap[whole..], &field_bits[whole * 8..], width);
+        lanes.iter().map(|&x| x as usize).sum::<usize>() + rest
     }
-    let mut lanes = [0u32; 8];
-    _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, acc);
-    let rest = saved_bits_scalar(&bitmap[whole..], &field_bits[whole * 8..], width);
-    lanes.iter().map(|&x| x as usize).sum::<usize>() + rest
 }
 
 #[cfg(test)]
@@ -345,7 +357,7 @@ mod tests {
 
     #[test]
     fn saved_bits_fast_equals_scalar() {
-        let mut rng = planepack_core::testdata::Rng(5);
+        let mut rng = planepack_testkit::Rng(5);
         for v in 0..300 {
             let width = [16, 32, 64][v % 3];
             let fbits: Vec<u32> = (0..v).map(|_| rng.below(width as u64 + 1) as u32).collect();
@@ -359,7 +371,7 @@ mod tests {
 
     #[test]
     fn deposits_by_runs_equal_pdep() {
-        let mut rng = planepack_core::testdata::Rng(11);
+        let mut rng = planepack_testkit::Rng(11);
         for round in 0..2000 {
             let sel = match round % 4 {
                 0 => rng.next_u64(),

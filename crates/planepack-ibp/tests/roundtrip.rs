@@ -1,11 +1,11 @@
 //! Bit-exact round trips of IBP rows, groups, gathers, the KV stream and the codec stream.
 
-use planepack_core::testdata::{generate, mutate, Mutation, Pattern, Rng};
 use planepack_core::{Codec, ElemType};
 use planepack_ibp::bits::BitOps;
 use planepack_ibp::{
     compress, preprocess, Columns, Ibp, KvStream, Layout, Mask, Rows, Sample, Threshold,
 };
+use planepack_testkit::{generate, mutate, Mutation, Pattern, Rng};
 use proptest::prelude::*;
 
 /// Rows built so that most chunks share their high bits (the case IBP is for), with some
@@ -31,7 +31,7 @@ fn structured_rows(n: usize, v: usize, width: u32, seed: u64) -> Vec<u8> {
 fn check_group(data: &[u8], row_bytes: usize, width: u32, mask: &Mask) {
     let rows = Rows::new(data, row_bytes, width).unwrap();
     let mut reference: Option<Vec<u8>> = None;
-    for ops in [BitOps::Portable, BitOps::detect()] {
+    for ops in [BitOps::portable(), BitOps::detect()] {
         let cols = Columns::with_ops(mask, ops);
         for layout in [Layout::InPlace, Layout::Condensed] {
             let c = compress(&rows, &cols, layout);
@@ -197,7 +197,7 @@ fn mutated_streams_and_bad_metadata_are_errors_not_panics() {
             .unwrap();
         let mut rng = Rng(8);
         let mut caught = 0;
-        planepack_core::codec::finishes_within(60, move || {
+        planepack_testkit::finishes_within(60, move || {
             for round in 0..10_000 {
                 let m = Mutation::ALL[round % Mutation::ALL.len()];
                 let bad = mutate(&enc, m, &mut rng);
@@ -257,7 +257,7 @@ fn fast_and_scalar_group_decoders_agree_on_corrupt_data() {
         let m = preprocess(&rows, Threshold::Sweep, Sample::All).mask;
         let (fast, scalar) = (
             Columns::with_ops(&m, BitOps::detect()),
-            Columns::with_ops(&m, BitOps::Portable),
+            Columns::with_ops(&m, BitOps::portable()),
         );
         for layout in [Layout::Condensed, Layout::InPlace] {
             let good = compress(&rows, &fast, layout);
@@ -306,7 +306,7 @@ proptest! {
 
 #[test]
 fn random_streams_with_plausible_headers_never_panic() {
-    planepack_core::codec::finishes_within(60, || {
+    planepack_testkit::finishes_within(60, || {
         let mut rng = Rng(21);
         let codec = Ibp::default();
         for i in 0..20_000 {

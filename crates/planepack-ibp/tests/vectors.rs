@@ -34,8 +34,8 @@ fn check_vector(mask: &Mask, row: &[u8], hex: &[&str]) -> Vec<u8> {
 }
 
 fn ops() -> Vec<BitOps> {
-    let mut v = vec![BitOps::Portable];
-    if BitOps::detect() != BitOps::Portable {
+    let mut v = vec![BitOps::portable()];
+    if BitOps::detect().is_bmi2() {
         v.push(BitOps::detect());
     }
     v

@@ -251,7 +251,7 @@ pub fn decode(
     let words = &words[..];
 
     #[cfg(target_arch = "x86_64")]
-    if k % 8 == 0 && planepack_core::cpu::x86_64_v3() {
+    if k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() {
         let full = out.len() / k * k;
         let mut p32 = [0u32; MAX_LANES];
         for (d, s) in p32.iter_mut().zip(&pos) {
@@ -373,12 +373,14 @@ mod avx2 {
         let below = _mm256_set1_epi32((L - 1) as i32);
         let lastv = _mm256_set1_epi32(last as i32);
         let low16 = _mm256_set1_epi32(0xffff);
-        // SAFETY (all loads and stores below): the arrays are 32 lanes, read and written in
+        // Loads and stores below: the arrays are 32 lanes, read and written in
         // four groups of eight; `out` chunks are 32 bytes.
         let mut xs = [_mm256_setzero_si256(); 4];
         let mut ps = [_mm256_setzero_si256(); 4];
         for g in 0..groups {
+            // SAFETY: `x` holds 32 lanes and g < groups <= 4: eight lanes from 8 * g are inside.
             xs[g] = unsafe { _mm256_loadu_si256(x.as_ptr().add(8 * g) as *const __m256i) };
+            // SAFETY: as for `x`: `pos` holds 32 lanes.
             ps[g] = unsafe { _mm256_loadu_si256(pos.as_ptr().add(8 * g) as *const __m256i) };
         }
         let table = slots.as_ptr() as *const i32;
@@ -423,6 +425,7 @@ mod avx2 {
             }
         }
         for g in 0..groups {
+            // SAFETY: eight lanes from 8 * g are inside `x` and `pos` (32 lanes each).
             unsafe {
                 _mm256_storeu_si256(x.as_mut_ptr().add(8 * g) as *mut __m256i, xs[g]);
                 _mm256_storeu_si256(pos.as_mut_ptr().add(8 * g) as *mut __m256i, ps[g]);
@@ -499,7 +502,7 @@ mod tests {
                 eprintln!("no AVX2 here (or PLANEPACK_NO_SIMD): nothing to compare");
                 return;
             }
-            let mut rng = planepack_core::testdata::Rng(3);
+            let mut rng = planepack_testkit::Rng(3);
             for round in 0..200 {
                 let n = 32 * 1024 + (rng.below(3000) as usize);
                 let spread = 1 + rng.below(60) as u32;

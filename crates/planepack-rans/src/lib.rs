@@ -177,12 +177,12 @@ fn parse_rows(input: &[u8], width: usize, raw_len: usize) -> Result<(RowMap, usi
     let at = HEADER_BYTES;
     let r = u64::from_le_bytes(take(input, at, 8, "row length")?.try_into().unwrap());
     let row_bytes = usize::try_from(r).unwrap_or(0);
-    if row_bytes == 0 || row_bytes % width != 0 || raw_len % row_bytes != 0 {
+    if row_bytes == 0 || row_bytes % width != 0 || !raw_len.is_multiple_of(row_bytes) {
         return Err(Error::corrupt_at(format!("row length {r}"), at));
     }
     let n = raw_len / row_bytes;
     let bits = take(input, at + 8, n.div_ceil(8), "row bitmap")?;
-    if n % 8 != 0 && bits.last().is_some_and(|&b| b >> (n % 8) != 0) {
+    if !n.is_multiple_of(8) && bits.last().is_some_and(|&b| b >> (n % 8) != 0) {
         return Err(Error::corrupt_at("row bitmap padding", at + 8));
     }
     let copied = |i: usize| bits[i / 8] >> (i % 8) & 1 == 1;
@@ -190,8 +190,7 @@ fn parse_rows(input: &[u8], width: usize, raw_len: usize) -> Result<(RowMap, usi
     let src_at = at + 8 + n.div_ceil(8);
     let srcs = take(input, src_at, 4 * count, "row sources")?;
     let mut copies = Vec::with_capacity(count);
-    let mut k = 0;
-    for row in (0..n).filter(|&i| copied(i)) {
+    for (k, row) in (0..n).filter(|&i| copied(i)).enumerate() {
         let src = u32::from_le_bytes(srcs[4 * k..4 * k + 4].try_into().unwrap());
         if src as usize >= row || copied(src as usize) {
             return Err(Error::corrupt_at(
@@ -200,7 +199,6 @@ fn parse_rows(input: &[u8], width: usize, raw_len: usize) -> Result<(RowMap, usi
             ));
         }
         copies.push((row as u32, src));
-        k += 1;
     }
     Ok((RowMap { row_bytes, copies }, src_at + 4 * count))
 }
@@ -574,6 +572,8 @@ struct EncScratch {
 }
 
 /// How a plane will be written, chosen from its histogram alone.
+// One per byte plane of a chunk, on the stack: boxing the table would allocate per plane.
+#[allow(clippy::large_enum_variant)]
 enum PlanePlan {
     Const(u8),
     Raw,
@@ -727,7 +727,7 @@ impl Rans {
             }
             (Some(false), None) => unreachable!("no sparse layout to prefer"),
         }
-        if out.len() - start >= 1 + elems.len() {
+        if out.len() - start > elems.len() {
             out.truncate(start);
             out.push(CHUNK_RAW);
             out.extend_from_slice(elems);
@@ -808,7 +808,7 @@ fn decode_chunk(chunk: &[u8], h: &Header, s: &mut DecScratch, out: &mut [u8]) ->
             }
             let mut at = get_plane(chunk, 5, n.div_ceil(8), &mut s.lanes, &mut s.mask)?;
             let ones: usize = s.mask.iter().map(|b| b.count_ones() as usize).sum();
-            let pad_ok = n % 8 == 0 || s.mask.last().is_none_or(|&b| b >> (n % 8) == 0);
+            let pad_ok = n.is_multiple_of(8) || s.mask.last().is_none_or(|&b| b >> (n % 8) == 0);
             if ones != nnz || !pad_ok {
                 return Err(Error::corrupt_at(
                     "zero mask disagrees with the nonzero count",
@@ -1004,7 +1004,7 @@ impl Codec for Rans {
         if self.rows
             && shape.len() >= 2
             && row_bytes >= 16
-            && input.len() % row_bytes == 0
+            && input.len().is_multiple_of(row_bytes)
             && input.len() > row_bytes
         {
             let copies = find_copies(input, row_bytes);

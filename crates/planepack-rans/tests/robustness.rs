@@ -1,10 +1,10 @@
 //! Damaged and random streams: an error, never a panic, an out-of-bounds access or a hang;
 //! truncated and extended streams are always errors.
 
-use planepack_core::codec::finishes_within;
-use planepack_core::testdata::{generate, mutate, Mutation, Pattern, Rng};
 use planepack_core::{Codec, ElemType};
 use planepack_rans::Rans;
+use planepack_testkit::finishes_within;
+use planepack_testkit::{generate, mutate, Mutation, Pattern, Rng};
 
 #[test]
 fn mutated_streams_are_errors_or_right_length() {

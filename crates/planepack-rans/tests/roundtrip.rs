@@ -2,9 +2,9 @@
 //! (NaN payloads, -0.0, subnormals and infinities included: the codec never does float
 //! arithmetic), with the sequential and the parallel decoder.
 
-use planepack_core::testdata::{generate, Pattern};
 use planepack_core::{Codec, ElemType};
 use planepack_rans::Rans;
+use planepack_testkit::{generate, Pattern};
 use proptest::prelude::*;
 
 fn settings() -> Vec<Rans> {
@@ -97,7 +97,7 @@ fn real_tensors_round_trip() {
 /// coded once and the stream is smaller than without the row map; every layout round-trips.
 #[test]
 fn repeated_rows_round_trip_and_pay() {
-    let mut rng = planepack_core::testdata::Rng(21);
+    let mut rng = planepack_testkit::Rng(21);
     for elem in ElemType::ALL {
         for (rows, cols) in [(2usize, 8usize), (50, 7), (300, 64), (1024, 384)] {
             let row_bytes = cols * elem.size();

@@ -4,9 +4,9 @@
 //! choices updates the constant (last: the per-stream rotation choice); a change of the
 //! format also the stream version.
 
-use planepack_core::testdata::{generate, Pattern};
 use planepack_core::{Codec, ElemType};
 use planepack_rans::Rans;
+use planepack_testkit::{generate, Pattern};
 
 /// FNV-1a, 64 bit.
 fn fnv1a(h: &mut u64, bytes: &[u8]) {

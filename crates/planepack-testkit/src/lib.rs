@@ -1,11 +1,12 @@
-//! Synthetic test inputs for every codec's round-trip and robustness tests.
+//! Test helpers for every crate's tests, a dev-dependency only: synthetic inputs for the
+//! codecs' round-trip and robustness tests, stream mutations, and a watchdog.
 //!
 //! These are *not* data for results: figures come from the real tensors in `datasets/`.
 //! They exist to hit the corners a lossless codec must survive: NaN payloads, -0.0,
 //! subnormals, infinities, all-zero and constant blocks, ramps, ReLU-style sparsity and
 //! plain random bits. Generation is deterministic (SplitMix64) so failures reproduce.
 
-use crate::ElemType;
+use planepack_core::ElemType;
 
 /// SplitMix64: tiny, fast, deterministic.
 #[derive(Clone)]
@@ -102,7 +103,7 @@ fn value(pattern: Pattern, elem: ElemType, i: usize, rng: &mut Rng, constant: u6
             ElemType::U8 => f >> 24,
         }
     };
-    let mask = crate::bitio::mask64(elem.bits());
+    let mask = planepack_core::bitio::mask64(elem.bits());
     match pattern {
         Pattern::RandomBits => rng.next_u64() & mask,
         Pattern::AllZero => 0,
@@ -244,4 +245,22 @@ pub fn mutate(stream: &[u8], m: Mutation, rng: &mut Rng) -> Vec<u8> {
         _ => s.push(0),
     }
     s
+}
+
+/// Run `f` on another thread and fail if it does not finish within `secs` seconds: how the
+/// robustness tests prove that no decoder loops forever on bad input.
+pub fn finishes_within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+        Ok(v) => v,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("did not finish within {secs} s: a decoder hangs")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("the worker thread panicked")
+        }
+    }
 }

@@ -4,15 +4,12 @@
 //! bytes; the outer `min` sends the tensor raw when compression does not pay (the bypass).
 //! The same formula holds for device-to-host (compress, send) and host-to-device (send,
 //! decompress); each direction has its own link queue in the simulator.
+//!
+//! The formula itself is written once, in [`planepack_core::transfer`]; this is the
+//! simulator's spelling of it (whole bytes).
 
 /// Seconds to move `bytes` one way with ratio `ratio` over `link_gbps` with an engine of
 /// `engine_gbps` (all GB/s = 10^9 bytes/s).
 pub fn transfer_seconds(bytes: u64, ratio: f64, link_gbps: f64, engine_gbps: f64) -> f64 {
-    let m = bytes as f64;
-    let raw = m / (link_gbps * 1e9);
-    if ratio <= 1.0 {
-        return raw;
-    }
-    let compressed = (m / (ratio * link_gbps * 1e9)).max(m / (engine_gbps * 1e9));
-    raw.min(compressed)
+    planepack_core::transfer::transfer_seconds(bytes as f64, ratio, link_gbps, engine_gbps)
 }
