@@ -83,7 +83,7 @@ pub(crate) struct Plan<G: Geometry> {
 /// a forced mode that does not apply (ZERO on nonzero data, ZBX with fewer than two nonzeros)
 /// falls back to the normal choice.
 #[inline(always)]
-pub(crate) fn plan<G: Geometry, const GFNI: bool>(
+pub(crate) fn plan<G: Geometry, const T: u8>(
     block: &[u8; BLOCK_BYTES],
     forced: Option<Mode>,
 ) -> Plan<G> {
@@ -91,7 +91,7 @@ pub(crate) fn plan<G: Geometry, const GFNI: bool>(
     let e = elems.as_ref();
     // The planes BX codes; their OR is the nonzero mask (bit `i` is set in some plane exactly
     // when element `i` is nonzero), cheaper than testing the elements one by one.
-    let bx_planes = to_planes::<G, GFNI>(&elems);
+    let bx_planes = to_planes::<G, T>(&elems);
     let mask = bx_planes
         .as_ref()
         .iter()
@@ -122,7 +122,7 @@ pub(crate) fn plan<G: Geometry, const GFNI: bool>(
     }
     if allowed(Mode::Bx) {
         let planes = bx_planes;
-        let c = G::Plane::planes_size(planes.as_ref(), n);
+        let c = planes_size::<G, T>(planes.as_ref(), n);
         if take(c, best.bits) {
             best.mode = Mode::Bx;
             best.bits = c;
@@ -138,8 +138,8 @@ pub(crate) fn plan<G: Geometry, const GFNI: bool>(
             packed.as_mut()[j.min(G::N - 1)] = x;
             j += (x.into() != 0) as usize;
         }
-        let planes = to_planes::<G, GFNI>(&packed);
-        let c = n + G::Plane::planes_size(planes.as_ref(), k);
+        let planes = to_planes::<G, T>(&packed);
+        let c = n + planes_size::<G, T>(planes.as_ref(), k);
         if take(c, best.bits) {
             best.mode = Mode::Zbx;
             best.bits = c;
@@ -154,11 +154,11 @@ pub(crate) fn plan<G: Geometry, const GFNI: bool>(
             let d = e[i + 1].into().wrapping_sub(e[i].into()) & mask_w;
             deltas.as_mut()[i] = G::elem(d);
         }
-        let planes = to_planes::<G, GFNI>(&deltas);
+        let planes = to_planes::<G, T>(&deltas);
         let base = e[0].into();
         let mut c = Count::default();
         encode_base(base, G::W, &mut c);
-        let c = c.0 + G::Plane::planes_size(planes.as_ref(), n - 1);
+        let c = c.0 + planes_size::<G, T>(planes.as_ref(), n - 1);
         if take(c, best.bits) {
             best.mode = Mode::Dbx;
             best.bits = c;
@@ -283,39 +283,40 @@ pub(crate) fn begin<G: Geometry>(
     })
 }
 
-/// [`Geometry::to_planes`], or with `GFNI` (set only where the CPU has the features)
-/// [`Geometry::to_planes_gfni`], which inlines.
+// Tier `T` (`planepack_core::cpu`) below: `plan` and `finish` are instantiated with a tier
+// above the portable one only inside that tier's `#[target_feature]` chunk coders in
+// `crate::simd`, which run only after `planepack_core::cpu` said the CPU runs the tier. That is
+// what every `unsafe` call here relies on.
+
+/// [`Geometry::to_planes_at`] for tier `T`.
 #[inline(always)]
-fn to_planes<G: Geometry, const GFNI: bool>(elems: &G::Elems) -> G::Planes {
-    if GFNI {
-        // SAFETY: see above.
-        unsafe { G::to_planes_gfni(elems) }
-    } else {
-        G::to_planes(elems)
-    }
+fn to_planes<G: Geometry, const T: u8>(elems: &G::Elems) -> G::Planes {
+    // SAFETY: the CPU runs tier `T` (see above).
+    unsafe { G::to_planes_at::<T>(elems) }
 }
 
-/// [`Geometry::from_planes`], or with `GFNI` (set only where the CPU has the features)
-/// [`Geometry::from_planes_gfni`], which inlines.
+/// [`Geometry::from_planes_at`] for tier `T`.
 #[inline(always)]
-fn from_planes<G: Geometry, const GFNI: bool>(planes: &G::Planes) -> G::Elems {
-    if GFNI {
-        // SAFETY: see above.
-        unsafe { G::from_planes_gfni(planes) }
-    } else {
-        G::from_planes(planes)
-    }
+fn from_planes<G: Geometry, const T: u8>(planes: &G::Planes) -> G::Elems {
+    // SAFETY: the CPU runs tier `T` (see above).
+    unsafe { G::from_planes_at::<T>(planes) }
 }
 
-/// Turn decoded planes back into the block's bytes. `GFNI` (the AVX-512 chunk decoder only)
-/// transposes with [`Geometry::from_planes_gfni`].
+/// [`crate::geometry::Plane::planes_size_at`] for tier `T`.
 #[inline(always)]
-pub(crate) fn finish<G: Geometry, const GFNI: bool>(
+fn planes_size<G: Geometry, const T: u8>(planes: &[G::Plane], p_bits: u32) -> u32 {
+    // SAFETY: the CPU runs tier `T` (see above).
+    unsafe { <G::Plane as crate::geometry::Plane>::planes_size_at::<T>(planes, p_bits) }
+}
+
+/// Turn decoded planes back into the block's bytes, with tier `T`'s instructions.
+#[inline(always)]
+pub(crate) fn finish<G: Geometry, const T: u8>(
     pending: Pending<G>,
     planes: &G::Planes,
     out: &mut [u8; BLOCK_BYTES],
 ) -> Result<(), &'static str> {
-    let from_planes = from_planes::<G, GFNI>;
+    let from_planes = from_planes::<G, T>;
     match pending {
         Pending::Done => {}
         Pending::Bx => G::store(&from_planes(planes), out),
@@ -329,10 +330,13 @@ pub(crate) fn finish<G: Geometry, const GFNI: bool>(
             if zero {
                 return Err("ZBX element marked nonzero is zero");
             }
-            G::store(&G::expand(mask, &packed), out);
+            // SAFETY: the CPU runs tier `T` (see above).
+            G::store(&unsafe { G::expand_at::<T>(mask, &packed) }, out);
         }
         Pending::Dbx { base } => {
-            G::store(&G::accumulate(base, &from_planes(planes)), out);
+            let deltas = from_planes(planes);
+            // SAFETY: the CPU runs tier `T` (see above).
+            G::store(&unsafe { G::accumulate_at::<T>(base, &deltas) }, out);
         }
     }
     Ok(())

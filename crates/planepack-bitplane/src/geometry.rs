@@ -40,9 +40,12 @@ pub trait Plane:
     fn from_u64(v: u64) -> Self;
     /// The low 64 bits.
     fn low_u64(self) -> u64;
-    /// The coded size of `planes` ([`crate::symbols::planes_size`]; a vector version where
-    /// there is one).
-    fn planes_size(planes: &[Self], p_bits: u32) -> u32;
+    /// The coded size of `planes` ([`crate::symbols::planes_size`]), with tier `T`'s vector
+    /// version where there is one.
+    ///
+    /// # Safety
+    /// The CPU must run tier `T` ([`planepack_core::cpu`]).
+    unsafe fn planes_size_at<const T: u8>(planes: &[Self], p_bits: u32) -> u32;
 }
 
 macro_rules! impl_plane {
@@ -88,20 +91,27 @@ macro_rules! impl_plane {
                 self as u64
             }
             #[inline(always)]
-            fn planes_size(planes: &[Self], p_bits: u32) -> u32 {
-                $size(planes, p_bits)
+            unsafe fn planes_size_at<const T: u8>(planes: &[Self], p_bits: u32) -> u32 {
+                // SAFETY: the caller's guarantee, passed on.
+                unsafe { $size(planes, p_bits) }
             }
         }
     };
 }
-impl_plane!(u32, put_u64, read, u64, crate::symbols::planes_size32);
-impl_plane!(u64, put_u64, read_u64, u64, crate::symbols::planes_size64);
+impl_plane!(u32, put_u64, read, u64, crate::symbols::planes_size32::<T>);
+impl_plane!(
+    u64,
+    put_u64,
+    read_u64,
+    u64,
+    crate::symbols::planes_size64::<T>
+);
 impl_plane!(
     u128,
     put_u128,
     read_u128,
     u128,
-    crate::symbols::planes_size::<u128>
+    crate::symbols::planes_size128::<T>
 );
 
 /// The geometry of one element width.
@@ -127,25 +137,28 @@ pub trait Geometry {
     fn load(bytes: &[u8; BLOCK_BYTES]) -> Self::Elems;
     /// Little-endian store of one block.
     fn store(elems: &Self::Elems, bytes: &mut [u8; BLOCK_BYTES]);
-    fn to_planes(elems: &Self::Elems) -> Self::Planes;
-    fn from_planes(planes: &Self::Planes) -> Self::Elems;
-    /// [`Geometry::to_planes`] by the AVX-512 GFNI transpose (see the next).
+    /// Elements to planes with tier `T`'s transpose ([`planepack_core::transpose`]).
     ///
     /// # Safety
-    /// On x86_64 the CPU must have AVX-512 F/BW/VBMI and GFNI.
-    unsafe fn to_planes_gfni(elems: &Self::Elems) -> Self::Planes;
-    /// [`Geometry::from_planes`] by the AVX-512 GFNI transpose, called directly so that it
-    /// inlines into the AVX-512 chunk decoder (through the dispatching function it stays a
-    /// call). Other targets: [`Geometry::from_planes`].
+    /// The CPU must run tier `T` ([`planepack_core::cpu`]).
+    unsafe fn to_planes_at<const T: u8>(elems: &Self::Elems) -> Self::Planes;
+    /// Planes to elements with tier `T`'s transpose.
     ///
     /// # Safety
-    /// On x86_64 the CPU must have AVX-512 F/BW/VBMI and GFNI.
-    unsafe fn from_planes_gfni(planes: &Self::Planes) -> Self::Elems;
-    /// `packed[j]` to the position of the `j`-th set bit of `mask`, zeros elsewhere.
-    fn expand(mask: Self::Plane, packed: &Self::Elems) -> Self::Elems;
+    /// The CPU must run tier `T`.
+    unsafe fn from_planes_at<const T: u8>(planes: &Self::Planes) -> Self::Elems;
+    /// `packed[j]` to the position of the `j`-th set bit of `mask`, zeros elsewhere, with tier
+    /// `T`'s instructions.
+    ///
+    /// # Safety
+    /// The CPU must run tier `T`.
+    unsafe fn expand_at<const T: u8>(mask: Self::Plane, packed: &Self::Elems) -> Self::Elems;
     /// DBX's elements: `base`, then `base` plus each prefix sum of `deltas` (wrapping, `W`
-    /// bits); the last delta is not used.
-    fn accumulate(base: u64, deltas: &Self::Elems) -> Self::Elems;
+    /// bits); the last delta is not used. Tier `T`'s instructions.
+    ///
+    /// # Safety
+    /// The CPU must run tier `T`.
+    unsafe fn accumulate_at<const T: u8>(base: u64, deltas: &Self::Elems) -> Self::Elems;
 }
 
 macro_rules! geometry {
@@ -195,48 +208,24 @@ macro_rules! geometry {
                 }
             }
             #[inline(always)]
-            fn to_planes(elems: &Self::Elems) -> Self::Planes {
-                $to(elems)
+            unsafe fn to_planes_at<const T: u8>(elems: &Self::Elems) -> Self::Planes {
+                // SAFETY: the caller's guarantee, passed on.
+                unsafe { $to(elems) }
             }
             #[inline(always)]
-            fn from_planes(planes: &Self::Planes) -> Self::Elems {
-                $from(planes)
+            unsafe fn from_planes_at<const T: u8>(planes: &Self::Planes) -> Self::Elems {
+                // SAFETY: the caller's guarantee, passed on.
+                unsafe { $from(planes) }
             }
             #[inline(always)]
-            unsafe fn to_planes_gfni(elems: &Self::Elems) -> Self::Planes {
-                // SAFETY: the caller upholds this function's contract: the CPU has the features it
-                // is compiled for, and the arguments are as its documentation requires; every unsafe
-                // operation below relies on exactly that.
-                unsafe {
-                    #[cfg(target_arch = "x86_64")]
-                    return transpose::gfni::transpose::<{ 1024 / $w }, $w, { 1024 / $w }, $w>(
-                        elems,
-                    );
-                    #[cfg(not(target_arch = "x86_64"))]
-                    $to(elems)
-                }
+            unsafe fn expand_at<const T: u8>(mask: $plane, packed: &Self::Elems) -> Self::Elems {
+                // SAFETY: the caller's guarantee, passed on.
+                unsafe { $expand(mask, packed) }
             }
             #[inline(always)]
-            unsafe fn from_planes_gfni(planes: &Self::Planes) -> Self::Elems {
-                // SAFETY: the caller upholds this function's contract: the CPU has the features it
-                // is compiled for, and the arguments are as its documentation requires; every unsafe
-                // operation below relies on exactly that.
-                unsafe {
-                    #[cfg(target_arch = "x86_64")]
-                    return transpose::gfni::transpose::<$w, { 1024 / $w }, $w, { 1024 / $w }>(
-                        planes,
-                    );
-                    #[cfg(not(target_arch = "x86_64"))]
-                    $from(planes)
-                }
-            }
-            #[inline(always)]
-            fn expand(mask: $plane, packed: &Self::Elems) -> Self::Elems {
-                $expand(mask, packed)
-            }
-            #[inline(always)]
-            fn accumulate(base: u64, deltas: &Self::Elems) -> Self::Elems {
-                $accumulate(base as $elem, deltas)
+            unsafe fn accumulate_at<const T: u8>(base: u64, deltas: &Self::Elems) -> Self::Elems {
+                // SAFETY: the caller's guarantee, passed on.
+                unsafe { $accumulate(base as $elem, deltas) }
             }
         }
     };
@@ -247,28 +236,28 @@ geometry!(
     32,
     u32,
     u32,
-    transpose::planes32,
-    transpose::elems32,
-    crate::mode_finish::expand32,
-    crate::mode_finish::accumulate32
+    transpose::planes32_at::<T>,
+    transpose::elems32_at::<T>,
+    crate::mode_finish::expand32::<T>,
+    crate::mode_finish::accumulate32::<T>
 );
 geometry!(
     W16,
     16,
     u16,
     u64,
-    transpose::planes16,
-    transpose::elems16,
-    crate::mode_finish::expand16,
-    crate::mode_finish::accumulate16
+    transpose::planes16_at::<T>,
+    transpose::elems16_at::<T>,
+    crate::mode_finish::expand16::<T>,
+    crate::mode_finish::accumulate16::<T>
 );
 geometry!(
     W8,
     8,
     u8,
     u128,
-    transpose::planes8,
-    transpose::elems8,
-    crate::mode_finish::expand8,
-    |base, deltas| crate::mode_finish::accumulate_portable(base, deltas, u8::wrapping_add)
+    transpose::planes8_at::<T>,
+    transpose::elems8_at::<T>,
+    crate::mode_finish::expand8::<T>,
+    crate::mode_finish::accumulate8::<T>
 );

@@ -30,7 +30,7 @@ use geometry::{Geometry, BLOCK_BYTES, W16, W32, W8};
 use planepack_core::bitio::{BitReader, SliceBitWriter};
 use planepack_core::codec::check_output_len;
 use planepack_core::error::{stream_header, take};
-use planepack_core::{Codec, ElemType, Error, Result};
+use planepack_core::{cpu, Codec, ElemType, Error, Result};
 use rayon::prelude::*;
 
 /// Stream magic: "PPBP".
@@ -170,7 +170,7 @@ fn max_len(raw_len: usize) -> usize {
 
 /// Encode one chunk (up to 4096 bytes; a partial last block is zero padded).
 #[inline(always)]
-fn encode_chunk<G: Geometry, const GFNI: bool>(
+fn encode_chunk<G: Geometry, const T: u8>(
     chunk: &[u8],
     forced: Option<Mode>,
     out: &mut Vec<u8>,
@@ -191,7 +191,7 @@ fn encode_chunk<G: Geometry, const GFNI: bool>(
     };
     let mut plans = [const { None }; CHUNK_BLOCKS];
     for (b, plan) in plans[..nb].iter_mut().enumerate() {
-        *plan = Some(block::plan::<G, GFNI>(block_at(b), forced));
+        *plan = Some(block::plan::<G, T>(block_at(b), forced));
     }
     let plans = plans[..nb].iter().map(|p| p.as_ref().unwrap());
 
@@ -284,9 +284,9 @@ fn chunk_decoder(width: u32) -> ChunkDecoder {
         };
     }
     match width {
-        32 => decode_chunk::<W32, false>,
-        16 => decode_chunk::<W16, false>,
-        _ => decode_chunk::<W8, false>,
+        32 => decode_chunk::<W32, { cpu::PORTABLE }>,
+        16 => decode_chunk::<W16, { cpu::PORTABLE }>,
+        _ => decode_chunk::<W8, { cpu::PORTABLE }>,
     }
 }
 
@@ -308,7 +308,7 @@ mod simd {
     /// The chunk decoder and encoder compiled for one tier: `$decode` (safe; the tier must
     /// have been checked) wraps `$decode_inner`, `$encode_inner` needs the check at its call.
     macro_rules! tier {
-        ($features:literal, $wide:literal, $decode:ident, $decode_inner:ident, $encode_inner:ident) => {
+        ($features:literal, $tier:expr, $decode:ident, $decode_inner:ident, $encode_inner:ident) => {
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = $features)]
             fn $decode_inner<G: super::Geometry>(
@@ -320,7 +320,7 @@ mod simd {
             where
                 G::Plane: crate::raw_tail::RawTail,
             {
-                super::decode_chunk::<G, $wide>(chunk, offset, index, out)
+                super::decode_chunk::<G, { $tier }>(chunk, offset, index, out)
             }
 
             #[cfg(target_arch = "x86_64")]
@@ -340,28 +340,28 @@ mod simd {
 
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = $features)]
-            fn $encode_inner<G: super::Geometry>(
+            pub(super) fn $encode_inner<G: super::Geometry>(
                 chunk: &[u8],
                 forced: Option<super::Mode>,
                 out: &mut Vec<u8>,
                 stats: &mut super::Stats,
             ) {
-                super::encode_chunk::<G, $wide>(chunk, forced, out, stats)
+                super::encode_chunk::<G, { $tier }>(chunk, forced, out, stats)
             }
         };
     }
 
     tier!(
         "avx2,bmi1,bmi2,popcnt,lzcnt",
-        false,
+        cpu::X86_64_V3,
         decode_chunk_v3,
         decode_chunk_v3_inner,
         encode_chunk_v3_inner
     );
-    // With `WIDE`/`GFNI` set: the transposes, `mode_finish` and `raw_tail` inline.
+    // At the AVX-512 tier the transposes, `mode_finish` and `raw_tail` inline.
     tier!(
         "avx2,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,gfni",
-        true,
+        cpu::AVX512,
         decode_chunk_v4,
         decode_chunk_v4_inner,
         encode_chunk_v4_inner
@@ -394,7 +394,7 @@ mod simd {
             // SAFETY: `has_v3()` confirmed the features.
             return unsafe { encode_chunk_v3_inner::<G>(chunk, forced, out, stats) };
         }
-        super::encode_chunk::<G, false>(chunk, forced, out, stats)
+        super::encode_chunk::<G, { cpu::PORTABLE }>(chunk, forced, out, stats)
     }
 }
 
@@ -511,7 +511,7 @@ fn table_error<G: Geometry>(body: &[u8], nb: usize) -> (usize, String) {
 /// slower than one block at a time now that the rest of a block is cheap: the two decoders'
 /// state spills to the stack and their branches share one history.
 #[inline(always)]
-fn decode_chunk<G: Geometry, const WIDE: bool>(
+fn decode_chunk<G: Geometry, const T: u8>(
     chunk: &[u8],
     offset: usize,
     index: usize,
@@ -574,9 +574,9 @@ where
         let (o, short) = block_buf(dst, &mut scratch);
         let mut r = BitReader::at(body, readers[b]);
         let mut planes = G::zero_planes();
-        symbols::decode_planes::<_, WIDE>(&mut r, planes.as_mut(), p_bits, e.start + e.bits)
+        symbols::decode_planes::<_, T>(&mut r, planes.as_mut(), p_bits, e.start + e.bits)
             .map_err(|e| fail(b, e))?;
-        block::finish::<G, WIDE>(pending[b], &planes, o).map_err(|e| fail(b, e))?;
+        block::finish::<G, T>(pending[b], &planes, o).map_err(|e| fail(b, e))?;
         check_consumed(&r, e, chunk.len(), offset)
             .map_err(|e| e.unwrap_or_else(|| fail(b, LENGTH_MISMATCH)))?;
         short_block_done(o, short).map_err(|e| fail(b, e))?;
@@ -667,7 +667,7 @@ pub(crate) fn decode_planes_v4<P: raw_tail::RawTail>(
     p_bits: u32,
     end: usize,
 ) -> std::result::Result<(), &'static str> {
-    symbols::decode_planes::<P, true>(r, planes, p_bits, end)
+    symbols::decode_planes::<P, { cpu::AVX512 }>(r, planes, p_bits, end)
 }
 
 #[cfg(test)]
@@ -680,14 +680,15 @@ mod tier_tests {
     where
         G::Plane: raw_tail::RawTail,
     {
-        let mut v: Vec<(&'static str, ChunkDecoder)> = vec![("portable", decode_chunk::<G, false>)];
+        let mut v: Vec<(&'static str, ChunkDecoder)> =
+            vec![("portable", decode_chunk::<G, { cpu::PORTABLE }>)];
         #[cfg(target_arch = "x86_64")]
         {
             if simd::has_v3() {
-                v.push(("v3", simd::decode_chunk_v3::<G>));
+                v.push(("avx2-bmi2", simd::decode_chunk_v3::<G>));
             }
             if simd::has_v4() {
-                v.push(("v4", simd::decode_chunk_v4::<G>));
+                v.push(("avx512-vbmi2-gfni", simd::decode_chunk_v4::<G>));
             }
         }
         v
@@ -788,6 +789,8 @@ mod tier_tests {
     /// thousands of mutated ones, for each element width.
     #[test]
     fn chunk_decoder_tiers_agree() {
+        let names: Vec<&str> = tiers::<W32>().iter().map(|t| t.0).collect();
+        eprintln!("chunk decoder tiers run on this CPU: {}", names.join(", "));
         let act = "activations/efficientnet-lite0";
         check_width::<W32>(
             ElemType::F32,
@@ -798,5 +801,64 @@ mod tier_tests {
             &real(&format!("{act}-bf16.safetensors"), "BF16"),
         );
         check_width::<W8>(ElemType::U8, &[]);
+    }
+
+    /// Every tier's chunk encoder writes the same bytes (the same source compiled three
+    /// ways, with each tier's own transposes, sizing and expansion): real and generated
+    /// tensors, every element width, every chunk.
+    #[test]
+    fn chunk_encoder_tiers_agree() {
+        let tiers = cpu::tiers();
+        let labels: Vec<&str> = tiers.iter().map(|&t| cpu::tier_label(t)).collect();
+        eprintln!("chunk encoder tiers run on this CPU: {}", labels.join(", "));
+        fn check<G: Geometry>(elem: ElemType, real: &[Vec<u8>], tiers: &[u8]) {
+            let mut inputs: Vec<Vec<u8>> = real.to_vec();
+            for (i, p) in Pattern::ALL.into_iter().enumerate() {
+                inputs.push(generate(p, elem, 2 * CHUNK_BYTES + 100 + 37 * i, i as u64));
+            }
+            let mut chunks = 0;
+            for raw in &inputs {
+                for chunk in raw.chunks(CHUNK_BYTES).take(4) {
+                    let mut want = Vec::new();
+                    encode_chunk::<G, { cpu::PORTABLE }>(
+                        chunk,
+                        None,
+                        &mut want,
+                        &mut Stats::default(),
+                    );
+                    #[cfg(target_arch = "x86_64")]
+                    for &t in tiers {
+                        let mut got = Vec::new();
+                        let stats = &mut Stats::default();
+                        match t {
+                            // SAFETY: `cpu::tiers()` lists only tiers this CPU runs.
+                            cpu::X86_64_V3 => unsafe {
+                                simd::encode_chunk_v3_inner::<G>(chunk, None, &mut got, stats)
+                            },
+                            // SAFETY: as above.
+                            cpu::AVX512 => unsafe {
+                                simd::encode_chunk_v4_inner::<G>(chunk, None, &mut got, stats)
+                            },
+                            _ => continue,
+                        }
+                        assert_eq!(got, want, "tier {} differs", cpu::tier_label(t));
+                    }
+                    chunks += 1;
+                }
+            }
+            assert!(chunks > 20, "{chunks} chunks");
+        }
+        let act = "activations/efficientnet-lite0";
+        check::<W32>(
+            ElemType::F32,
+            &real(&format!("{act}-fp32.safetensors"), "F32"),
+            &tiers,
+        );
+        check::<W16>(
+            ElemType::BF16,
+            &real(&format!("{act}-bf16.safetensors"), "BF16"),
+            &tiers,
+        );
+        check::<W8>(ElemType::U8, &[], &tiers);
     }
 }

@@ -29,12 +29,15 @@ pub(crate) fn expand_portable<T: Copy + Default, const N: usize>(
 
 macro_rules! expand_fn {
     ($name:ident, $t:ty, $n:expr, $mask:ty, $fast:ident) => {
-        /// [`expand_portable`] for this element width, with AVX-512 VBMI2 where present.
+        /// [`expand_portable`] for this element width, with AVX-512 VBMI2 at that tier.
+        ///
+        /// # Safety
+        /// The CPU must run tier `T` ([`planepack_core::cpu`]).
         #[inline(always)]
-        pub(crate) fn $name(mask: $mask, packed: &[$t; $n]) -> [$t; $n] {
+        pub(crate) unsafe fn $name<const T: u8>(mask: $mask, packed: &[$t; $n]) -> [$t; $n] {
             #[cfg(target_arch = "x86_64")]
-            if avx512::available() {
-                // SAFETY: the features were checked at run time.
+            if T >= planepack_core::cpu::AVX512 {
+                // SAFETY: the caller guarantees the tier's features.
                 return unsafe { avx512::$fast(mask, packed) };
             }
             expand_portable(mask as u128, packed)
@@ -61,37 +64,46 @@ pub(crate) fn accumulate_portable<T: Copy + Default, const N: usize>(
     e
 }
 
-/// [`accumulate_portable`] for 32-bit elements, with AVX-512 where present.
+/// [`accumulate_portable`] for 32-bit elements, with AVX-512 at that tier.
+///
+/// # Safety
+/// The CPU must run tier `T` ([`planepack_core::cpu`]).
 #[inline(always)]
-pub(crate) fn accumulate32(base: u32, deltas: &[u32; 32]) -> [u32; 32] {
+pub(crate) unsafe fn accumulate32<const T: u8>(base: u32, deltas: &[u32; 32]) -> [u32; 32] {
     #[cfg(target_arch = "x86_64")]
-    if avx512::available() {
-        // SAFETY: the features were checked at run time.
+    if T >= planepack_core::cpu::AVX512 {
+        // SAFETY: the caller guarantees the tier's features.
         return unsafe { avx512::accumulate32(base, deltas) };
     }
     accumulate_portable(base, deltas, u32::wrapping_add)
 }
 
-/// [`accumulate_portable`] for 16-bit elements, with AVX-512 where present.
+/// [`accumulate_portable`] for 16-bit elements, with AVX-512 at that tier.
+///
+/// # Safety
+/// The CPU must run tier `T`.
 #[inline(always)]
-pub(crate) fn accumulate16(base: u16, deltas: &[u16; 64]) -> [u16; 64] {
+pub(crate) unsafe fn accumulate16<const T: u8>(base: u16, deltas: &[u16; 64]) -> [u16; 64] {
     #[cfg(target_arch = "x86_64")]
-    if avx512::available() {
-        // SAFETY: the features were checked at run time.
+    if T >= planepack_core::cpu::AVX512 {
+        // SAFETY: the caller guarantees the tier's features.
         return unsafe { avx512::accumulate16(base, deltas) };
     }
     accumulate_portable(base, deltas, u16::wrapping_add)
 }
 
+/// [`accumulate_portable`] for 8-bit elements (no vector version).
+///
+/// # Safety
+/// None beyond the other widths' signature (every tier runs the loop).
+#[inline(always)]
+pub(crate) unsafe fn accumulate8<const T: u8>(base: u8, deltas: &[u8; 128]) -> [u8; 128] {
+    accumulate_portable(base, deltas, u8::wrapping_add)
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use std::arch::x86_64::*;
-
-    /// May these versions run ([`planepack_core::cpu::avx512`])?
-    #[inline(always)]
-    pub fn available() -> bool {
-        planepack_core::cpu::avx512()
-    }
 
     /// Inclusive prefix sums of sixteen 32-bit lanes.
     #[inline(always)]
@@ -224,7 +236,7 @@ mod avx512 {
 mod tests {
     use super::*;
 
-    /// The dispatching versions (AVX-512 where present) agree with the loop, for masks from
+    /// Every tier this CPU runs agrees with the loop, for masks from
     /// empty to full and packed values that make misplacement visible.
     #[test]
     fn expand_matches_the_loop() {
@@ -240,15 +252,18 @@ mod tests {
             let p32: [u32; 32] = core::array::from_fn(|i| 1000 + i as u32);
             let p16: [u16; 64] = core::array::from_fn(|i| 100 + i as u16);
             let p8: [u8; 128] = core::array::from_fn(|i| 1 + i as u8);
-            assert_eq!(
-                expand32(mask as u32, &p32),
-                expand_portable(mask as u32 as u128, &p32)
-            );
-            assert_eq!(
-                expand16(mask as u64, &p16),
-                expand_portable(mask as u64 as u128, &p16)
-            );
-            assert_eq!(expand8(mask, &p8), expand_portable(mask, &p8));
+            let want32 = expand_portable(mask as u32 as u128, &p32);
+            for (t, got) in planepack_testkit::at_every_tier!(expand32, (mask as u32, &p32)) {
+                assert_eq!(got, want32, "tier {t}");
+            }
+            let want16 = expand_portable(mask as u64 as u128, &p16);
+            for (t, got) in planepack_testkit::at_every_tier!(expand16, (mask as u64, &p16)) {
+                assert_eq!(got, want16, "tier {t}");
+            }
+            let want8 = expand_portable(mask, &p8);
+            for (t, got) in planepack_testkit::at_every_tier!(expand8, (mask, &p8)) {
+                assert_eq!(got, want8, "tier {t}");
+            }
         }
     }
 
@@ -259,14 +274,14 @@ mod tests {
             let d32: [u32; 32] = core::array::from_fn(|_| rng.next_u64() as u32);
             let d16: [u16; 64] = core::array::from_fn(|_| rng.next_u64() as u16);
             let (b32, b16) = (rng.next_u64() as u32, rng.next_u64() as u16);
-            assert_eq!(
-                accumulate32(b32, &d32),
-                accumulate_portable(b32, &d32, u32::wrapping_add)
-            );
-            assert_eq!(
-                accumulate16(b16, &d16),
-                accumulate_portable(b16, &d16, u16::wrapping_add)
-            );
+            let want32 = accumulate_portable(b32, &d32, u32::wrapping_add);
+            for (t, got) in planepack_testkit::at_every_tier!(accumulate32, (b32, &d32)) {
+                assert_eq!(got, want32, "tier {t}");
+            }
+            let want16 = accumulate_portable(b16, &d16, u16::wrapping_add);
+            for (t, got) in planepack_testkit::at_every_tier!(accumulate16, (b16, &d16)) {
+                assert_eq!(got, want16, "tier {t}");
+            }
         }
     }
 }

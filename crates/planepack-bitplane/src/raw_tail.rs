@@ -303,7 +303,7 @@ mod tests {
         let mut b = vec![P::ZERO; q];
         let mut ra = BitReader::at(buf, start);
         let mut rb = BitReader::at(buf, start);
-        let x = decode_planes::<P, false>(&mut ra, &mut a, p_bits, end);
+        let x = decode_planes::<P, { planepack_core::cpu::PORTABLE }>(&mut ra, &mut a, p_bits, end);
         // SAFETY: the caller checked that the CPU has the features.
         let y = unsafe { crate::decode_planes_v4::<P>(&mut rb, &mut b, p_bits, end) };
         assert_eq!(x, y, "p_bits {p_bits} start {start}");

@@ -251,24 +251,39 @@ fn zero_runs_size(zero: u64, q: usize) -> u32 {
 /// [`planes_size`] for 32-bit planes; 32 of them (FP32 blocks) at once with AVX-512 where
 /// present. Why: the encoder sizes up to three candidate modes per block (BX, ZBX, DBX), and
 /// one plane at a time this loop was the largest share of encoding (FP32 encode +30 %).
+///
+/// # Safety
+/// The CPU must run tier `T` ([`planepack_core::cpu`]).
 #[inline(always)]
-pub(crate) fn planes_size32(planes: &[u32], p_bits: u32) -> u32 {
+pub(crate) unsafe fn planes_size32<const T: u8>(planes: &[u32], p_bits: u32) -> u32 {
     #[cfg(target_arch = "x86_64")]
-    if let (Ok(planes), true) = (planes.try_into(), planepack_core::cpu::avx512()) {
-        // SAFETY: the features were checked at run time.
+    if let (Ok(planes), true) = (planes.try_into(), T >= planepack_core::cpu::AVX512) {
+        // SAFETY: the caller guarantees the tier's features.
         return unsafe { sizing::planes_size32(planes, p_bits) };
     }
     planes_size(planes, p_bits)
 }
 
 /// [`planes_size32`] for 64-bit planes: 16 of them (16-bit elements).
+///
+/// # Safety
+/// The CPU must run tier `T`.
 #[inline(always)]
-pub(crate) fn planes_size64(planes: &[u64], p_bits: u32) -> u32 {
+pub(crate) unsafe fn planes_size64<const T: u8>(planes: &[u64], p_bits: u32) -> u32 {
     #[cfg(target_arch = "x86_64")]
-    if let (Ok(planes), true) = (planes.try_into(), planepack_core::cpu::avx512()) {
-        // SAFETY: the features were checked at run time.
+    if let (Ok(planes), true) = (planes.try_into(), T >= planepack_core::cpu::AVX512) {
+        // SAFETY: the caller guarantees the tier's features.
         return unsafe { sizing::planes_size64(planes, p_bits) };
     }
+    planes_size(planes, p_bits)
+}
+
+/// [`planes_size`] for 128-bit planes (no vector version).
+///
+/// # Safety
+/// None beyond the other widths' signature (every tier runs the loop).
+#[inline(always)]
+pub(crate) unsafe fn planes_size128<const T: u8>(planes: &[u128], p_bits: u32) -> u32 {
     planes_size(planes, p_bits)
 }
 
@@ -353,9 +368,9 @@ mod sizing {
 /// With `IN_BOUNDS` the reads skip their bounds checks: [`decode_planes`] sets it where the
 /// most a block's planes can read (every plane a raw symbol of the full plane width, plus
 /// one 8-byte window) lies inside the data, since each step fills at least one plane. With
-/// `WIDE` (set by the AVX-512 chunk decoder only) a block's all-raw tail is read by
+/// tier `T` AVX-512 (the AVX-512 chunk decoder only) a block's all-raw tail is read by
 /// [`RawTail`].
-pub(crate) struct PlaneDecoder<'a, P: RawTail, const IN_BOUNDS: bool, const WIDE: bool> {
+pub(crate) struct PlaneDecoder<'a, P: RawTail, const IN_BOUNDS: bool, const T: u8> {
     pub r: BitReader<'a>,
     /// Planes still to fill (they are filled from the top down).
     left: usize,
@@ -370,7 +385,7 @@ pub(crate) struct PlaneDecoder<'a, P: RawTail, const IN_BOUNDS: bool, const WIDE
     end: usize,
 }
 
-impl<'a, P: RawTail, const IN_BOUNDS: bool, const WIDE: bool> PlaneDecoder<'a, P, IN_BOUNDS, WIDE> {
+impl<'a, P: RawTail, const IN_BOUNDS: bool, const T: u8> PlaneDecoder<'a, P, IN_BOUNDS, T> {
     #[inline(always)]
     pub fn new(r: BitReader<'a>, planes: usize, p_bits: u32, end: usize) -> Self {
         PlaneDecoder {
@@ -415,15 +430,17 @@ impl<'a, P: RawTail, const IN_BOUNDS: bool, const WIDE: bool> PlaneDecoder<'a, P
     /// them all at their known positions with the vector reader ([`RawTail`]), which checks
     /// their code bits once at the end. Returns true if they were all raw (and decodes them),
     /// false otherwise, with the decoder unchanged (the planes it wrote lie below `left`,
-    /// which later symbols overwrite). Only where the vector reader exists (`WIDE`): read one
+    /// which later symbols overwrite). Only where the vector reader exists (tier AVX-512): read one
     /// by one, the same tail was slower than [`Self::raw_pair`].
     #[inline(always)]
     fn raw_tail(&mut self, planes: &mut [P]) -> bool {
         let len = 1 + self.p_bits as usize;
-        if !(WIDE && P::FAST) || self.r.pos() + self.left * len != self.end {
+        if !(T >= planepack_core::cpu::AVX512 && P::FAST)
+            || self.r.pos() + self.left * len != self.end
+        {
             return false;
         }
-        // SAFETY: `WIDE` is set only where the CPU has the instructions; a step runs with
+        // SAFETY: tier `T` is AVX-512 only where the CPU has the instructions; a step runs with
         // `1 <= left <= planes.len()`; a raw code bit was just read, so the position is
         // inside the data.
         let all_raw = unsafe {
@@ -571,7 +588,7 @@ impl<'a, P: RawTail, const IN_BOUNDS: bool, const WIDE: bool> PlaneDecoder<'a, P
 /// Decode `planes.len()` planes of `p_bits` bits from `r`, filling `planes` from the top down.
 /// Reading past the end is left to the caller to detect with [`BitReader::overran`].
 #[inline(always)]
-pub(crate) fn decode_planes<P: RawTail, const WIDE: bool>(
+pub(crate) fn decode_planes<P: RawTail, const T: u8>(
     r: &mut BitReader,
     planes: &mut [P],
     p_bits: u32,
@@ -581,20 +598,20 @@ pub(crate) fn decode_planes<P: RawTail, const WIDE: bool>(
     // last step's 8-byte window.
     let most = planes.len() * (1 + P::BITS as usize) + 64;
     if r.pos() + most <= r.len_bits() {
-        decode_planes_with::<P, true, WIDE>(r, planes, p_bits, end)
+        decode_planes_with::<P, true, T>(r, planes, p_bits, end)
     } else {
-        decode_planes_with::<P, false, WIDE>(r, planes, p_bits, end)
+        decode_planes_with::<P, false, T>(r, planes, p_bits, end)
     }
 }
 
 #[inline(always)]
-fn decode_planes_with<P: RawTail, const IN_BOUNDS: bool, const WIDE: bool>(
+fn decode_planes_with<P: RawTail, const IN_BOUNDS: bool, const T: u8>(
     r: &mut BitReader,
     planes: &mut [P],
     p_bits: u32,
     end: usize,
 ) -> Result<(), &'static str> {
-    let mut d = PlaneDecoder::<P, IN_BOUNDS, WIDE>::new(r.clone(), planes.len(), p_bits, end);
+    let mut d = PlaneDecoder::<P, IN_BOUNDS, T>::new(r.clone(), planes.len(), p_bits, end);
     while !d.done() {
         d.step(planes)?;
     }
@@ -695,7 +712,13 @@ mod tests {
         assert_eq!(w.bit_len(), count.0 as usize);
         let mut r = BitReader::new(&buf);
         let mut back = vec![P::ZERO; planes.len()];
-        decode_planes::<P, false>(&mut r, &mut back, p_bits, count.0 as usize).unwrap();
+        decode_planes::<P, { planepack_core::cpu::PORTABLE }>(
+            &mut r,
+            &mut back,
+            p_bits,
+            count.0 as usize,
+        )
+        .unwrap();
         assert_eq!(back, planes);
         assert_eq!(r.pos(), count.0 as usize);
         count.0
@@ -810,12 +833,16 @@ mod tests {
             if p_bits <= 32 {
                 let narrow: Vec<u32> = planes.iter().map(|&p| p as u32).collect();
                 assert_eq!(planes_size(&narrow, p_bits) as usize, expect.len());
-                // The AVX-512 version where the CPU has it (32 planes), else the same loop.
-                assert_eq!(planes_size32(&narrow, p_bits) as usize, expect.len());
+                // Every tier this CPU runs (AVX-512: 32 planes in registers), same sizes.
+                for (t, n) in planepack_testkit::at_every_tier!(planes_size32, (&narrow, p_bits)) {
+                    assert_eq!(n as usize, expect.len(), "tier {t}");
+                }
                 roundtrip(&narrow, p_bits);
             }
-            // The AVX-512 version for 64-bit planes (16 of them), else the same loop.
-            assert_eq!(planes_size64(&planes, p_bits) as usize, expect.len());
+            // The same for 64-bit planes (16 of them).
+            for (t, n) in planepack_testkit::at_every_tier!(planes_size64, (&planes, p_bits)) {
+                assert_eq!(n as usize, expect.len(), "tier {t}");
+            }
             roundtrip(&planes, p_bits);
         }
     }

@@ -75,14 +75,44 @@ pub fn avx512() -> bool {
     false
 }
 
+/// Tiers as const generic arguments: code instantiated for tier `T` (the bit-plane chunk
+/// coders, the block transposes) uses that tier's instructions and no higher tier's, so a
+/// test of one tier tests that tier. Only the baseline ISA of the target (SSE2 on x86_64),
+/// nothing detected at run time.
+pub const PORTABLE: u8 = 0;
+/// x86-64-v3 ([`x86_64_v3`]).
+pub const X86_64_V3: u8 = 1;
+/// x86-64-v3 plus AVX-512 VBMI/VBMI2 and GFNI ([`avx512`]).
+pub const AVX512: u8 = 2;
+
+/// The highest tier this process may run (CPU and switches).
+#[inline(always)]
+pub fn tier() -> u8 {
+    if avx512() {
+        AVX512
+    } else if x86_64_v3() {
+        X86_64_V3
+    } else {
+        PORTABLE
+    }
+}
+
+/// Every tier this process may run, lowest first: what tier tests iterate over.
+pub fn tiers() -> Vec<u8> {
+    (PORTABLE..=tier()).collect()
+}
+
+/// A tier's name in records and reports.
+pub fn tier_label(t: u8) -> &'static str {
+    match t {
+        AVX512 => "avx512-vbmi2-gfni",
+        X86_64_V3 => "avx2-bmi2",
+        _ => "portable",
+    }
+}
+
 /// The tier planepack's own fast paths run at on this machine, for records and reports:
 /// `avx512-vbmi2-gfni`, `avx2-bmi2` (x86-64-v3) or `portable`.
 pub fn tier_name() -> &'static str {
-    if avx512() {
-        "avx512-vbmi2-gfni"
-    } else if x86_64_v3() {
-        "avx2-bmi2"
-    } else {
-        "portable"
-    }
+    tier_label(tier())
 }

@@ -74,17 +74,40 @@ pub fn transpose8(x: u64) -> u64 {
     x
 }
 
-/// 32 elements of 32 bits to 32 planes of 32 bits.
+/// Call `$at::<T>($x)` for the tier this process runs ([`crate::cpu::tier`]).
+macro_rules! at_detected_tier {
+    ($at:ident, $x:expr) => {
+        match crate::cpu::tier() {
+            // SAFETY: `cpu::tier()` said this CPU runs the tier.
+            crate::cpu::AVX512 => unsafe { $at::<{ crate::cpu::AVX512 }>($x) },
+            // SAFETY: as above.
+            crate::cpu::X86_64_V3 => unsafe { $at::<{ crate::cpu::X86_64_V3 }>($x) },
+            // SAFETY: every CPU runs the portable tier.
+            _ => unsafe { $at::<{ crate::cpu::PORTABLE }>($x) },
+        }
+    };
+}
+
+/// 32 elements of 32 bits to 32 planes of 32 bits, at the tier this process runs.
 #[inline]
 pub fn planes32(elems: &[u32; 32]) -> [u32; 32] {
+    at_detected_tier!(planes32_at, elems)
+}
+
+/// [`planes32`] with tier `T`'s instructions: GFNI, AVX2, or SSE2 (x86_64's baseline).
+///
+/// # Safety
+/// The CPU must run tier `T` (`T <= cpu::tier()`).
+#[inline(always)]
+pub unsafe fn planes32_at<const T: u8>(elems: &[u32; 32]) -> [u32; 32] {
     #[cfg(target_arch = "x86_64")]
     {
-        if gfni::available() {
-            // SAFETY: the features were checked at run time.
+        if T >= crate::cpu::AVX512 {
+            // SAFETY: the caller guarantees the tier's features.
             return unsafe { gfni::transpose::<32, 32, 32, 32>(elems) };
         }
-        if avx2::available() {
-            // SAFETY: AVX2 presence checked at run time.
+        if T >= crate::cpu::X86_64_V3 {
+            // SAFETY: as above.
             return unsafe { avx2::transpose32(elems) };
         }
         sse2::transpose32(elems)
@@ -108,17 +131,36 @@ pub fn elems32(planes: &[u32; 32]) -> [u32; 32] {
     planes32(planes)
 }
 
-/// 64 elements of 16 bits to 16 planes of 64 bits.
+/// Inverse of [`planes32_at`] (a 32x32 transpose is its own inverse).
+///
+/// # Safety
+/// The CPU must run tier `T`.
+#[inline(always)]
+pub unsafe fn elems32_at<const T: u8>(planes: &[u32; 32]) -> [u32; 32] {
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { planes32_at::<T>(planes) }
+}
+
+/// 64 elements of 16 bits to 16 planes of 64 bits, at the tier this process runs.
 #[inline]
 pub fn planes16(elems: &[u16; 64]) -> [u64; 16] {
+    at_detected_tier!(planes16_at, elems)
+}
+
+/// [`planes16`] with tier `T`'s instructions.
+///
+/// # Safety
+/// The CPU must run tier `T`.
+#[inline(always)]
+pub unsafe fn planes16_at<const T: u8>(elems: &[u16; 64]) -> [u64; 16] {
     #[cfg(target_arch = "x86_64")]
     {
-        if gfni::available() {
-            // SAFETY: the features were checked at run time.
+        if T >= crate::cpu::AVX512 {
+            // SAFETY: the caller guarantees the tier's features.
             return unsafe { gfni::transpose::<64, 16, 64, 16>(elems) };
         }
-        if avx2::available() {
-            // SAFETY: AVX2 presence checked at run time.
+        if T >= crate::cpu::X86_64_V3 {
+            // SAFETY: as above.
             return unsafe { avx2::planes16(elems) };
         }
         sse2::planes16(elems)
@@ -145,10 +187,19 @@ pub fn portable_planes16(elems: &[u16; 64]) -> [u64; 16] {
 /// Inverse of [`planes16`].
 #[inline]
 pub fn elems16(planes: &[u64; 16]) -> [u16; 64] {
+    at_detected_tier!(elems16_at, planes)
+}
+
+/// [`elems16`] with tier `T`'s instructions (AVX2 has no faster way than SSE2's).
+///
+/// # Safety
+/// The CPU must run tier `T`.
+#[inline(always)]
+pub unsafe fn elems16_at<const T: u8>(planes: &[u64; 16]) -> [u16; 64] {
     #[cfg(target_arch = "x86_64")]
     {
-        if gfni::available() {
-            // SAFETY: the features were checked at run time.
+        if T >= crate::cpu::AVX512 {
+            // SAFETY: the caller guarantees the tier's features.
             return unsafe { gfni::transpose::<16, 64, 16, 64>(planes) };
         }
         sse2::elems16(planes)
@@ -173,12 +224,21 @@ pub fn portable_elems16(planes: &[u64; 16]) -> [u16; 64] {
     elems
 }
 
-/// 128 elements of 8 bits to 8 planes of 128 bits.
+/// 128 elements of 8 bits to 8 planes of 128 bits, at the tier this process runs.
 #[inline]
 pub fn planes8(elems: &[u8; 128]) -> [u128; 8] {
+    at_detected_tier!(planes8_at, elems)
+}
+
+/// [`planes8`] with tier `T`'s instructions (GFNI, else the portable loop).
+///
+/// # Safety
+/// The CPU must run tier `T`.
+#[inline(always)]
+pub unsafe fn planes8_at<const T: u8>(elems: &[u8; 128]) -> [u128; 8] {
     #[cfg(target_arch = "x86_64")]
-    if gfni::available() {
-        // SAFETY: the features were checked at run time.
+    if T >= crate::cpu::AVX512 {
+        // SAFETY: the caller guarantees the tier's features.
         return unsafe { gfni::transpose::<128, 8, 128, 8>(elems) };
     }
     portable_planes8(elems)
@@ -200,9 +260,18 @@ pub fn portable_planes8(elems: &[u8; 128]) -> [u128; 8] {
 /// Inverse of [`planes8`].
 #[inline]
 pub fn elems8(planes: &[u128; 8]) -> [u8; 128] {
+    at_detected_tier!(elems8_at, planes)
+}
+
+/// [`elems8`] with tier `T`'s instructions.
+///
+/// # Safety
+/// The CPU must run tier `T`.
+#[inline(always)]
+pub unsafe fn elems8_at<const T: u8>(planes: &[u128; 8]) -> [u8; 128] {
     #[cfg(target_arch = "x86_64")]
-    if gfni::available() {
-        // SAFETY: the features were checked at run time.
+    if T >= crate::cpu::AVX512 {
+        // SAFETY: the caller guarantees the tier's features.
         return unsafe { gfni::transpose::<8, 128, 8, 128>(planes) };
     }
     portable_elems8(planes)
@@ -390,8 +459,8 @@ mod sse2 {
 mod avx2 {
     use core::arch::x86_64::*;
 
-    /// May the AVX2 versions run ([`crate::cpu::x86_64_v3`])?
-    #[inline(always)]
+    /// May the AVX2 versions run ([`crate::cpu::x86_64_v3`])? (The tests ask.)
+    #[cfg(test)]
     pub fn available() -> bool {
         crate::cpu::x86_64_v3()
     }

@@ -264,3 +264,29 @@ pub fn finishes_within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Sen
         }
     }
 }
+
+#[doc(hidden)]
+pub use planepack_core::cpu as __cpu;
+
+/// `f::<T>(args)` for every tier `T` this CPU runs (`planepack_core::cpu::tiers`), as
+/// `Vec<(tier, result)>`: how a test runs a tiered function at each tier the machine has.
+/// `f` must be a function whose only unchecked requirement is that the CPU runs tier `T`.
+#[macro_export]
+macro_rules! at_every_tier {
+    ($f:ident, ($($arg:expr),* $(,)?)) => {
+        $crate::__cpu::tiers()
+            .into_iter()
+            .map(|t| {
+                // SAFETY: `cpu::tiers()` lists only tiers this CPU runs, which is all `f` needs.
+                let r = unsafe {
+                    match t {
+                        $crate::__cpu::AVX512 => $f::<{ $crate::__cpu::AVX512 }>($($arg),*),
+                        $crate::__cpu::X86_64_V3 => $f::<{ $crate::__cpu::X86_64_V3 }>($($arg),*),
+                        _ => $f::<{ $crate::__cpu::PORTABLE }>($($arg),*),
+                    }
+                };
+                (t, r)
+            })
+            .collect::<Vec<_>>()
+    };
+}
