@@ -55,6 +55,15 @@ pub fn run(
     for t in &targets {
         let dir = corpus.join(t);
         println!("fuzzing {t} for {seconds} s (AddressSanitizer)");
+        // Built first, so that the seconds recorded are fuzzing, not compiling.
+        let built = Command::new("cargo")
+            .current_dir(root.join("fuzz"))
+            .args(["+nightly", "fuzz", "build", t])
+            .status()
+            .with_context(|| format!("building fuzz target {t}"))?;
+        if !built.success() {
+            bail!("fuzz target {t} does not build");
+        }
         let started = std::time::Instant::now();
         let out = Command::new("cargo")
             .current_dir(root.join("fuzz"))
