@@ -1,10 +1,13 @@
 //! IBP row groups built from untrusted parts: a mask and bitval, a layout, a row count, the
 //! row bitmask, the condensed layout's offsets and the row bytes all come from the input, as
 //! they would from a file or a network peer. Decoding all rows, single rows and gathers
-//! must return rows or an error, whether or not the caller ran `validate` first.
+//! must return rows or an error, whether or not the caller ran `validate` first; and the
+//! CPU's fast paths (BMI2 deposits, AVX2 lockstep rows) must agree with the portable loops:
+//! the same rows, or both an error.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use planepack_ibp::bits::BitOps;
 use planepack_ibp::{Columns, CompressedRows, Layout, Mask};
 
 /// Reads the input front to back; past its end, zeros.
@@ -31,7 +34,9 @@ fuzz_target!(|data: &[u8]| {
     let ones = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
     let mask: Vec<u64> = (0..cols).map(|_| t.u64(8) & ones).collect();
     let bitval: Vec<u64> = mask.iter().map(|m| t.u64(8) & m).collect();
-    let columns = Columns::new(&Mask { width, mask, bitval });
+    let m = Mask { width, mask, bitval };
+    let columns = Columns::new(&m);
+    let portable = Columns::with_ops(&m, BitOps::portable());
     let row_bytes = if flags & 2 == 0 {
         columns.row_bytes()
     } else {
@@ -57,6 +62,13 @@ fuzz_target!(|data: &[u8]| {
     let valid = group.validate().is_ok();
     let mut out = vec![0u8; rows * row_bytes];
     let all = group.decode_all(&columns, &mut out);
+    // Differential: the portable loops decide the same way and give the same rows.
+    let mut slow = vec![0u8; rows * row_bytes];
+    let all_slow = group.decode_all(&portable, &mut slow);
+    assert_eq!(all.is_ok(), all_slow.is_ok(), "fast path and portable disagree on validity");
+    if all.is_ok() {
+        assert!(out == slow, "fast path and portable decode differently");
+    }
     if valid && row_bytes == columns.row_bytes() {
         // Rows one at a time and a gather give what decoding all of them gave.
         let mut row = vec![0u8; row_bytes];

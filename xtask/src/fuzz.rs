@@ -1,7 +1,8 @@
 //! `cargo xtask fuzz`: seed the cargo-fuzz targets of `fuzz/` from the real datasets, run each
 //! for a while under AddressSanitizer, and say how far each got.
 //!
-//! Seeds: a slice of the first tensor of every dataset, encoded by every codec (for `decode`),
+//! Seeds: a slice of the first tensor of every dataset, encoded by every codec (for `decode`;
+//! the bit-plane stream alone for `tiers`),
 //! raw (for `roundtrip`), as a small safetensors file (for `tensor_files`) and as a container
 //! of that file (for `container`). They go to `target/fuzz-corpus/<target>/`, which is also
 //! where libFuzzer keeps what it finds, so a later run starts where the last one stopped.
@@ -17,10 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Every target in `fuzz/Cargo.toml`.
-pub const TARGETS: [&str; 5] = [
+pub const TARGETS: [&str; 6] = [
     "decode",
     "roundtrip",
     "ibp_rows",
+    "tiers",
     "container",
     "tensor_files",
 ];
@@ -168,6 +170,7 @@ fn seed(corpus: &Path) -> Result<()> {
         mk("container")?,
     );
     mk("ibp_rows")?;
+    let tiers = mk("tiers")?;
     for d in &manifest.datasets {
         let tensors = load(&dir.join(&d.file))?;
         let Some(t) = tensors
@@ -191,6 +194,9 @@ fn seed(corpus: &Path) -> Result<()> {
             };
             let mut enc = vec![i as u8];
             codec.encode_shaped(slice, elem, &dims, &mut enc)?;
+            if *id == CodecId::BitPlane {
+                std::fs::write(tiers.join(&d.name), &enc[1..])?;
+            }
             std::fs::write(decode.join(format!("{}-{}", d.name, id.name())), enc)?;
             let mut raw = vec![i as u8, shape_byte];
             raw.extend_from_slice(slice);

@@ -644,6 +644,53 @@ impl Codec for BitPlane {
     }
 }
 
+/// The chunk decoders this CPU can run, by tier: portable, and the x86-64-v3 and AVX-512 builds
+/// (for the tier tests and the `tiers` fuzz target).
+#[cfg(any(test, fuzzing))]
+fn chunk_decoders_at_every_tier<G: Geometry>() -> Vec<(&'static str, ChunkDecoder)>
+where
+    G::Plane: raw_tail::RawTail,
+{
+    let mut v: Vec<(&'static str, ChunkDecoder)> =
+        vec![("portable", decode_chunk::<G, { cpu::PORTABLE }>)];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if simd::has_v3() {
+            v.push(("avx2-bmi2", simd::decode_chunk_v3::<G>));
+        }
+        if simd::has_v4() {
+            v.push(("avx512-vbmi2-gfni", simd::decode_chunk_v4::<G>));
+        }
+    }
+    v
+}
+
+/// Decode a whole stream with every tier's chunk decoder this CPU runs; one result per tier.
+/// Only in fuzzing builds (`--cfg fuzzing`, set by cargo-fuzz): the `tiers` target checks that
+/// all tiers return the same bytes or all an error.
+#[cfg(fuzzing)]
+pub fn decode_at_every_tier(compressed: &[u8]) -> Result<Vec<(&'static str, Result<Vec<u8>>)>> {
+    let header = parse_header(compressed)?;
+    let spans = chunk_spans(compressed, &header)?;
+    let decoders = match header.width {
+        32 => chunk_decoders_at_every_tier::<W32>(),
+        16 => chunk_decoders_at_every_tier::<W16>(),
+        _ => chunk_decoders_at_every_tier::<W8>(),
+    };
+    Ok(decoders
+        .into_iter()
+        .map(|(name, f)| {
+            let mut out = vec![0u8; header.raw_len];
+            let r = out
+                .chunks_mut(CHUNK_BYTES)
+                .zip(&spans)
+                .enumerate()
+                .try_for_each(|(i, (dst, &(s, e)))| f(&compressed[s..e], s, i, dst));
+            (name, r.map(|_| out))
+        })
+        .collect())
+}
+
 /// Does this CPU run the AVX-512 chunk decoder? (For tests of its parts.)
 #[cfg(test)]
 pub(crate) fn simd_has_v4() -> bool {
@@ -675,23 +722,11 @@ mod tier_tests {
     use super::*;
     use planepack_testkit::{generate, mutate, Mutation, Pattern, Rng};
 
-    /// The chunk decoders this CPU can run: portable, and the x86-64-v3 and AVX-512 builds.
     fn tiers<G: Geometry>() -> Vec<(&'static str, ChunkDecoder)>
     where
         G::Plane: raw_tail::RawTail,
     {
-        let mut v: Vec<(&'static str, ChunkDecoder)> =
-            vec![("portable", decode_chunk::<G, { cpu::PORTABLE }>)];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if simd::has_v3() {
-                v.push(("avx2-bmi2", simd::decode_chunk_v3::<G>));
-            }
-            if simd::has_v4() {
-                v.push(("avx512-vbmi2-gfni", simd::decode_chunk_v4::<G>));
-            }
-        }
-        v
+        chunk_decoders_at_every_tier::<G>()
     }
 
     /// Decode `chunk` with every tier; all must agree (same bytes, or the same error).
