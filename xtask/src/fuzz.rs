@@ -36,6 +36,7 @@ pub fn run(
     runs: Option<u64>,
     targets: &[String],
     record: bool,
+    accumulate: bool,
 ) -> Result<()> {
     let targets: Vec<&str> = if targets.is_empty() {
         TARGETS.to_vec()
@@ -129,8 +130,13 @@ pub fn run(
             .filter(|l| l.starts_with("| ") && !l.starts_with("| target"))
         {
             let name = l[2..].split(' ').next().unwrap_or("");
-            if TARGETS.contains(&name) && !rows.iter().any(|(t, _)| t == name) {
-                rows.push((name.to_string(), format!("{l}\n")));
+            match rows.iter_mut().find(|(t, _)| t == name) {
+                // With --accumulate, a target's new run adds to its recorded one (libFuzzer
+                // restarts from the same corpus): seconds and executions add up.
+                Some((_, new)) if accumulate => *new = add_runs(l, new),
+                Some(_) => {}
+                None if TARGETS.contains(&name) => rows.push((name.to_string(), format!("{l}\n"))),
+                None => {}
             }
         }
         rows.sort_by_key(|(t, _)| TARGETS.iter().position(|x| x == t));
@@ -142,7 +148,9 @@ pub fn run(
              of `fuzz/` under AddressSanitizer (cargo-fuzz's default), seeded from `datasets/`, \
              libFuzzer's malloc limit 2 GiB, for S seconds or N executions. What each target \
              checks is in its file's header. A run that finds a crash fails the command, so \
-             every row here ended without a finding.\n"
+             every row here ended without a finding. Rows recorded with `--accumulate` add a \
+             later run from the same corpus to the earlier one (seconds and executions summed; \
+             coverage and corpus from the last run).\n"
         );
         md += "| target | seconds | executions | exec/s | coverage (edges) | features | corpus | findings |\n|---|---|---|---|---|---|---|---|\n";
         for (_, l) in &rows {
@@ -152,6 +160,26 @@ pub fn run(
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// A table row whose seconds and executions are those of `old` plus `new` (the other cells:
+/// `new`'s).
+fn add_runs(old: &str, new: &str) -> String {
+    let cells = |l: &str| -> Vec<String> {
+        l.trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_owned())
+            .collect()
+    };
+    let (o, mut n) = (cells(old), cells(new));
+    let num = |c: &str| c.parse::<f64>().unwrap_or(0.0);
+    let secs = num(&o[1]) + num(&n[1]);
+    let execs = num(&o[2]) + num(&n[2]);
+    n[1] = format!("{secs:.0}");
+    n[2] = format!("{execs:.0}");
+    n[3] = format!("{:.0}", execs / secs.max(1.0));
+    format!("| {} |\n", n.join(" | "))
 }
 
 /// Write the seed corpora under `corpus/<target>/`.
@@ -236,5 +264,18 @@ fn elem_code(e: ElemType) -> u8 {
         ElemType::BF16 => 1,
         ElemType::F16 => 2,
         ElemType::F32 => 3,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn accumulated_rows_add_seconds_and_executions() {
+        let old = "| roundtrip | 2400 | 6000000 | 2500 | 3700 | 12000 | 900/2Mb | none |";
+        let new = "| roundtrip | 1600 | 4000000 | 2500 | 3800 | 12500 | 950/2Mb | none |\n";
+        assert_eq!(
+            super::add_runs(old, new),
+            "| roundtrip | 4000 | 10000000 | 2500 | 3800 | 12500 | 950/2Mb | none |\n"
+        );
     }
 }

@@ -106,6 +106,9 @@ enum Command {
         /// Write the table to bench-results/fuzz.md.
         #[arg(long)]
         record: bool,
+        /// With --record: add this run's seconds and executions to the target's recorded row.
+        #[arg(long, requires = "record")]
+        accumulate: bool,
     },
     /// Validate every WGSL kernel with naga and translate it to SPIR-V, MSL and HLSL.
     Shaders,
@@ -161,12 +164,14 @@ fn main() -> Result<()> {
             runs,
             targets,
             record,
+            accumulate,
         } => fuzz::run(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
             seconds,
             runs,
             &targets,
             record,
+            accumulate,
         ),
         Command::GpuBench {
             out,
