@@ -39,13 +39,14 @@ fn to_py(e: Error) -> PyErr {
     }
 }
 
-/// A `.npy` file that is a header followed by the array's bytes, without joining them.
-struct NpyParts<'a> {
+/// A tensor file (`.npy` or safetensors) that is a header followed by the tensors' bytes,
+/// without joining them.
+struct HeaderAndData<'a> {
     header: &'a [u8],
     data: &'a [u8],
 }
 
-impl ReadAt for NpyParts<'_> {
+impl ReadAt for HeaderAndData<'_> {
     fn size(&self) -> planepack_container::Result<u64> {
         Ok((self.header.len() + self.data.len()) as u64)
     }
@@ -59,7 +60,9 @@ impl ReadAt for NpyParts<'_> {
         // The part of `buf` that falls in the header, then the part in the data.
         let split = self.header.len().clamp(start, end) - start;
         let (head, tail) = buf.split_at_mut(split);
-        head.copy_from_slice(&self.header[start..start + split]);
+        if split > 0 {
+            head.copy_from_slice(&self.header[start..start + split]);
+        }
         let from = (start + split) - self.header.len().min(start + split);
         tail.copy_from_slice(&self.data[from..from + tail.len()]);
         Ok(())
@@ -104,7 +107,7 @@ fn compress_npy<'py>(
     let options = CompressOptions::new(policy(codec, link, engine)?, "array");
     let packed = py.detach(|| {
         let mut out = Cursor::new(Vec::new());
-        let input = NpyParts {
+        let input = HeaderAndData {
             header: &header,
             data: &data,
         };
@@ -142,6 +145,97 @@ fn decompress_npy<'py>(
     Ok((container.header.preamble_len as usize, out))
 }
 
+/// Compress a safetensors file given as its header (length prefix included) and its data
+/// region into a container file at `path` (written to a temporary file beside it, then renamed,
+/// so a failure never leaves a file that looks valid).
+#[pyfunction]
+#[pyo3(signature = (header, data, path, codec = "auto", link = None, engine = None))]
+fn compress_safetensors_to(
+    py: Python<'_>,
+    header: Vec<u8>,
+    data: Vec<u8>,
+    path: std::path::PathBuf,
+    codec: &str,
+    link: Option<f64>,
+    engine: Option<f64>,
+) -> PyResult<()> {
+    let options = CompressOptions::new(policy(codec, link, engine)?, "array");
+    py.detach(|| -> PyResult<()> {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        let tmp = tempfile::NamedTempFile::new_in(dir)?;
+        {
+            let mut w = std::io::BufWriter::new(tmp.as_file());
+            let input = HeaderAndData {
+                header: &header,
+                data: &data,
+            };
+            planepack_container::compress(&input, &mut w, &options, |_| {}).map_err(to_py)?;
+        }
+        tmp.persist(&path)
+            .map_err(|e| PyIOError::new_err(e.to_string()))?;
+        Ok(())
+    })
+}
+
+/// A container opened for reading one tensor at a time (`planepack.safe_open`).
+#[pyclass]
+struct Reader {
+    container: Container<std::fs::File>,
+}
+
+#[pymethods]
+impl Reader {
+    #[new]
+    fn open(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Self> {
+        let name = path
+            .file_name()
+            .and_then(|s| s.to_str())
+            .map(|s| {
+                s.trim_end_matches(".ppk")
+                    .trim_end_matches(".npy")
+                    .to_owned()
+            })
+            .unwrap_or_else(|| "array".into());
+        let container = py.detach(|| Container::open(&path, &name)).map_err(to_py)?;
+        Ok(Reader { container })
+    }
+
+    /// The stored original header (the safetensors JSON with its length prefix, or the .npy
+    /// header), verbatim.
+    fn preamble<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.container.preamble())
+    }
+
+    /// (name, safetensors dtype, shape) of every tensor, in file order.
+    fn tensors(&self) -> Vec<(String, String, Vec<usize>)> {
+        self.container
+            .source
+            .tensors
+            .iter()
+            .map(|t| (t.name.clone(), t.dtype.clone(), t.shape.clone()))
+            .collect()
+    }
+
+    /// Decode one tensor (every part's checksums checked) into a new `bytearray`.
+    fn read<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyByteArray>> {
+        let i = self
+            .container
+            .index_of(name)
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(name.to_owned()))?;
+        let len = self.container.source.tensors[i].len as usize;
+        let mut result = Ok(());
+        let out = PyByteArray::new_with(py, len, |buf| {
+            result = py.detach(|| self.container.read_into(i, buf));
+            Ok(())
+        })?;
+        result.map_err(to_py)?;
+        Ok(out)
+    }
+}
+
 /// The names `codec=` takes.
 #[pyfunction]
 fn codecs() -> Vec<String> {
@@ -155,7 +249,35 @@ fn _planepack(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compress_npy, m)?)?;
     m.add_function(wrap_pyfunction!(decompress_npy, m)?)?;
     m.add_function(wrap_pyfunction!(codecs, m)?)?;
+    m.add_function(wrap_pyfunction!(compress_safetensors_to, m)?)?;
+    m.add_class::<Reader>()?;
     m.add("CorruptError", m.py().get_type::<CorruptError>())?;
     m.add("InvalidInputError", m.py().get_type::<InvalidInputError>())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every range of a header + data input reads as the same range of the joined bytes, and
+    /// a range past the end is an error.
+    #[test]
+    fn header_and_data_read_as_one_file() {
+        let (header, data) = (b"0123456789".to_vec(), b"abcdefghijklmnopq".to_vec());
+        let joined = [header.clone(), data.clone()].concat();
+        let input = HeaderAndData {
+            header: &header,
+            data: &data,
+        };
+        for start in 0..=joined.len() {
+            for len in 0..=joined.len() - start {
+                let mut buf = vec![0u8; len];
+                input.read_exact_at(start as u64, &mut buf).unwrap();
+                assert_eq!(buf, &joined[start..start + len], "{start}+{len}");
+            }
+            let mut over = vec![0u8; joined.len() - start + 1];
+            assert!(input.read_exact_at(start as u64, &mut over).is_err());
+        }
+    }
 }
