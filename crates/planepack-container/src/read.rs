@@ -130,28 +130,73 @@ impl<R: ReadAt> Container<R> {
 
     /// Read part `j`'s payload into `s.payload`, check it, decode it into `s.raw`, check that.
     fn decode_part(&self, j: usize, s: &mut Scratch) -> Result<()> {
+        s.raw.clear();
+        s.raw.resize(self.entries[j].raw_len as usize, 0);
+        self.decode_part_into(j, &mut s.payload, &mut s.raw)
+    }
+
+    /// Read part `j`'s payload into `payload`, check it, decode it into `out` (exactly the
+    /// part's raw length), check that.
+    fn decode_part_into(&self, j: usize, payload: &mut Vec<u8>, out: &mut [u8]) -> Result<()> {
         let e = &self.entries[j];
         let name = &self.source.tensors[self.tensor_of(j)].name;
         // Both lengths were bounded by `tile`: MAX_PAYLOAD_LEN and MAX_PART_LEN.
-        s.payload.clear();
-        s.payload.resize(e.payload_len as usize, 0);
+        payload.clear();
+        payload.resize(e.payload_len as usize, 0);
         let start = self.header.payload_start().unwrap() + e.payload_offset;
-        self.input.read_exact_at(start, &mut s.payload)?;
-        if checksum(&s.payload) != e.payload_checksum {
+        self.input.read_exact_at(start, payload)?;
+        if checksum(payload) != e.payload_checksum {
             return Err(Error::Corrupt(format!(
                 "tensor {name:?}: compressed bytes fail their checksum"
             )));
         }
-        s.raw.clear();
-        s.raw.resize(e.raw_len as usize, 0);
-        decode(e.spec(), &s.payload, &mut s.raw)
+        decode(e.spec(), payload, out)
             .map_err(|err| Error::Corrupt(format!("tensor {name:?}: {err}")))?;
-        if checksum(&s.raw) != e.raw_checksum {
+        if checksum(out) != e.raw_checksum {
             return Err(Error::Corrupt(format!(
                 "tensor {name:?}: decoded bytes fail their checksum"
             )));
         }
         Ok(())
+    }
+
+    /// Decode entries `parts` (consecutive) into `out`, which holds exactly their raw bytes,
+    /// parts in parallel on all cores (each thread holds one payload buffer).
+    fn decode_parts_parallel(&self, parts: Range<usize>, out: &mut [u8]) -> Result<()>
+    where
+        R: Sync,
+    {
+        use rayon::prelude::*;
+        let mut jobs = Vec::with_capacity(parts.len());
+        let mut rest = out;
+        for j in parts {
+            let (here, tail) = rest.split_at_mut(self.entries[j].raw_len as usize);
+            jobs.push((j, here));
+            rest = tail;
+        }
+        jobs.into_par_iter()
+            .try_for_each_init(Vec::new, |payload, (j, out)| {
+                self.decode_part_into(j, payload, out)
+            })
+    }
+
+    /// The original file into `out` (exactly [`Header::original_len`] bytes): the preamble,
+    /// then every part decoded in parallel, every checksum checked. For a file that fits in
+    /// memory; [`Container::decompress_to`] streams one part at a time.
+    pub fn decompress_into(&self, out: &mut [u8]) -> Result<()>
+    where
+        R: Sync,
+    {
+        if out.len() as u64 != self.header.original_len {
+            return Err(Error::InvalidInput(format!(
+                "output buffer of {} bytes for a {}-byte file",
+                out.len(),
+                self.header.original_len
+            )));
+        }
+        let (pre, data) = out.split_at_mut(self.preamble.len());
+        pre.copy_from_slice(&self.preamble);
+        self.decode_parts_parallel(0..self.entries.len(), data)
     }
 
     /// The tensor that owns entry `j`.
@@ -170,14 +215,31 @@ impl<R: ReadAt> Container<R> {
                 span.len
             )));
         }
-        let mut s = Scratch::default();
+        let mut payload = Vec::new();
         let mut at = 0;
         for j in self.parts(i) {
-            self.decode_part(j, &mut s)?;
-            out[at..at + s.raw.len()].copy_from_slice(&s.raw);
-            at += s.raw.len();
+            let len = self.entries[j].raw_len as usize;
+            self.decode_part_into(j, &mut payload, &mut out[at..at + len])?;
+            at += len;
         }
         Ok(())
+    }
+
+    /// [`Container::read_into`] with the tensor's parts decoded in parallel on all cores.
+    pub fn read_into_parallel(&self, i: usize, out: &mut [u8]) -> Result<()>
+    where
+        R: Sync,
+    {
+        let span = &self.source.tensors[i];
+        if out.len() as u64 != span.len {
+            return Err(Error::InvalidInput(format!(
+                "tensor {:?}: output buffer of {} bytes for {} raw bytes",
+                span.name,
+                out.len(),
+                span.len
+            )));
+        }
+        self.decode_parts_parallel(self.parts(i), out)
     }
 
     /// Decode tensor `i` into a new buffer, which grows as its parts decode.

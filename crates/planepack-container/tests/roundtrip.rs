@@ -215,6 +215,13 @@ fn tensors_larger_than_a_part_round_trip_in_parts() {
             let mut out = vec![0; t.len as usize];
             c.read_into(big, &mut out).unwrap();
             assert_eq!(out, &bytes[t.offset as usize..(t.offset + t.len) as usize]);
+            out.fill(0);
+            c.read_into_parallel(big, &mut out).unwrap();
+            assert_eq!(out, &bytes[t.offset as usize..(t.offset + t.len) as usize]);
+            // The whole file, parts decoded in parallel.
+            let mut file = vec![0; bytes.len()];
+            c.decompress_into(&mut file).unwrap();
+            assert!(file == bytes, "{} {p:?}: decompress_into", d.name);
         }
     }
 }
@@ -481,6 +488,12 @@ fn payload_checksum_failure_names_the_tensor() {
     bad[last] ^= 0x10;
     let err = unpack(&bad).unwrap_err().to_string();
     assert!(err.contains("\"second\""), "{err}");
+    // The parallel whole-file decoder refuses it the same way.
+    let c = Container::parse(&bad[..], "array").unwrap();
+    let mut file = vec![0; f.len()];
+    let err = c.decompress_into(&mut file).unwrap_err().to_string();
+    assert!(err.contains("\"second\""), "{err}");
+    assert!(c.decompress_into(&mut file[1..]).is_err(), "wrong output length");
 }
 
 /// One catalogue: every spelling the command takes names the codec it builds, and every

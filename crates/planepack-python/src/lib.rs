@@ -135,10 +135,7 @@ fn decompress_npy<'py>(
         .map_err(|_| CorruptError::new_err("original length does not fit in memory"))?;
     let mut result = Ok(());
     let out = PyByteArray::new_with(py, len, |buf| {
-        result = py.detach(|| {
-            let mut w = &mut buf[..];
-            container.decompress_to(&mut w, |_| {})
-        });
+        result = py.detach(|| container.decompress_into(buf));
         Ok(())
     })?;
     result.map_err(to_py)?;
@@ -228,7 +225,7 @@ impl Reader {
         let len = self.container.source.tensors[i].len as usize;
         let mut result = Ok(());
         let out = PyByteArray::new_with(py, len, |buf| {
-            result = py.detach(|| self.container.read_into(i, buf));
+            result = py.detach(|| self.container.read_into_parallel(i, buf));
             Ok(())
         })?;
         result.map_err(to_py)?;
