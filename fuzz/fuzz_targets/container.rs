@@ -3,7 +3,8 @@
 //! pass a 64-bit checksum, so the target recomputes it when the input asks (its last byte, not
 //! part of the file, odd) and so reaches every rule behind it (entries tiling each tensor in
 //! parts); then each tensor whose declared length the harness can afford is read, which checks
-//! both checksums of each part and decodes it, and small files are verified whole.
+//! both checksums of each part and decodes it, and small files are decoded whole by the
+//! streaming and the parallel decoders, which must agree.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -28,7 +29,16 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if c.header.original_len <= MAX_OUT {
-        let _ = c.verify();
+        // The streaming and the parallel whole-file decoders agree: same bytes or both an error.
+        let verified = c.verify();
+        let mut file = vec![0u8; c.header.original_len as usize];
+        let parallel = c.decompress_into(&mut file);
+        assert_eq!(verified.is_ok(), parallel.is_ok(), "decompress_into and verify disagree");
+        if parallel.is_ok() {
+            let mut streamed = Vec::new();
+            c.decompress_to(&mut streamed, |_| {}).expect("verified just now");
+            assert!(streamed == file, "decompress_into differs from decompress_to");
+        }
     }
 });
 
