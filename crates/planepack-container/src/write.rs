@@ -1,7 +1,7 @@
 //! Compressing one input file into a container.
 //!
 //! Memory stays bounded by a part, not a tensor or the file: the input is read one part of at
-//! most `part_len` (<= [`MAX_PART_LEN`]) bytes at a time with positioned reads (no mapping, so
+//! most `part_len` (<= [`MAX_PART_LEN`]) bytes at a time (or `threads` parts, coded in parallel) with positioned reads (no mapping, so
 //! nothing of the input stays resident), payloads are streamed to the output, and the header
 //! and entry table, written as placeholders first, are filled in at the end with one seek.
 //! Per-tensor reports go to the caller as they are made rather than being collected, so a file
@@ -25,6 +25,10 @@ pub struct CompressOptions {
     /// Raw bytes per part, 1 to [`MAX_PART_LEN`] (rounded down to whole rows, or whole
     /// elements when a row is longer). [`MAX_PART_LEN`] unless a test wants many parts.
     pub part_len: u64,
+    /// Parts of a tensor coded at once, on rayon's threads (1: one at a time). Memory grows
+    /// with it: each part in flight holds its raw bytes, a payload and a verifying decode.
+    /// With `--link` and no engine speed, parallel parts make the measured decode speeds noisier.
+    pub threads: usize,
 }
 
 impl CompressOptions {
@@ -34,6 +38,7 @@ impl CompressOptions {
             policy,
             npy_name: npy_name.into(),
             part_len: MAX_PART_LEN,
+            threads: 1,
         }
     }
 }
@@ -152,7 +157,7 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
     output.write_all(&meta).map_err(Error::Output)?;
     meta.truncate(HEADER_LEN + source.preamble_len as usize);
 
-    let (mut data, mut scratch) = (Vec::new(), Vec::new());
+    let threads = options.threads.max(1);
     let mut payload_offset = 0u64;
     for span in &source.tensors {
         let mut report = TensorReport {
@@ -166,55 +171,66 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
             candidates: Vec::new(),
         };
         let mut tally = Vec::new();
-        for part in parts_of(span, options.part_len) {
-            data.clear();
-            data.resize(part.len as usize, 0);
-            input.read_exact_at(part.offset, &mut data)?;
-            let (codec, elem, payload, tried) = if data.is_empty() {
-                // Nothing to choose: an empty part is stored as an empty raw payload.
-                (
-                    CodecId::Raw.into(),
-                    planepack_core::ElemType::U8,
-                    Vec::new(),
-                    Vec::new(),
-                )
+        let pieces: Vec<TensorSpan> = parts_of(span, options.part_len).collect();
+        // `threads` parts at a time: read in order, coded in parallel, written in order.
+        for window in pieces.chunks(threads) {
+            let mut datas = Vec::with_capacity(window.len());
+            for part in window {
+                let mut data = vec![0u8; part.len as usize];
+                input.read_exact_at(part.offset, &mut data)?;
+                datas.push(data);
+            }
+            let coded: Vec<Result<Coded>> = if window.len() == 1 {
+                vec![code_part(options.policy, &window[0], &datas[0])]
             } else {
-                let c = choose(options.policy, &part, &data, &mut scratch)?;
-                (c.codec, c.elem, c.payload, c.candidates)
+                use rayon::prelude::*;
+                window
+                    .par_iter()
+                    .zip(&datas)
+                    .map(|(part, data)| code_part(options.policy, part, data))
+                    .collect()
             };
-            if payload.len() as u64 > MAX_PAYLOAD_LEN {
-                return Err(Error::Codec {
-                    tensor: span.name.clone(),
-                    codec: codec.name(),
-                    source: planepack_core::Error::Unsupported(
-                        "payload over the format's limit for one part".into(),
-                    ),
+            for ((part, data), coded) in window.iter().zip(&datas).zip(coded) {
+                let Coded {
+                    codec,
+                    elem,
+                    payload,
+                    tried,
+                } = coded?;
+                if payload.len() as u64 > MAX_PAYLOAD_LEN {
+                    return Err(Error::Codec {
+                        tensor: span.name.clone(),
+                        codec: codec.name(),
+                        source: planepack_core::Error::Unsupported(
+                            "payload over the format's limit for one part".into(),
+                        ),
+                    });
+                }
+                output.write_all(&payload).map_err(Error::Output)?;
+                let payload_len = payload.len() as u64;
+                let entry = Entry {
+                    raw_offset: part.offset,
+                    raw_len: part.len,
+                    payload_offset,
+                    payload_len,
+                    raw_checksum: checksum(data),
+                    payload_checksum: checksum(&payload),
+                    codec: codec.id,
+                    elem: elem_id(elem),
+                    level: codec.level,
+                };
+                meta.extend_from_slice(&entry.to_bytes());
+                payload_offset += payload_len;
+                if report.parts == 0 {
+                    report.codec = codec;
+                }
+                tally_candidates(&mut tally, report.parts == 0, &tried, part.len);
+                report.parts += 1;
+                report.compressed_bytes += payload_len;
+                on(Event::Part {
+                    raw_bytes: part.len,
                 });
             }
-            output.write_all(&payload).map_err(Error::Output)?;
-            let payload_len = payload.len() as u64;
-            let entry = Entry {
-                raw_offset: part.offset,
-                raw_len: part.len,
-                payload_offset,
-                payload_len,
-                raw_checksum: checksum(&data),
-                payload_checksum: checksum(&payload),
-                codec: codec.id,
-                elem: elem_id(elem),
-                level: codec.level,
-            };
-            meta.extend_from_slice(&entry.to_bytes());
-            payload_offset += payload_len;
-            if report.parts == 0 {
-                report.codec = codec;
-            }
-            tally_candidates(&mut tally, report.parts == 0, &tried, part.len);
-            report.parts += 1;
-            report.compressed_bytes += payload_len;
-            on(Event::Part {
-                raw_bytes: part.len,
-            });
         }
         report.candidates = tally
             .into_iter()
@@ -245,6 +261,33 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
         parts,
         original_len: source.file_len,
         container_len: meta_len as u64 + payload_offset,
+    })
+}
+
+/// One part, coded.
+struct Coded {
+    codec: CodecSpec,
+    elem: planepack_core::ElemType,
+    payload: Vec<u8>,
+    tried: Vec<Candidate>,
+}
+
+/// Choose a codec for one part and code it (an empty part is stored as an empty raw payload).
+fn code_part(policy: Policy, part: &TensorSpan, data: &[u8]) -> Result<Coded> {
+    if data.is_empty() {
+        return Ok(Coded {
+            codec: CodecId::Raw.into(),
+            elem: planepack_core::ElemType::U8,
+            payload: Vec::new(),
+            tried: Vec::new(),
+        });
+    }
+    let c = choose(policy, part, data, &mut Vec::new())?;
+    Ok(Coded {
+        codec: c.codec,
+        elem: c.elem,
+        payload: c.payload,
+        tried: c.candidates,
     })
 }
 

@@ -226,6 +226,27 @@ fn tensors_larger_than_a_part_round_trip_in_parts() {
     }
 }
 
+/// Parts coded in parallel (`threads`) give the same container, byte for byte, as one at a
+/// time: every dataset file in parts, best ratio and a fixed codec.
+#[test]
+fn parallel_parts_write_the_same_container() {
+    let dir = datasets_dir();
+    let manifest = Manifest::read(&dir).unwrap();
+    for d in manifest.datasets.iter().take(6) {
+        let bytes = std::fs::read(dir.join(&d.file)).unwrap();
+        for policy in [Policy::BestRatio, Policy::Fixed(CodecId::Rans.into())] {
+            let mut one = CompressOptions::new(policy, "array");
+            one.part_len = 40_000;
+            let mut four = one.clone();
+            four.threads = 4;
+            let (mut a, mut b) = (Cursor::new(Vec::new()), Cursor::new(Vec::new()));
+            compress(&bytes[..], &mut a, &one, |_| {}).unwrap();
+            compress(&bytes[..], &mut b, &four, |_| {}).unwrap();
+            assert!(a.get_ref() == b.get_ref(), "{} {policy:?}", d.name);
+        }
+    }
+}
+
 /// Recompute the metadata checksum of a container whose metadata a test edited.
 fn reseal(b: &mut [u8]) {
     let h = planepack_container::format::Header::parse(b, b.len() as u64).unwrap();
@@ -493,7 +514,10 @@ fn payload_checksum_failure_names_the_tensor() {
     let mut file = vec![0; f.len()];
     let err = c.decompress_into(&mut file).unwrap_err().to_string();
     assert!(err.contains("\"second\""), "{err}");
-    assert!(c.decompress_into(&mut file[1..]).is_err(), "wrong output length");
+    assert!(
+        c.decompress_into(&mut file[1..]).is_err(),
+        "wrong output length"
+    );
 }
 
 /// One catalogue: every spelling the command takes names the codec it builds, and every

@@ -69,6 +69,12 @@ impl ReadAt for HeaderAndData<'_> {
     }
 }
 
+/// Options that code a large array's parts (64 MiB each) on every core.
+fn parallel(mut options: CompressOptions) -> CompressOptions {
+    options.threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    options
+}
+
 /// The writer's policy for a codec name (`auto`, or any name `planepack bench` prints).
 fn policy(codec: &str, link: Option<f64>, engine: Option<f64>) -> PyResult<Policy> {
     let positive = |g: Option<f64>| g.is_none_or(|g| g.is_finite() && g > 0.0);
@@ -104,7 +110,7 @@ fn compress_npy<'py>(
     link: Option<f64>,
     engine: Option<f64>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let options = CompressOptions::new(policy(codec, link, engine)?, "array");
+    let options = parallel(CompressOptions::new(policy(codec, link, engine)?, "array"));
     let packed = py.detach(|| {
         let mut out = Cursor::new(Vec::new());
         let input = HeaderAndData {
@@ -156,7 +162,7 @@ fn compress_safetensors_to(
     link: Option<f64>,
     engine: Option<f64>,
 ) -> PyResult<()> {
-    let options = CompressOptions::new(policy(codec, link, engine)?, "array");
+    let options = parallel(CompressOptions::new(policy(codec, link, engine)?, "array"));
     py.detach(|| -> PyResult<()> {
         let dir = path
             .parent()

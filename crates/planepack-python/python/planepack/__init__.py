@@ -11,8 +11,8 @@
 as a ``.npy`` file, every tensor part checksummed), so the command line reads it too.
 ``codec`` is ``"auto"`` (per part, the smallest payload; with ``link=GBPS`` the fastest
 transfer by PlaneZip's equation (2), ``engine=GBPS`` being the decoder's speed) or any name of
-``codecs()``. The coding runs with the GIL released; decoding runs a large array's parts (64 MiB
-each) on all cores.
+``codecs()``. The coding runs with the GIL released, a large array's parts (64 MiB each) on
+all cores.
 
 Dicts of arrays go to and from container files with the safetensors Python API's shape:
 ``save_file(tensors, "x.ppk")``, ``load_file("x.ppk")``, and ``safe_open("x.ppk")`` to decode one
@@ -21,7 +21,7 @@ header padded to 8 bytes), so ``planepack decompress x.ppk`` gives a file any sa
 opens.
 
 Not yet here (issue 18): zero-copy input (the array is copied once into the coder),
-bfloat16 and torch tensors, parallel encoding, bench, and the PyTorch saved-tensor hook.
+bfloat16 and torch tensors, bench, and the PyTorch saved-tensor hook.
 """
 
 import io
