@@ -218,6 +218,7 @@ fn safetensors_metadata(json: &[u8]) -> Result<safetensors::tensor::Metadata> {
 
 fn npy_span(preamble: &[u8], data_len: u64, name: &str) -> Result<TensorSpan> {
     let bad = |m: String| Error::InvalidInput(format!("not a valid .npy file: {m}"));
+    planepack_core::npy::check_header_nesting(preamble).map_err(bad)?;
     let npy = npyz::NpyFile::new(preamble).map_err(|e| bad(e.to_string()))?;
     if npy.order() != npyz::Order::C {
         return Err(Error::InvalidInput(

@@ -399,6 +399,22 @@ fn write_failures_are_output_errors() {
     ));
 }
 
+/// Found by the `tensor_files` fuzz target: a `.npy` header of nested brackets made the
+/// header parser backtrack exponentially; it is refused as invalid input at once.
+#[test]
+fn deeply_nested_npy_header_is_refused_quickly() {
+    let dict = "{".repeat(60);
+    let mut f = b"\x93NUMPY\x01\x00".to_vec();
+    f.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    f.extend_from_slice(dict.as_bytes());
+    let t = std::time::Instant::now();
+    match pack(&f, Policy::BestRatio) {
+        Err(Error::InvalidInput(m)) => assert!(m.contains("nests"), "{m}"),
+        other => panic!("{:?}", other.map(|v| v.len())),
+    }
+    assert!(t.elapsed().as_secs() < 5, "{:?}", t.elapsed());
+}
+
 #[test]
 fn bad_input_files_are_refused() {
     let good = safetensors(&[("a", "F32", vec![4], bytes(16, 9))], 0);

@@ -152,6 +152,7 @@ pub fn parse_npy(bytes: &[u8], name: String) -> std::result::Result<Tensor, Stri
         .ok()
         .and_then(|end| bytes.get(..end))
         .ok_or("header runs past the end of the file")?;
+    planepack_core::npy::check_header_nesting(header)?;
     let npy = npyz::NpyFile::new(header).map_err(|e| e.to_string())?;
     let (dtype, shape, len) = npy_layout(&npy)?;
     let data = usize::try_from(data_offset)

@@ -253,9 +253,11 @@ fn npy_entry(
     if data_offset > file_len {
         return Err("header runs past the end of the file".into());
     }
-    file.seek(SeekFrom::Start(0)).map_err(HeaderError::Io)?;
-    let header = std::io::Read::take(&mut *file, data_offset);
-    let npy = npyz::NpyFile::new(header).map_err(|e| e.to_string())?;
+    // The header is inside the file (checked above), so reading it allocates what the file holds.
+    let mut header = vec![0u8; data_offset as usize];
+    read_at(file, 0, &mut header)?;
+    planepack_core::npy::check_header_nesting(&header)?;
+    let npy = npyz::NpyFile::new(&header[..]).map_err(|e| e.to_string())?;
     let (dtype, shape, len) = crate::npy_layout(&npy)?;
     if file_len - data_offset != len {
         return Err(format!(

@@ -216,3 +216,22 @@ fn npy_header_longer_than_the_file_is_refused() {
     std::fs::write(&path, &bytes).unwrap();
     assert!(planepack_datasets::TensorFile::open(&path).is_err());
 }
+
+/// Found by the `tensor_files` fuzz target: a `.npy` header of nested brackets made the header
+/// parser backtrack exponentially (16 `{` took 100 s, the 169-byte reproducer years); both
+/// readers refuse it at once.
+#[test]
+fn deeply_nested_npy_header_is_refused_quickly() {
+    let dict = "{".repeat(60);
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(dict.as_bytes());
+    let t = std::time::Instant::now();
+    let err = parse_npy(&bytes, "x".into()).unwrap_err();
+    assert!(err.contains("nests"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.npy");
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(planepack_datasets::TensorFile::open(&path).is_err());
+    assert!(t.elapsed().as_secs() < 5, "{:?}", t.elapsed());
+}
