@@ -199,13 +199,8 @@ impl<R: ReadAt> Container<R> {
         self.decode_parts_parallel(0..self.entries.len(), data)
     }
 
-    /// The tensor that owns entry `j`.
-    fn tensor_of(&self, j: usize) -> usize {
-        self.first_part.partition_point(|&f| f <= j) - 1
-    }
-
-    /// Decode tensor `i` into `out` (its raw length), checking every checksum.
-    pub fn read_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
+    /// `out` must be exactly tensor `i`'s raw length.
+    fn check_output(&self, i: usize, out: &[u8]) -> Result<()> {
         let span = &self.source.tensors[i];
         if out.len() as u64 != span.len {
             return Err(Error::InvalidInput(format!(
@@ -215,6 +210,17 @@ impl<R: ReadAt> Container<R> {
                 span.len
             )));
         }
+        Ok(())
+    }
+
+    /// The tensor that owns entry `j`.
+    fn tensor_of(&self, j: usize) -> usize {
+        self.first_part.partition_point(|&f| f <= j) - 1
+    }
+
+    /// Decode tensor `i` into `out` (its raw length), checking every checksum.
+    pub fn read_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
+        self.check_output(i, out)?;
         let mut payload = Vec::new();
         let mut at = 0;
         for j in self.parts(i) {
@@ -230,15 +236,7 @@ impl<R: ReadAt> Container<R> {
     where
         R: Sync,
     {
-        let span = &self.source.tensors[i];
-        if out.len() as u64 != span.len {
-            return Err(Error::InvalidInput(format!(
-                "tensor {:?}: output buffer of {} bytes for {} raw bytes",
-                span.name,
-                out.len(),
-                span.len
-            )));
-        }
+        self.check_output(i, out)?;
         self.decode_parts_parallel(self.parts(i), out)
     }
 

@@ -158,6 +158,9 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
     meta.truncate(HEADER_LEN + source.preamble_len as usize);
 
     let threads = options.threads.max(1);
+    // Reused from window to window: the parts' raw bytes, and the single-part path's decode
+    // scratch (parallel parts each allocate their own).
+    let (mut datas, mut scratch): (Vec<Vec<u8>>, Vec<u8>) = (Vec::new(), Vec::new());
     let mut payload_offset = 0u64;
     for span in &source.tensors {
         let mut report = TensorReport {
@@ -174,20 +177,25 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
         let pieces: Vec<TensorSpan> = parts_of(span, options.part_len).collect();
         // `threads` parts at a time: read in order, coded in parallel, written in order.
         for window in pieces.chunks(threads) {
-            let mut datas = Vec::with_capacity(window.len());
-            for part in window {
-                let mut data = vec![0u8; part.len as usize];
-                input.read_exact_at(part.offset, &mut data)?;
-                datas.push(data);
+            datas.resize_with(window.len(), Vec::new);
+            for (part, data) in window.iter().zip(&mut datas) {
+                data.clear();
+                data.resize(part.len as usize, 0);
+                input.read_exact_at(part.offset, data)?;
             }
             let coded: Vec<Result<Coded>> = if window.len() == 1 {
-                vec![code_part(options.policy, &window[0], &datas[0])]
+                vec![code_part(
+                    options.policy,
+                    &window[0],
+                    &datas[0],
+                    &mut scratch,
+                )]
             } else {
                 use rayon::prelude::*;
                 window
                     .par_iter()
                     .zip(&datas)
-                    .map(|(part, data)| code_part(options.policy, part, data))
+                    .map(|(part, data)| code_part(options.policy, part, data, &mut Vec::new()))
                     .collect()
             };
             for ((part, data), coded) in window.iter().zip(&datas).zip(coded) {
@@ -272,8 +280,14 @@ struct Coded {
     tried: Vec<Candidate>,
 }
 
-/// Choose a codec for one part and code it (an empty part is stored as an empty raw payload).
-fn code_part(policy: Policy, part: &TensorSpan, data: &[u8]) -> Result<Coded> {
+/// Choose a codec for one part and code it (an empty part is stored as an empty raw payload);
+/// `scratch` takes the verifying decodes.
+fn code_part(
+    policy: Policy,
+    part: &TensorSpan,
+    data: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Result<Coded> {
     if data.is_empty() {
         return Ok(Coded {
             codec: CodecId::Raw.into(),
@@ -282,7 +296,7 @@ fn code_part(policy: Policy, part: &TensorSpan, data: &[u8]) -> Result<Coded> {
             tried: Vec::new(),
         });
     }
-    let c = choose(policy, part, data, &mut Vec::new())?;
+    let c = choose(policy, part, data, scratch)?;
     Ok(Coded {
         codec: c.codec,
         elem: c.elem,
