@@ -104,8 +104,8 @@ fn policy(codec: &str, link: Option<f64>, engine: Option<f64>) -> PyResult<Polic
 #[pyo3(signature = (header, data, codec = "auto", link = None, engine = None))]
 fn compress_npy<'py>(
     py: Python<'py>,
-    header: Vec<u8>,
-    data: Vec<u8>,
+    header: &[u8],
+    data: &[u8],
     codec: &str,
     link: Option<f64>,
     engine: Option<f64>,
@@ -113,10 +113,7 @@ fn compress_npy<'py>(
     let options = parallel(CompressOptions::new(policy(codec, link, engine)?, "array"));
     let packed = py.detach(|| {
         let mut out = Cursor::new(Vec::new());
-        let input = HeaderAndData {
-            header: &header,
-            data: &data,
-        };
+        let input = HeaderAndData { header, data };
         planepack_container::compress(&input, &mut out, &options, |_| {}).map(|_| out)
     });
     Ok(PyBytes::new(py, &packed.map_err(to_py)?.into_inner()))
@@ -127,10 +124,10 @@ fn compress_npy<'py>(
 #[pyfunction]
 fn decompress_npy<'py>(
     py: Python<'py>,
-    packed: Vec<u8>,
+    packed: &[u8],
 ) -> PyResult<(usize, Bound<'py, PyByteArray>)> {
     let container = py
-        .detach(|| Container::parse(&packed[..], "array"))
+        .detach(|| Container::parse(packed, "array"))
         .map_err(to_py)?;
     if container.header.source != planepack_container::SourceKind::Npy {
         return Err(InvalidInputError::new_err(
@@ -155,8 +152,8 @@ fn decompress_npy<'py>(
 #[pyo3(signature = (header, data, path, codec = "auto", link = None, engine = None))]
 fn compress_safetensors_to(
     py: Python<'_>,
-    header: Vec<u8>,
-    data: Vec<u8>,
+    header: &[u8],
+    data: &[u8],
     path: std::path::PathBuf,
     codec: &str,
     link: Option<f64>,
@@ -171,10 +168,7 @@ fn compress_safetensors_to(
         let tmp = tempfile::NamedTempFile::new_in(dir)?;
         {
             let mut w = std::io::BufWriter::new(tmp.as_file());
-            let input = HeaderAndData {
-                header: &header,
-                data: &data,
-            };
+            let input = HeaderAndData { header, data };
             planepack_container::compress(&input, &mut w, &options, |_| {}).map_err(to_py)?;
         }
         tmp.persist(&path)

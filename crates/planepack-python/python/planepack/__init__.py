@@ -93,7 +93,7 @@ def decompress(data) -> np.ndarray:
 
     Raises CorruptError when ``data`` is damaged or not a container (every byte is checked).
     """
-    header_len, buf = decompress_npy(bytes(data))
+    header_len, buf = decompress_npy(bytes(data) if not isinstance(data, bytes) else data)
     f = io.BytesIO(bytes(buf[:header_len]))
     version = np.lib.format.read_magic(f)
     if version == (1, 0):
