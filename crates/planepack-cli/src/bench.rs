@@ -3,8 +3,7 @@
 use crate::fail::{Code, Fail};
 use crate::print_out;
 use clap::Args;
-use planepack_harness::input::{tensor_files, Batches, BATCH_BYTES};
-use planepack_harness::{measure, registry, Settings};
+use planepack_harness::files::{bench_files, FilesError};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -26,109 +25,38 @@ pub struct BenchArgs {
 }
 
 pub fn run(a: BenchArgs) -> Result<(), Fail> {
-    for f in &a.files {
-        match std::fs::metadata(f) {
-            Err(_) => {
-                return Err(Fail::new(
-                    Code::Io,
-                    format!("{}: no such file or folder", f.display()),
-                ))
-            }
-            // A FIFO or a device would block or never end.
-            Ok(m) if !m.is_dir() && !m.is_file() => {
-                return Err(Fail::new(
-                    Code::InvalidInput,
-                    format!("{}: not a regular file", f.display()),
-                ))
-            }
-            Ok(_) => {}
-        }
-    }
-    let files = tensor_files(&a.files);
-    if files.is_empty() {
-        return Err(Fail::new(
-            Code::InvalidInput,
-            "no .safetensors or .npy files given",
-        ));
-    }
-    // Headers only here: each batch of tensors is read when it is measured and dropped after,
-    // so a file larger than memory can be benched.
-    let mut plans = Vec::new();
-    for f in &files {
-        let name = f
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("file")
-            .to_owned();
-        let batches = Batches::open(&name, "user", f, BATCH_BYTES)
-            .map_err(|e| Fail::new(Code::InvalidInput, format!("{}: {e:#}", f.display())))?;
-        if !batches.is_empty() {
-            plans.push((f, batches));
-        }
-    }
-    if plans.is_empty() {
-        return Err(Fail::new(
-            Code::InvalidInput,
-            "no tensors of a dtype the codecs take (F32, F16, BF16, 8-bit)",
-        ));
-    }
-    let codecs: Vec<_> = registry::named(&a.codecs)
-        .map_err(|e| Fail::new(Code::Usage, format!("{e:#}")))?
-        .into_iter()
-        .map(|c| c.codec())
-        .collect();
-    let settings = if a.quick {
-        Settings::quick()
-    } else {
-        Settings::full()
-    };
-    let device = format!("cpu: {}", planepack_harness::machine_name());
-    let steps: usize = plans.iter().map(|(_, b)| b.len()).sum::<usize>() * codecs.len();
-    let bar = indicatif::ProgressBar::new(steps as u64);
+    let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
             .expect("valid template")
             .progress_chars("=> "),
     );
-    let mut records: Vec<planepack_harness::Record> = Vec::new();
-    for (f, batches) in &mut plans {
-        let first = records.len();
-        for i in 0..batches.len() {
-            let g = batches
-                .load(i)
-                .map_err(|e| Fail::new(Code::Io, format!("{}: {e:#}", f.display())))?;
-            for c in &codecs {
-                bar.set_message(format!("{} {} {}", g.dataset, g.dtype, c.name()));
-                let rec =
-                    measure::measure_group(c.as_ref(), &g, settings, &device).map_err(|e| {
-                        Fail::new(Code::Internal, format!("{} {}: {e:#}", g.dataset, c.name()))
-                    })?;
-                // The next batch of a dtype already measured adds to its record.
-                match records[first..]
-                    .iter_mut()
-                    .find(|r| r.dtype == rec.dtype && r.codec == rec.codec)
-                {
-                    Some(r) => r.merge(&rec).map_err(|e| Fail::new(Code::Internal, e))?,
-                    None => records.push(rec),
-                }
-                bar.inc(1);
-            }
-        }
-    }
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let results = bench_files(
+        &a.files,
+        &a.codecs,
+        a.quick,
+        command,
+        |done, total, what| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            bar.set_message(what.to_owned());
+        },
+    )
+    .map_err(|e| match e {
+        FilesError::Io(m) => Fail::new(Code::Io, m),
+        FilesError::InvalidInput(m) => Fail::new(Code::InvalidInput, m),
+        FilesError::Usage(m) => Fail::new(Code::Usage, m),
+        FilesError::Internal(m) => Fail::new(Code::Internal, m),
+    })?;
     bar.finish_and_clear();
     if a.json {
-        let results = planepack_harness::Results {
-            schema_version: planepack_harness::SCHEMA_VERSION,
-            machine: planepack_harness::machine_name(),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            quick: a.quick,
-            code_version: env!("CARGO_PKG_VERSION").to_owned(),
-            records,
-        };
         let s = serde_json::to_string_pretty(&results)
             .map_err(|e| Fail::new(Code::Internal, e.to_string()))?;
         return print_out(&(s + "\n"));
     }
+    let records = &results.records;
+    let device = format!("cpu: {}", results.machine);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -159,7 +87,7 @@ pub fn run(a: BenchArgs) -> Result<(), Fail> {
         "dec GB/s",
         "dec/memcpy"
     );
-    for r in &records {
+    for r in records {
         let _ = writeln!(
             s,
             "{:wf$}  {:5} {:wc$} {:>10} {:>10} {:>8.3} {:>9.2} {:>9.2} {:>10.3}",

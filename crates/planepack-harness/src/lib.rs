@@ -8,6 +8,7 @@
 //! records (`results.json`), from which tables, the transfer model and plots are derived
 //! without measuring again.
 
+pub mod files;
 pub mod ibp_study;
 pub mod input;
 pub mod measure;

@@ -10,9 +10,9 @@
 //! views as an array without another copy. The GIL is released while coding.
 
 use planepack_container::{CodecSpec, CompressOptions, Container, Error, Policy, ReadAt};
-use pyo3::exceptions::{PyIOError, PyValueError};
+use pyo3::exceptions::{PyIOError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes};
+use pyo3::types::{PyByteArray, PyBytes, PyList};
 use std::io::Cursor;
 
 pyo3::create_exception!(
@@ -39,32 +39,128 @@ fn to_py(e: Error) -> PyErr {
     }
 }
 
-/// A tensor file (`.npy` or safetensors) that is a header followed by the tensors' bytes,
-/// without joining them.
-struct HeaderAndData<'a> {
-    header: &'a [u8],
-    data: &'a [u8],
+/// One run of bytes of the input: a borrowed `bytes` object or a numpy array's buffer, read in
+/// place.
+#[derive(Clone, Copy)]
+struct Segment {
+    ptr: *const u8,
+    len: usize,
 }
 
-impl ReadAt for HeaderAndData<'_> {
+/// A tensor file (`.npy` or safetensors) given as its header followed by the tensors' bytes in
+/// one or more segments (the arrays of a dict), read without joining them: the container reads
+/// each part through `read_exact_at`, so the only copy of an array is into the coder's part
+/// buffer, as when the command reads a file.
+struct Segments<'a> {
+    header: &'a [u8],
+    data: Vec<Segment>,
+    /// Keeps every segment's owner (the `bytes` object or the array) alive while it is read.
+    _owners: Vec<Bound<'a, PyAny>>,
+}
+
+// SAFETY: the segments point into buffers their owners (held in `_owners`) keep alive and in
+// place for the lifetime of `Segments`; they are only read. Sending the pointers to the
+// threads that code the parts reads the same memory numpy's own GIL-releasing functions read.
+unsafe impl Send for Segment {}
+// SAFETY: as above; a `Segment` is never written through.
+unsafe impl Sync for Segment {}
+
+impl<'a> Segments<'a> {
+    /// The input `header` followed by every object of `data`, each a `bytes` object or a numpy
+    /// array of exactly the type `numpy.ndarray`, C-contiguous (other objects are refused: an
+    /// arbitrary object's `__array_interface__` could name any address).
+    fn new(py: Python<'a>, header: &'a [u8], data: &Bound<'a, PyList>) -> PyResult<Self> {
+        let mut ndarray = None; // imported at the first array
+        let mut segments = Vec::with_capacity(data.len());
+        let mut owners = Vec::with_capacity(data.len());
+        for item in data.iter() {
+            if let Ok(b) = item.cast::<PyBytes>() {
+                let bytes = b.as_bytes();
+                segments.push(Segment {
+                    ptr: bytes.as_ptr(),
+                    len: bytes.len(),
+                });
+            } else if item.get_type().is(match &ndarray {
+                Some(t) => t,
+                None => ndarray.insert(py.import("numpy")?.getattr("ndarray")?),
+            }) {
+                let contiguous: bool = item.getattr("flags")?.getattr("c_contiguous")?.extract()?;
+                if !contiguous {
+                    return Err(PyValueError::new_err("the array is not C-contiguous"));
+                }
+                let len: usize = item.getattr("nbytes")?.extract()?;
+                let (addr, _read_only): (usize, bool) = item
+                    .getattr("__array_interface__")?
+                    .get_item("data")?
+                    .extract()?;
+                segments.push(Segment {
+                    ptr: addr as *const u8,
+                    len,
+                });
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "expected bytes or numpy.ndarray, got {}",
+                    item.get_type().name()?
+                )));
+            }
+            owners.push(item);
+        }
+        Ok(Segments {
+            header,
+            data: segments,
+            _owners: owners,
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.header.len() + self.data.iter().map(|s| s.len).sum::<usize>()
+    }
+}
+
+// SAFETY: see `Segment`: every pointer stays valid while `Segments` lives, and is only read.
+unsafe impl Send for Segments<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Segments<'_> {}
+
+impl ReadAt for Segments<'_> {
     fn size(&self) -> planepack_container::Result<u64> {
-        Ok((self.header.len() + self.data.len()) as u64)
+        Ok(self.len() as u64)
     }
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> planepack_container::Result<()> {
         let past = || Error::InvalidInput("read past the end of the array".into());
         let start = usize::try_from(offset).map_err(|_| past())?;
         let end = start.checked_add(buf.len()).ok_or_else(past)?;
-        if end > self.header.len() + self.data.len() {
+        if end > self.len() {
             return Err(past());
         }
-        // The part of `buf` that falls in the header, then the part in the data.
-        let split = self.header.len().clamp(start, end) - start;
-        let (head, tail) = buf.split_at_mut(split);
-        if split > 0 {
-            head.copy_from_slice(&self.header[start..start + split]);
+        let header = Segment {
+            ptr: self.header.as_ptr(),
+            len: self.header.len(),
+        };
+        // Walk the segments, copying the part of each that falls in start..end.
+        let mut at = 0; // offset of the current segment in the joined input
+        let mut filled = 0;
+        for seg in std::iter::once(header).chain(self.data.iter().copied()) {
+            let (lo, hi) = (start.max(at), end.min(at + seg.len));
+            if lo < hi {
+                // SAFETY: `lo - at .. hi - at` lies within the segment (checked just above),
+                // whose owner keeps `seg.len` bytes readable at `seg.ptr`; `buf` is a distinct
+                // Rust buffer with `hi - lo` bytes left at `filled` (the ranges tile start..end).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        seg.ptr.add(lo - at),
+                        buf.as_mut_ptr().add(filled),
+                        hi - lo,
+                    );
+                }
+                filled += hi - lo;
+            }
+            at += seg.len;
+            if at >= end {
+                break;
+            }
         }
-        let from = (start + split) - self.header.len().min(start + split);
-        tail.copy_from_slice(&self.data[from..from + tail.len()]);
+        debug_assert_eq!(filled, buf.len());
         Ok(())
     }
 }
@@ -99,41 +195,38 @@ fn policy(codec: &str, link: Option<f64>, engine: Option<f64>) -> PyResult<Polic
     }
 }
 
-/// Compress a `.npy` file given as its header and its data into container bytes.
+/// Compress a tensor file (a `.npy` or safetensors header, then the tensors' bytes as a list of
+/// `bytes` objects or C-contiguous numpy arrays, read in place) into container bytes.
 #[pyfunction]
 #[pyo3(signature = (header, data, codec = "auto", link = None, engine = None))]
-fn compress_npy<'py>(
+fn compress_file<'py>(
     py: Python<'py>,
     header: &[u8],
-    data: &[u8],
+    data: &Bound<'py, PyList>,
     codec: &str,
     link: Option<f64>,
     engine: Option<f64>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let options = parallel(CompressOptions::new(policy(codec, link, engine)?, "array"));
+    let input = Segments::new(py, header, data)?;
     let packed = py.detach(|| {
         let mut out = Cursor::new(Vec::new());
-        let input = HeaderAndData { header, data };
         planepack_container::compress(&input, &mut out, &options, |_| {}).map(|_| out)
     });
     Ok(PyBytes::new(py, &packed.map_err(to_py)?.into_inner()))
 }
 
-/// Decompress container bytes of a `.npy` file: its `.npy` header length and the whole file in
-/// a new `bytearray` (header, then the array's bytes).
+/// Decompress container bytes: whether the file is a `.npy` (else safetensors), the length of
+/// its header, and the whole file in a new `bytearray` (header, then the tensors' bytes).
 #[pyfunction]
-fn decompress_npy<'py>(
+fn decompress_file<'py>(
     py: Python<'py>,
     packed: &[u8],
-) -> PyResult<(usize, Bound<'py, PyByteArray>)> {
+) -> PyResult<(bool, usize, Bound<'py, PyByteArray>)> {
     let container = py
         .detach(|| Container::parse(packed, "array"))
         .map_err(to_py)?;
-    if container.header.source != planepack_container::SourceKind::Npy {
-        return Err(InvalidInputError::new_err(
-            "this container holds a safetensors file, not one array",
-        ));
-    }
+    let npy = container.header.source == planepack_container::SourceKind::Npy;
     let len = usize::try_from(container.header.original_len)
         .map_err(|_| CorruptError::new_err("original length does not fit in memory"))?;
     let mut result = Ok(());
@@ -142,24 +235,25 @@ fn decompress_npy<'py>(
         Ok(())
     })?;
     result.map_err(to_py)?;
-    Ok((container.header.preamble_len as usize, out))
+    Ok((npy, container.header.preamble_len as usize, out))
 }
 
-/// Compress a safetensors file given as its header (length prefix included) and its data
-/// region into a container file at `path` (written to a temporary file beside it, then renamed,
-/// so a failure never leaves a file that looks valid).
+/// Compress a tensor file given as for `compress_file` into a container file at `path`
+/// (written to a temporary file beside it, then renamed, so a failure never leaves a file that
+/// looks valid).
 #[pyfunction]
 #[pyo3(signature = (header, data, path, codec = "auto", link = None, engine = None))]
-fn compress_safetensors_to(
+fn compress_file_to(
     py: Python<'_>,
     header: &[u8],
-    data: &[u8],
+    data: &Bound<'_, PyList>,
     path: std::path::PathBuf,
     codec: &str,
     link: Option<f64>,
     engine: Option<f64>,
 ) -> PyResult<()> {
     let options = parallel(CompressOptions::new(policy(codec, link, engine)?, "array"));
+    let input = Segments::new(py, header, data)?;
     py.detach(|| -> PyResult<()> {
         let dir = path
             .parent()
@@ -168,13 +262,42 @@ fn compress_safetensors_to(
         let tmp = tempfile::NamedTempFile::new_in(dir)?;
         {
             let mut w = std::io::BufWriter::new(tmp.as_file());
-            let input = HeaderAndData { header, data };
             planepack_container::compress(&input, &mut w, &options, |_| {}).map_err(to_py)?;
         }
         tmp.persist(&path)
             .map_err(|e| PyIOError::new_err(e.to_string()))?;
         Ok(())
     })
+}
+
+/// `planepack bench --json` on tensor files: the harness's records as a JSON string.
+#[pyfunction]
+#[pyo3(signature = (paths, codecs = Vec::new(), quick = false))]
+fn bench_files(
+    py: Python<'_>,
+    paths: Vec<std::path::PathBuf>,
+    codecs: Vec<String>,
+    quick: bool,
+) -> PyResult<String> {
+    use planepack_harness::files::FilesError;
+    let results = py
+        .detach(|| {
+            planepack_harness::files::bench_files(
+                &paths,
+                &codecs,
+                quick,
+                "planepack.bench (Python)".into(),
+                |_, _, _| {},
+            )
+        })
+        .map_err(|e| match e {
+            FilesError::Io(m) => PyIOError::new_err(m),
+            FilesError::InvalidInput(m) => InvalidInputError::new_err(m),
+            FilesError::Usage(m) => PyValueError::new_err(m),
+            FilesError::Internal(m) => pyo3::exceptions::PyRuntimeError::new_err(m),
+        })?;
+    serde_json::to_string(&results)
+        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
 }
 
 /// A container opened for reading one tensor at a time (`planepack.safe_open`).
@@ -243,10 +366,11 @@ fn codecs() -> Vec<String> {
 
 #[pymodule]
 fn _planepack(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(compress_npy, m)?)?;
-    m.add_function(wrap_pyfunction!(decompress_npy, m)?)?;
+    m.add_function(wrap_pyfunction!(compress_file, m)?)?;
+    m.add_function(wrap_pyfunction!(decompress_file, m)?)?;
+    m.add_function(wrap_pyfunction!(compress_file_to, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_files, m)?)?;
     m.add_function(wrap_pyfunction!(codecs, m)?)?;
-    m.add_function(wrap_pyfunction!(compress_safetensors_to, m)?)?;
     m.add_class::<Reader>()?;
     m.add("CorruptError", m.py().get_type::<CorruptError>())?;
     m.add("InvalidInputError", m.py().get_type::<InvalidInputError>())?;
@@ -257,24 +381,26 @@ fn _planepack(m: &Bound<'_, PyModule>) -> PyResult<()> {
 mod tests {
     use super::*;
 
-    /// Every range of a header + data input reads as the same range of the joined bytes, and
-    /// a range past the end is an error.
+    /// Every range of a header + segments input reads as the same range of the joined bytes,
+    /// and a range past the end is an error.
     #[test]
-    fn header_and_data_read_as_one_file() {
-        let (header, data) = (b"0123456789".to_vec(), b"abcdefghijklmnopq".to_vec());
-        let joined = [header.clone(), data.clone()].concat();
-        let input = HeaderAndData {
-            header: &header,
-            data: &data,
-        };
-        for start in 0..=joined.len() {
-            for len in 0..=joined.len() - start {
-                let mut buf = vec![0u8; len];
-                input.read_exact_at(start as u64, &mut buf).unwrap();
-                assert_eq!(buf, &joined[start..start + len], "{start}+{len}");
+    fn segments_read_as_one_file() {
+        Python::initialize();
+        Python::attach(|py| {
+            let header = b"0123456789".to_vec();
+            let chunks: [&[u8]; 4] = [b"abcdefg", b"", b"hij", b"klmnopq"];
+            let joined = [header.as_slice(), &chunks.concat()].concat();
+            let list = PyList::new(py, chunks.iter().map(|c| PyBytes::new(py, c))).unwrap();
+            let input = Segments::new(py, &header, &list).unwrap();
+            for start in 0..=joined.len() {
+                for len in 0..=joined.len() - start {
+                    let mut buf = vec![0u8; len];
+                    input.read_exact_at(start as u64, &mut buf).unwrap();
+                    assert_eq!(buf, &joined[start..start + len], "{start}+{len}");
+                }
+                let mut over = vec![0u8; joined.len() - start + 1];
+                assert!(input.read_exact_at(start as u64, &mut over).is_err());
             }
-            let mut over = vec![0u8; joined.len() - start + 1];
-            assert!(input.read_exact_at(start as u64, &mut over).is_err());
-        }
+        });
     }
 }

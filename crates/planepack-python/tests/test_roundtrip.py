@@ -158,3 +158,65 @@ def test_damaged_container_file_is_corrupt(tmp_path):
     path.write_bytes(b"nope")
     with pytest.raises(planepack.CorruptError):
         planepack.safe_open(path)
+
+
+def test_buffers_are_arrays_of_their_format():
+    raw = bytes(range(256)) * 3
+    same_bits(np.frombuffer(raw, np.uint8), planepack.decompress(planepack.compress(raw)))
+    same_bits(np.frombuffer(raw, np.uint8), planepack.decompress(planepack.compress(bytearray(raw))))
+    floats = np.arange(12, dtype=np.float32).reshape(3, 4)
+    same_bits(floats, planepack.decompress(planepack.compress(memoryview(floats))))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        planepack.compress(memoryview(floats[:, ::2]))
+
+
+def test_input_is_read_in_place_not_kept():
+    # The array is read where it lies; changing it after compress does not change the blob.
+    a = np.random.default_rng(7).standard_normal(50000).astype(np.float32)
+    blob = planepack.compress(a)
+    expected = a.copy()
+    a[:] = 0
+    same_bits(expected, planepack.decompress(blob))
+
+
+def test_subclasses_and_readonly_arrays():
+    m = np.ma.masked_array(np.arange(10, dtype=np.float32))
+    same_bits(np.arange(10, dtype=np.float32), planepack.decompress(planepack.compress(m)))
+    ro = np.arange(100, dtype=np.int16)
+    ro.flags.writeable = False
+    same_bits(ro, planepack.decompress(planepack.compress(ro)))
+
+
+def test_native_input_checks():
+    from planepack import _planepack
+
+    with pytest.raises(TypeError, match="bytes or numpy.ndarray"):
+        _planepack.compress_file(b"", [memoryview(b"abc")])
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _planepack.compress_file(b"", [np.zeros((4, 4))[:, ::2]])
+
+
+def test_multi_tensor_container_is_not_one_array(tmp_path):
+    planepack.save_file({"a": np.zeros(3, np.float32), "b": np.ones(2, np.int8)}, tmp_path / "x.ppk")
+    with pytest.raises(planepack.InvalidInputError, match="load_file"):
+        planepack.decompress((tmp_path / "x.ppk").read_bytes())
+
+
+def test_bench_gives_the_command_records(tmp_path):
+    relu = np.maximum(np.random.default_rng(8).standard_normal((256, 256)), 0).astype(np.float32)
+    results = planepack.bench({"relu": relu}, codecs="bitplane,zstd-3", quick=True)
+    assert [r["codec"] for r in results] == ["bitplane", "zstd-3"]
+    for r in results:
+        assert r["dataset"] == "relu" and r["dtype"] == "f32" and r["raw_bytes"] == relu.nbytes
+        assert r["ratio"] == pytest.approx(r["raw_bytes"] / r["compressed_bytes"])
+        assert r["ratio"] > 1.5 and r["decode_gbps"] > 0 and r["memcpy_gbps"] > 0
+    assert "bitplane" in str(results) and results.machine
+    np.save(tmp_path / "relu.npy", relu)
+    from_file = planepack.bench(tmp_path / "relu.npy", codecs=["bitplane"], quick=True)
+    assert from_file[0]["compressed_bytes"] == results[0]["compressed_bytes"]
+    with pytest.raises(ValueError, match="codec"):
+        planepack.bench({"relu": relu}, codecs="nonesuch", quick=True)
+    with pytest.raises(OSError):
+        planepack.bench(tmp_path / "missing.npy")
+    with pytest.raises(planepack.InvalidInputError):
+        planepack.bench({"s": np.array(["x"])}, quick=True)

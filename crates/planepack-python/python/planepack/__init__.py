@@ -1,4 +1,4 @@
-"""planepack from Python: lossless compression of numpy arrays with the planepack codecs.
+"""planepack from Python: lossless compression of numpy arrays and torch tensors.
 
     >>> import numpy as np, planepack
     >>> x = np.random.default_rng(0).standard_normal((256, 64)).astype(np.float32)
@@ -7,25 +7,29 @@
     >>> bool((x.view(np.uint32) == y.view(np.uint32)).all())
     True
 
-``compress`` writes exactly what ``planepack compress x.npy`` writes (a container of the array
-as a ``.npy`` file, every tensor part checksummed), so the command line reads it too.
+``compress`` of a numpy array writes exactly what ``planepack compress x.npy`` writes (a
+container of the array as a ``.npy`` file, every tensor part checksummed), so the command line
+reads it too. A torch tensor (CPU, any dtype safetensors names, bfloat16 included) is stored
+the way ``safetensors.torch`` stores one: a container of a safetensors file with one tensor
+and ``{"format": "pt"}`` metadata; ``decompress`` gives it back as a torch tensor.
+
 ``codec`` is ``"auto"`` (per part, the smallest payload; with ``link=GBPS`` the fastest
 transfer by PlaneZip's equation (2), ``engine=GBPS`` being the decoder's speed) or any name of
-``codecs()``. The coding runs with the GIL released, a large array's parts (64 MiB each) on
-all cores.
+``codecs()``. Input is read in place (no copy of the array is made before the coder's own
+64 MiB part buffers); the coding runs with the GIL released, a large array's parts on all
+cores; ``decompress`` decodes straight into the memory of the array it returns.
 
-Dicts of arrays go to and from container files with the safetensors Python API's shape:
-``save_file(tensors, "x.ppk")``, ``load_file("x.ppk")``, and ``safe_open("x.ppk")`` to decode one
-tensor at a time. The file is a container of a safetensors file (tensors in the dict's order,
-header padded to 8 bytes), so ``planepack decompress x.ppk`` gives a file any safetensors reader
-opens.
-
-Not yet here (issue 18): zero-copy input (the array is copied once into the coder),
-bfloat16 and torch tensors, bench, and the PyTorch saved-tensor hook.
+Dicts of arrays or tensors go to and from container files with the safetensors Python API's
+shape: ``save_file(tensors, "x.ppk")``, ``load_file("x.ppk")``, and ``safe_open("x.ppk")`` to
+decode one tensor at a time. ``bench(...)`` measures every codec on your arrays or files and
+returns the records ``planepack bench --json`` prints. ``planepack.torch`` keeps the tensors
+autograd saves for backward compressed in host memory.
 """
 
 import io
 import json
+import os
+import tempfile
 
 import numpy as np
 
@@ -33,10 +37,11 @@ from ._planepack import (
     CorruptError,
     InvalidInputError,
     Reader,
+    bench_files,
     codecs,
-    compress_npy,
-    compress_safetensors_to,
-    decompress_npy,
+    compress_file,
+    compress_file_to,
+    decompress_file,
 )
 
 __all__ = [
@@ -45,6 +50,7 @@ __all__ = [
     "save_file",
     "load_file",
     "safe_open",
+    "bench",
     "codecs",
     "CorruptError",
     "InvalidInputError",
@@ -59,6 +65,81 @@ _TO_SAFETENSORS = {
 }
 _FROM_SAFETENSORS = {v: np.dtype(k) for k, v in _TO_SAFETENSORS.items()}
 
+# The one tensor of a container compress() wrote from a torch tensor.
+_TENSOR_KEY = "tensor"
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.split(".")[0] == "torch" and hasattr(x, "untyped_storage")
+
+
+def _torch_dtypes():
+    """safetensors dtype name <-> (torch dtype, numpy dtype of the same width viewed in place)."""
+    torch = _torch()
+    table = {
+        "F64": (torch.float64, "<f8"), "F32": (torch.float32, "<f4"),
+        "F16": (torch.float16, "<f2"), "BF16": (torch.bfloat16, "<i2"),
+        "I64": (torch.int64, "<i8"), "I32": (torch.int32, "<i4"),
+        "I16": (torch.int16, "<i2"), "I8": (torch.int8, "|i1"), "U8": (torch.uint8, "|u1"),
+        "BOOL": (torch.bool, "|b1"),
+    }
+    for name, attr, np_view in (("F8_E4M3", "float8_e4m3fn", "|u1"), ("F8_E5M2", "float8_e5m2", "|u1"),
+                                ("U16", "uint16", "<u2"), ("U32", "uint32", "<u4"), ("U64", "uint64", "<u8")):
+        if hasattr(torch, attr):
+            table[name] = (getattr(torch, attr), np_view)
+    return table
+
+
+def _tensor_as_array(t, what="the tensor"):
+    """A CPU torch tensor's memory as a numpy array (no copy) and its safetensors dtype name."""
+    torch = _torch()
+    if t.device.type != "cpu":
+        raise ValueError(
+            f"{what} is on {t.device}; planepack codes host memory: pass t.cpu() "
+            "(a device-to-host copy of the raw bytes, then the CPU encoder)"
+        )
+    if t.layout != torch.strided:
+        raise InvalidInputError(f"{what} has layout {t.layout}; only dense tensors are coded")
+    if not t.is_contiguous():
+        raise ValueError(f"{what} is not contiguous; pass t.contiguous()")
+    t = t.detach()
+    for name, (dtype, np_view) in _torch_dtypes().items():
+        if t.dtype == dtype:
+            if np.dtype(np_view).kind == _NUMPY_KIND.get(name):
+                return t.numpy(), name  # shares the tensor's memory
+            # No numpy dtype of its own (bfloat16, float8): its bytes, viewed as an integer of
+            # the same width, without a copy.
+            same_width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+            return t.view(same_width).numpy().view(np.dtype(np_view)), name
+    raise InvalidInputError(f"{what} has dtype {t.dtype}, which planepack does not store")
+
+
+# The numpy kind of the safetensors dtypes numpy has (torch's numpy() gives them directly).
+_NUMPY_KIND = {name: dt.kind for name, dt in _FROM_SAFETENSORS.items()}
+
+
+def _safetensors_header(entries, metadata=None):
+    """The safetensors header (length prefix included, padded to 8 bytes) for
+    ``entries`` = [(name, dtype name, shape, nbytes)] stored in that order."""
+    header = {}
+    if metadata is not None:
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise InvalidInputError("metadata must map str to str")
+        header["__metadata__"] = dict(metadata)
+    offset = 0
+    for name, dtype, shape, nbytes in entries:
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text
+
 
 def _npy_header(array: np.ndarray) -> bytes:
     """The .npy header numpy writes for ``array`` (format 1.0, or 2.0 for huge headers)."""
@@ -71,80 +152,127 @@ def _npy_header(array: np.ndarray) -> bytes:
     return out.getvalue()
 
 
-def compress(array, codec: str = "auto", link: float = None, engine: float = None) -> bytes:
-    """Compress a numpy array (any shape, 0-d included) into container bytes.
-
-    The array must be C-contiguous: a strided view or a Fortran-ordered array is refused
-    (pass ``np.ascontiguousarray(a)``, which makes the copy explicit). Dtypes planepack does
-    not support (objects, strings, structured) raise InvalidInputError.
-    """
-    a = np.asarray(array)
+def _as_numpy(x, what="the array") -> np.ndarray:
+    """``x`` as a C-contiguous numpy array without copying: an ndarray, or a buffer (bytes,
+    bytearray, memoryview: its format and shape kept), or anything numpy converts."""
+    if isinstance(x, (bytes, bytearray)):
+        a = np.frombuffer(x, dtype=np.uint8)
+    else:
+        a = np.asarray(x)
     if not a.flags.c_contiguous:
-        raise ValueError(
-            "planepack.compress takes C-contiguous arrays; pass np.ascontiguousarray(a)"
-        )
+        raise ValueError(f"{what} is not C-contiguous; pass np.ascontiguousarray(a)")
     if a.dtype.hasobject:
-        raise InvalidInputError(f"arrays of Python objects cannot be compressed ({a.dtype})")
-    return compress_npy(_npy_header(a), a.tobytes(), codec, link, engine)
+        raise InvalidInputError(f"{what}: arrays of Python objects cannot be compressed ({a.dtype})")
+    return a
 
 
-def decompress(data) -> np.ndarray:
-    """The array ``compress`` was given, bit for bit, as a new writable array.
+def compress(array, codec: str = "auto", link: float = None, engine: float = None) -> bytes:
+    """Compress a numpy array (any shape, 0-d included), a buffer (bytes, memoryview) or a CPU
+    torch tensor (bfloat16 included) into container bytes.
+
+    The input must be C-contiguous: a strided view or a Fortran-ordered array is refused
+    (pass ``np.ascontiguousarray(a)`` or ``t.contiguous()``, which makes the copy explicit).
+    It is read in place, with the GIL released: do not write to it from another thread
+    meanwhile. Dtypes planepack does not support (objects, strings) raise InvalidInputError.
+    """
+    if _is_torch(array):
+        a, dtype = _tensor_as_array(array)
+        header = _safetensors_header([(_TENSOR_KEY, dtype, tuple(array.shape), a.nbytes)], {"format": "pt"})
+        return compress_file(header, [a], codec, link, engine)
+    a = _as_numpy(array)
+    return compress_file(_npy_header(a), [a], codec, link, engine)
+
+
+def _tensor_from(buf, offset, count_bytes, dtype_name, shape, framework, what):
+    """A tensor of ``buf[offset : offset + count_bytes]`` viewed in place as ``framework``."""
+    if framework in ("np", "numpy"):
+        np_dtype = _FROM_SAFETENSORS.get(dtype_name)
+        if np_dtype is None:
+            raise InvalidInputError(f"{what}: {dtype_name} has no numpy dtype; use framework='pt'")
+        return np.frombuffer(buf, dtype=np_dtype, count=count_bytes // np_dtype.itemsize, offset=offset).reshape(shape)
+    if framework in ("pt", "torch"):
+        torch = _torch()
+        entry = _torch_dtypes().get(dtype_name)
+        if entry is None:
+            raise InvalidInputError(f"{what}: {dtype_name} has no torch dtype")
+        if count_bytes == 0:
+            return torch.empty(shape, dtype=entry[0])
+        flat = torch.frombuffer(buf, dtype=torch.uint8, count=count_bytes, offset=offset)
+        return flat.view(entry[0]).reshape(shape)
+    raise ValueError(f"framework is 'np' or 'pt', not {framework!r}")
+
+
+def decompress(data, framework: str = None):
+    """What ``compress`` was given, bit for bit: a new writable numpy array, or a torch tensor
+    for a tensor ``compress`` was given as one. ``framework="np"`` or ``"pt"`` asks for the
+    other kind (bfloat16 has no numpy dtype).
 
     Raises CorruptError when ``data`` is damaged or not a container (every byte is checked).
     """
-    header_len, buf = decompress_npy(bytes(data) if not isinstance(data, bytes) else data)
-    f = io.BytesIO(bytes(buf[:header_len]))
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-    else:
-        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-    if fortran:
-        raise CorruptError("Fortran-ordered arrays are not written by compress")
-    return np.frombuffer(buf, dtype=dtype, offset=header_len).reshape(shape)
+    npy, header_len, buf = decompress_file(data if isinstance(data, bytes) else bytes(data))
+    if npy:
+        f = io.BytesIO(bytes(buf[:header_len]))
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        if fortran:
+            raise CorruptError("Fortran-ordered arrays are not written by compress")
+        a = np.frombuffer(buf, dtype=dtype, offset=header_len).reshape(shape)
+        if framework in ("pt", "torch"):
+            return _torch().from_numpy(a)
+        if framework not in (None, "np", "numpy"):
+            raise ValueError(f"framework is 'np' or 'pt', not {framework!r}")
+        return a
+    header = json.loads(bytes(buf[8:header_len]))
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    if list(tensors) != [_TENSOR_KEY]:
+        raise InvalidInputError(
+            f"this container holds a safetensors file of {len(tensors)} tensors; read it with load_file or safe_open"
+        )
+    info = tensors[_TENSOR_KEY]
+    begin, end = info["data_offsets"]
+    pt = (header.get("__metadata__") or {}).get("format") == "pt"
+    return _tensor_from(buf, header_len + begin, end - begin, info["dtype"], tuple(info["shape"]),
+                        framework or ("pt" if pt else "np"), "the tensor")
 
 
 def save_file(tensors, filename, metadata=None, codec="auto", link=None, engine=None):
-    """Write a dict of name -> numpy array as a container file (the safetensors API's shape).
+    """Write a dict of name -> numpy array or CPU torch tensor as a container file (the
+    safetensors API's shape; torch and numpy values may be mixed).
 
-    Tensors are stored in the dict's order, each with the codec ``codec`` chooses per part.
-    ``metadata`` (str -> str) goes to the header's ``__metadata__``.
+    Tensors are stored in the dict's order, read in place, each part coded with the codec
+    ``codec`` chooses. ``metadata`` (str -> str) goes to the header's ``__metadata__``.
     """
-    header = {}
-    if metadata is not None:
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-            raise InvalidInputError("metadata must map str to str")
-        header["__metadata__"] = dict(metadata)
-    chunks, offset = [], 0
+    entries, arrays = [], []
     for name, value in tensors.items():
-        a = np.asarray(value)
-        if not a.flags.c_contiguous:
-            raise ValueError(f"tensor {name!r} is not C-contiguous; pass np.ascontiguousarray")
-        st = _TO_SAFETENSORS.get(a.dtype.str)
-        if st is None:
-            raise InvalidInputError(f"tensor {name!r}: dtype {a.dtype} has no safetensors type")
-        header[name] = {"dtype": st, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
-        chunks.append(a.tobytes())
-        offset += a.nbytes
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    preamble = len(text).to_bytes(8, "little") + text
-    compress_safetensors_to(preamble, b"".join(chunks), str(filename), codec, link, engine)
+        if _is_torch(value):
+            a, st = _tensor_as_array(value, f"tensor {name!r}")
+            shape = tuple(value.shape)
+        else:
+            a = _as_numpy(value, f"tensor {name!r}")
+            st, shape = _TO_SAFETENSORS.get(a.dtype.str), a.shape
+            if st is None:
+                raise InvalidInputError(f"tensor {name!r}: dtype {a.dtype} has no safetensors type")
+        entries.append((name, st, shape, a.nbytes))
+        arrays.append(a)
+    compress_file_to(_safetensors_header(entries, metadata), arrays, os.fspath(filename), codec, link, engine)
 
 
 class safe_open:
     """A container file read one tensor at a time (the safetensors ``safe_open`` shape).
 
-        with planepack.safe_open("x.ppk") as f:
+        with planepack.safe_open("x.ppk", framework="pt") as f:
             for name in f.keys():
                 t = f.get_tensor(name)   # decoded now, every part's checksums checked
     """
 
     def __init__(self, filename, framework="np"):
-        if framework not in ("np", "numpy"):
-            raise ValueError("only framework='np' is supported so far")
-        self._reader = Reader(str(filename))
+        if framework not in ("np", "numpy", "pt", "torch"):
+            raise ValueError(f"framework is 'np' or 'pt', not {framework!r}")
+        self._framework = framework
+        self._reader = Reader(os.fspath(filename))
         self._info = {name: (dtype, tuple(shape)) for name, dtype, shape in self._reader.tensors()}
         preamble = bytes(self._reader.preamble())
         self._metadata = None
@@ -165,13 +293,67 @@ class safe_open:
 
     def get_tensor(self, name):
         dtype, shape = self._info[name]
-        np_dtype = _FROM_SAFETENSORS.get(dtype)
-        if np_dtype is None:
-            raise InvalidInputError(f"tensor {name!r}: {dtype} has no numpy dtype")
-        return np.frombuffer(self._reader.read(name), dtype=np_dtype).reshape(shape)
+        buf = self._reader.read(name)
+        return _tensor_from(buf, 0, len(buf), dtype, shape, self._framework, f"tensor {name!r}")
 
 
-def load_file(filename):
-    """Every tensor of a container file as a dict of name -> numpy array."""
-    with safe_open(filename) as f:
+def load_file(filename, framework="np"):
+    """Every tensor of a container file as a dict of name -> numpy array (or torch tensor
+    with ``framework="pt"``)."""
+    with safe_open(filename, framework) as f:
         return {name: f.get_tensor(name) for name in f.keys()}
+
+
+class BenchResults(list):
+    """The records of a bench (dicts with the fields of ``planepack bench --json``'s records),
+    with the machine they were measured on; ``str()`` renders the command's table."""
+
+    def __init__(self, results):
+        super().__init__(results["records"])
+        self.machine = results["machine"]
+        self.quick = results["quick"]
+        self.schema_version = results["schema_version"]
+
+    def __str__(self):
+        head = f"cpu: {self.machine}; single-core medians; decode and memcpy timed separately, interleaved in the same run"
+        rows = [("file", "dtype", "codec", "raw MiB", "ratio", "enc GB/s", "dec GB/s", "dec/memcpy")]
+        for r in self:
+            rows.append((r["dataset"], r["dtype"], r["codec"], f"{r['raw_bytes'] / 2**20:.2f}", f"{r['ratio']:.3f}",
+                         f"{r['encode_gbps']:.2f}", f"{r['decode_gbps']:.2f}", f"{r['decode_gbps'] / r['memcpy_gbps']:.3f}"))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+                 for row in rows]
+        return "\n".join([head] + lines)
+
+
+def bench(arrays_or_files, codecs=None, quick=False) -> BenchResults:
+    """Measure planepack's codecs and the CPU peers on your data: the harness of
+    ``planepack bench --json`` (every decode checked against the input; single-core medians;
+    memcpy timed in the same run).
+
+    ``arrays_or_files``: a path, a list of paths (``.npy``/``.safetensors`` files or folders),
+    an array or tensor, or a dict of name -> array/tensor (each benched as one file of that
+    name). ``codecs``: exact names (``"bitplane,zstd-19"`` or a list); None for all.
+    """
+    if isinstance(codecs, str):
+        codecs = [c for c in codecs.split(",") if c]
+    codecs = list(codecs or [])
+    if isinstance(arrays_or_files, (str, os.PathLike)):
+        return BenchResults(json.loads(bench_files([os.fspath(arrays_or_files)], codecs, quick)))
+    if isinstance(arrays_or_files, (list, tuple)) and all(isinstance(p, (str, os.PathLike)) for p in arrays_or_files):
+        return BenchResults(json.loads(bench_files([os.fspath(p) for p in arrays_or_files], codecs, quick)))
+    items = arrays_or_files if isinstance(arrays_or_files, dict) else {"array": arrays_or_files}
+    with tempfile.TemporaryDirectory(prefix="planepack-bench-") as tmp:
+        paths = []
+        for name, value in items.items():
+            if _is_torch(value):
+                a, st = _tensor_as_array(value, f"tensor {name!r}")
+                path = os.path.join(tmp, f"{name}.safetensors")
+                with open(path, "wb") as f:
+                    f.write(_safetensors_header([(name, st, tuple(value.shape), a.nbytes)]))
+                    f.write(a.tobytes())
+            else:
+                path = os.path.join(tmp, f"{name}.npy")
+                np.save(path, _as_numpy(value, f"tensor {name!r}"))
+            paths.append(path)
+        return BenchResults(json.loads(bench_files(paths, codecs, quick)))
