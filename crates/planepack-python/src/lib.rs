@@ -216,26 +216,134 @@ fn compress_file<'py>(
     Ok(PyBytes::new(py, &packed.map_err(to_py)?.into_inner()))
 }
 
-/// Decompress container bytes: whether the file is a `.npy` (else safetensors), the length of
-/// its header, and the whole file in a new `bytearray` (header, then the tensors' bytes).
+/// Decompress container bytes of one tensor (a `.npy` file, or a safetensors file of one
+/// tensor): whether it is a `.npy`, the file's header (`.npy` header, or safetensors length
+/// prefix and JSON), and the tensor's bytes, decoded into `out` when given (a writable,
+/// C-contiguous `numpy.ndarray` of exactly the tensor's byte length; `None` is returned), else
+/// into a new `bytearray`.
 #[pyfunction]
-fn decompress_file<'py>(
+#[pyo3(signature = (packed, out = None))]
+fn decompress_one<'py>(
     py: Python<'py>,
     packed: &[u8],
-) -> PyResult<(bool, usize, Bound<'py, PyByteArray>)> {
+    out: Option<&Bound<'py, PyAny>>,
+) -> PyResult<(bool, Bound<'py, PyBytes>, Option<Bound<'py, PyByteArray>>)> {
     let container = py
         .detach(|| Container::parse(packed, "array"))
         .map_err(to_py)?;
     let npy = container.header.source == planepack_container::SourceKind::Npy;
-    let len = usize::try_from(container.header.original_len)
-        .map_err(|_| CorruptError::new_err("original length does not fit in memory"))?;
-    let mut result = Ok(());
-    let out = PyByteArray::new_with(py, len, |buf| {
-        result = py.detach(|| container.decompress_into(buf));
-        Ok(())
-    })?;
-    result.map_err(to_py)?;
-    Ok((npy, container.header.preamble_len as usize, out))
+    let preamble = PyBytes::new(py, container.preamble());
+    let len = match container.source.tensors.as_slice() {
+        [] => 0,
+        [t] => usize::try_from(t.len)
+            .map_err(|_| CorruptError::new_err("the tensor's length does not fit in memory"))?,
+        many => {
+            return Err(InvalidInputError::new_err(format!(
+                "this container holds a safetensors file of {} tensors; read it with load_file or safe_open",
+                many.len()
+            )))
+        }
+    };
+    let decode = |buf: &mut [u8]| {
+        if len == 0 {
+            Ok(())
+        } else {
+            container.read_into_parallel(0, buf)
+        }
+    };
+    match out {
+        Some(array) => {
+            let target = WritableArray::new(py, array)?;
+            if target.len != len {
+                return Err(PyValueError::new_err(format!(
+                    "out holds {} bytes; the tensor has {len}",
+                    target.len
+                )));
+            }
+            let decode = &decode;
+            py.detach(move || {
+                // SAFETY: `WritableArray::new` checked that `array` is a writable,
+                // C-contiguous numpy.ndarray of `target.len` bytes at `target.ptr`; `array`
+                // (borrowed for this call) keeps that memory alive, and no Rust reference to it
+                // exists elsewhere. As with numpy's own GIL-releasing functions, the caller must
+                // not touch the array from another thread meanwhile.
+                let buf = unsafe { target.into_slice() };
+                decode(buf)
+            })
+            .map_err(to_py)?;
+            Ok((npy, preamble, None))
+        }
+        None => {
+            let mut result = Ok(());
+            let buf = PyByteArray::new_with(py, len, |buf| {
+                result = py.detach(|| decode(buf));
+                Ok(())
+            })?;
+            result.map_err(to_py)?;
+            Ok((npy, preamble, Some(buf)))
+        }
+    }
+}
+
+/// Parse container bytes (every header checksum checked, no tensor decoded): whether the file
+/// is a `.npy`, and its stored file header.
+#[pyfunction]
+fn describe_one<'py>(py: Python<'py>, packed: &[u8]) -> PyResult<(bool, Bound<'py, PyBytes>)> {
+    let container = py
+        .detach(|| Container::parse(packed, "array"))
+        .map_err(to_py)?;
+    let npy = container.header.source == planepack_container::SourceKind::Npy;
+    Ok((npy, PyBytes::new(py, container.preamble())))
+}
+
+/// The memory of a writable, C-contiguous array of exactly the type `numpy.ndarray`.
+struct WritableArray {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the pointer is used only inside `decompress_one`, while the array it came from is
+// borrowed; moving it to the decoding threads is what numpy's own threaded functions do.
+unsafe impl Send for WritableArray {}
+
+impl WritableArray {
+    /// The array's memory as a slice.
+    ///
+    /// # Safety
+    /// The array `new` was given must outlive the slice, and nothing else may access its
+    /// memory meanwhile.
+    unsafe fn into_slice<'a>(self) -> &'a mut [u8] {
+        // SAFETY: `ptr` is valid for `len` bytes (numpy's buffer, or dangling when empty),
+        // as the caller's contract keeps it.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    fn new(py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<Self> {
+        if !array.get_type().is(py.import("numpy")?.getattr("ndarray")?) {
+            return Err(PyTypeError::new_err("out must be a numpy.ndarray"));
+        }
+        let flags = array.getattr("flags")?;
+        if !flags.getattr("c_contiguous")?.extract::<bool>()?
+            || !flags.getattr("writeable")?.extract::<bool>()?
+        {
+            return Err(PyValueError::new_err(
+                "out must be writable and C-contiguous",
+            ));
+        }
+        let len: usize = array.getattr("nbytes")?.extract()?;
+        let (addr, _): (usize, bool) = array
+            .getattr("__array_interface__")?
+            .get_item("data")?
+            .extract()?;
+        Ok(WritableArray {
+            ptr: if len == 0 {
+                std::ptr::NonNull::dangling().as_ptr()
+            } else {
+                addr as *mut u8
+            },
+            len,
+        })
+    }
 }
 
 /// Compress a tensor file given as for `compress_file` into a container file at `path`
@@ -356,6 +464,66 @@ impl Reader {
     }
 }
 
+/// Seconds of each compress, fresh decompress and reused-buffer decompress run, and the
+/// compressed length.
+type Timings = (Vec<f64>, Vec<f64>, Vec<f64>, usize);
+
+/// For the speed benchmark (`benches/speed.py`): the Rust container's compress and decompress
+/// of the same input `compress_file` takes, timed in Rust with no Python in the loop. Returns
+/// the seconds of each of `runs` runs (after one warm-up each) of: compress into a new `Vec`;
+/// decompress of the tensor into a new `Vec` (parse included, as `decompress_one` does); and
+/// decompress into a reused buffer (as with `out=`); then the compressed length.
+#[pyfunction]
+fn time_container(
+    py: Python<'_>,
+    header: &[u8],
+    data: &Bound<'_, PyList>,
+    codec: &str,
+    runs: usize,
+) -> PyResult<Timings> {
+    let options = parallel(CompressOptions::new(policy(codec, None, None)?, "array"));
+    let input = Segments::new(py, header, data)?;
+    let timed = |f: &mut dyn FnMut() -> planepack_container::Result<()>| {
+        f()?;
+        let mut secs = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let start = std::time::Instant::now();
+            f()?;
+            secs.push(start.elapsed().as_secs_f64());
+        }
+        Ok::<_, Error>(secs)
+    };
+    py.detach(|| {
+        let mut packed = Vec::new();
+        let enc = timed(&mut || {
+            let mut out = Cursor::new(Vec::new());
+            planepack_container::compress(&input, &mut out, &options, |_| {})?;
+            packed = out.into_inner();
+            Ok(())
+        })?;
+        let len = input.len() - header.len();
+        let fresh = timed(&mut || {
+            let container = Container::parse(packed.as_slice(), "array")?;
+            let mut out = vec![0u8; len];
+            if len > 0 {
+                container.read_into_parallel(0, &mut out)?;
+            }
+            std::hint::black_box(&out);
+            Ok(())
+        })?;
+        let container = Container::parse(packed.as_slice(), "array")?;
+        let mut out = vec![0u8; len];
+        let reuse = timed(&mut || {
+            if len > 0 {
+                container.read_into_parallel(0, &mut out)?;
+            }
+            Ok(())
+        })?;
+        Ok((enc, fresh, reuse, packed.len()))
+    })
+    .map_err(to_py)
+}
+
 /// The names `codec=` takes.
 #[pyfunction]
 fn codecs() -> Vec<String> {
@@ -367,9 +535,11 @@ fn codecs() -> Vec<String> {
 #[pymodule]
 fn _planepack(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compress_file, m)?)?;
-    m.add_function(wrap_pyfunction!(decompress_file, m)?)?;
+    m.add_function(wrap_pyfunction!(decompress_one, m)?)?;
+    m.add_function(wrap_pyfunction!(describe_one, m)?)?;
     m.add_function(wrap_pyfunction!(compress_file_to, m)?)?;
     m.add_function(wrap_pyfunction!(bench_files, m)?)?;
+    m.add_function(wrap_pyfunction!(time_container, m)?)?;
     m.add_function(wrap_pyfunction!(codecs, m)?)?;
     m.add_class::<Reader>()?;
     m.add("CorruptError", m.py().get_type::<CorruptError>())?;

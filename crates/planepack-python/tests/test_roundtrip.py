@@ -220,3 +220,22 @@ def test_bench_gives_the_command_records(tmp_path):
         planepack.bench(tmp_path / "missing.npy")
     with pytest.raises(planepack.InvalidInputError):
         planepack.bench({"s": np.array(["x"])}, quick=True)
+
+
+def test_decompress_into_out():
+    a = np.random.default_rng(9).standard_normal((300, 70)).astype(np.float32)
+    blob = planepack.compress(a)
+    out = np.empty_like(a)
+    assert planepack.decompress(blob, out=out) is out
+    same_bits(a, out)
+    for bad in (np.empty((70, 300), np.float32), np.empty_like(a, dtype=np.int32), np.empty((300, 70), np.float32)[:, ::1].T):
+        with pytest.raises(ValueError):
+            planepack.decompress(blob, out=bad)
+    ro = np.empty_like(a)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        planepack.decompress(blob, out=ro)
+    with pytest.raises(planepack.CorruptError):
+        planepack.decompress(blob[:-1], out=out)
+    empty = np.empty((0, 3), np.float64)
+    assert planepack.decompress(planepack.compress(empty), out=np.empty((0, 3))).shape == (0, 3)

@@ -168,3 +168,12 @@ def test_real_model_step_bit_identical():
     loss.backward()
     assert {n: bits(p.grad) for n, p in model.named_parameters()} == plain
     assert saved.stats.compressed > 50 and saved.stats.ratio > 1.05
+
+
+def test_decompress_into_a_tensor():
+    t = sample(torch.bfloat16, (100, 30))
+    out = torch.empty_like(t)
+    assert planepack.decompress(planepack.compress(t), out=out) is out
+    assert bits(out) == bits(t)
+    with pytest.raises(ValueError, match="out is"):
+        planepack.decompress(planepack.compress(t), out=torch.empty(100, 30, dtype=torch.float16))

@@ -41,7 +41,8 @@ from ._planepack import (
     codecs,
     compress_file,
     compress_file_to,
-    decompress_file,
+    decompress_one,
+    describe_one,
 )
 
 __all__ = [
@@ -202,16 +203,46 @@ def _tensor_from(buf, offset, count_bytes, dtype_name, shape, framework, what):
     raise ValueError(f"framework is 'np' or 'pt', not {framework!r}")
 
 
-def decompress(data, framework: str = None):
+def decompress(data, framework: str = None, out=None):
     """What ``compress`` was given, bit for bit: a new writable numpy array, or a torch tensor
     for a tensor ``compress`` was given as one. ``framework="np"`` or ``"pt"`` asks for the
     other kind (bfloat16 has no numpy dtype).
 
-    Raises CorruptError when ``data`` is damaged or not a container (every byte is checked).
+    ``out``: an array (or CPU tensor) of the same dtype and shape to decode into instead of
+    new memory (a buffer reused across calls skips the allocation and its page faults); it is
+    returned. Raises CorruptError when ``data`` is damaged or not a container (every byte is
+    checked).
     """
-    npy, header_len, buf = decompress_file(data if isinstance(data, bytes) else bytes(data))
+    if framework not in (None, "np", "numpy", "pt", "torch"):
+        raise ValueError(f"framework is 'np' or 'pt', not {framework!r}")
+    packed = data if isinstance(data, bytes) else bytes(data)
+    if out is not None:
+        # The header first (checked), so that a mismatched out is refused before any write.
+        npy, dtype_name, dtype, shape, _ = _describe(*describe_one(packed))
+        if _is_torch(out):
+            target = _tensor_as_array(out, "out")[0]
+            want = _torch_dtypes().get(dtype_name, (None,))[0]
+            got = out.dtype
+        else:
+            target, want, got = out, dtype, getattr(out, "dtype", None)
+        if got != want or tuple(out.shape) != shape:
+            raise ValueError(f"out is {got} of shape {tuple(out.shape)}; the tensor is "
+                             f"{dtype_name or dtype} of shape {shape}")
+        decompress_one(packed, target)
+        return out
+    npy, preamble, buf = decompress_one(packed)
+    _, dtype_name, dtype, shape, pt = _describe(npy, preamble)
     if npy:
-        f = io.BytesIO(bytes(buf[:header_len]))
+        a = np.frombuffer(buf, dtype=dtype).reshape(shape)
+        return _torch().from_numpy(a) if framework in ("pt", "torch") else a
+    return _tensor_from(buf, 0, len(buf), dtype_name, shape, framework or ("pt" if pt else "np"), "the tensor")
+
+
+def _describe(npy, preamble):
+    """(is .npy, safetensors dtype name, numpy dtype, shape, written from torch) of the one
+    tensor of a container, from its stored file header."""
+    if npy:
+        f = io.BytesIO(preamble)
         version = np.lib.format.read_magic(f)
         if version == (1, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
@@ -219,23 +250,16 @@ def decompress(data, framework: str = None):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
         if fortran:
             raise CorruptError("Fortran-ordered arrays are not written by compress")
-        a = np.frombuffer(buf, dtype=dtype, offset=header_len).reshape(shape)
-        if framework in ("pt", "torch"):
-            return _torch().from_numpy(a)
-        if framework not in (None, "np", "numpy"):
-            raise ValueError(f"framework is 'np' or 'pt', not {framework!r}")
-        return a
-    header = json.loads(bytes(buf[8:header_len]))
+        return True, _TO_SAFETENSORS.get(dtype.str), dtype, tuple(shape), False
+    header = json.loads(preamble[8:])
     tensors = {k: v for k, v in header.items() if k != "__metadata__"}
-    if list(tensors) != [_TENSOR_KEY]:
+    if len(tensors) != 1:
         raise InvalidInputError(
             f"this container holds a safetensors file of {len(tensors)} tensors; read it with load_file or safe_open"
         )
-    info = tensors[_TENSOR_KEY]
-    begin, end = info["data_offsets"]
+    (info,) = tensors.values()
     pt = (header.get("__metadata__") or {}).get("format") == "pt"
-    return _tensor_from(buf, header_len + begin, end - begin, info["dtype"], tuple(info["shape"]),
-                        framework or ("pt" if pt else "np"), "the tensor")
+    return False, info["dtype"], _FROM_SAFETENSORS.get(info["dtype"]), tuple(info["shape"]), pt
 
 
 def save_file(tensors, filename, metadata=None, codec="auto", link=None, engine=None):

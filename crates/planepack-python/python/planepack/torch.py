@@ -9,10 +9,14 @@ compressed in host memory and restored bit-exactly.
     print(saved.stats)                 # tensors, raw and stored bytes, coding time
 
 It is :func:`torch.autograd.graph.save_on_cpu` with a codec in the middle: each saved tensor of
-``min_bytes`` or more is copied to host memory if it is on a device, compressed there (the
-codec chosen per 64 MiB part: ``codec="auto"`` takes the smallest, ``link=GBPS`` the fastest
-transfer by PlaneZip's equation (2)), and the original reference dropped; backward decodes it
+``min_bytes`` or more is copied to host memory if it is on a device, compressed there, and
+the original reference dropped; backward decodes it
 (checksums checked) and moves it back to the tensor's device.
+
+``codec`` is any name of ``planepack.codecs()``. The default, ``"bitplane"``, is the fastest
+encoder; ``"rans"`` stores less and encodes slower; ``"auto"`` tries every codec on every tensor
+(zstd included), which suits files written once, not a training step
+(bench-results/python/torch-offload.md has the measured trade on a real model).
 
 What it costs, honestly: planepack has no GPU encoder reachable from PyTorch yet, so a CUDA
 tensor crosses the link raw (a device-to-host copy of all its bytes) and is then encoded on
@@ -72,7 +76,7 @@ class compressed_saved_tensors(torch.autograd.graph.saved_tensors_hooks):
     """Keep the tensors autograd saves for backward compressed in host memory (a context
     manager; see the module's documentation). ``stats`` counts what it stored."""
 
-    def __init__(self, codec: str = "auto", min_bytes: int = 1 << 16, link: float = None, engine: float = None):
+    def __init__(self, codec: str = "bitplane", min_bytes: int = 1 << 16, link: float = None, engine: float = None):
         self.stats = Stats()
         # id(tensor) -> (weak reference to it, its version counter, packed record): a tensor
         # saved twice is packed once. The weak reference proves the id still names the same
