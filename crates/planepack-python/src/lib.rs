@@ -346,9 +346,29 @@ impl WritableArray {
     }
 }
 
+/// Write a file at `path` through `write`, atomically: into a temporary file beside it, renamed
+/// over `path` only when `write` succeeded, so a failure never leaves a file that looks valid.
+fn write_atomically(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> PyResult<()>,
+) -> PyResult<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let tmp = tempfile::NamedTempFile::new_in(dir)?;
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file());
+        write(&mut w)?;
+        std::io::Write::flush(&mut w)?;
+    }
+    tmp.persist(path)
+        .map_err(|e| PyIOError::new_err(e.to_string()))?;
+    Ok(())
+}
+
 /// Compress a tensor file given as for `compress_file` into a container file at `path`
-/// (written to a temporary file beside it, then renamed, so a failure never leaves a file that
-/// looks valid).
+/// (written atomically).
 #[pyfunction]
 #[pyo3(signature = (header, data, path, codec = "auto", link = None, engine = None))]
 fn compress_file_to(
@@ -362,19 +382,55 @@ fn compress_file_to(
 ) -> PyResult<()> {
     let options = parallel(CompressOptions::new(policy(codec, link, engine)?, "array"));
     let input = Segments::new(py, header, data)?;
-    py.detach(|| -> PyResult<()> {
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."));
-        let tmp = tempfile::NamedTempFile::new_in(dir)?;
-        {
-            let mut w = std::io::BufWriter::new(tmp.as_file());
-            planepack_container::compress(&input, &mut w, &options, |_| {}).map_err(to_py)?;
+    py.detach(|| {
+        write_atomically(&path, |w| {
+            planepack_container::compress(&input, w, &options, |_| {}).map_err(to_py)?;
+            Ok(())
+        })
+    })
+}
+
+/// Compress the `.npy` or `.safetensors` file at `src` into a container file at `dst` (what
+/// `planepack compress` does; `dst` written atomically).
+#[pyfunction]
+#[pyo3(signature = (src, dst, codec = "auto", link = None, engine = None))]
+fn compress_path(
+    py: Python<'_>,
+    src: std::path::PathBuf,
+    dst: std::path::PathBuf,
+    codec: &str,
+    link: Option<f64>,
+    engine: Option<f64>,
+) -> PyResult<()> {
+    let name = src
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("array")
+        .to_owned();
+    let options = parallel(CompressOptions::new(policy(codec, link, engine)?, &name));
+    py.detach(|| {
+        let input = std::fs::File::open(&src)
+            .map_err(|e| PyIOError::new_err(format!("{}: {e}", src.display())))?;
+        if !input.metadata()?.is_file() {
+            return Err(InvalidInputError::new_err(format!(
+                "{}: not a regular file",
+                src.display()
+            )));
         }
-        tmp.persist(&path)
-            .map_err(|e| PyIOError::new_err(e.to_string()))?;
-        Ok(())
+        write_atomically(&dst, |w| {
+            planepack_container::compress(&input, w, &options, |_| {}).map_err(to_py)?;
+            Ok(())
+        })
+    })
+}
+
+/// Restore the original file of the container at `src` to `dst`, byte for byte, every
+/// checksum checked (what `planepack decompress` does; `dst` written atomically).
+#[pyfunction]
+fn decompress_path(py: Python<'_>, src: std::path::PathBuf, dst: std::path::PathBuf) -> PyResult<()> {
+    py.detach(|| {
+        let container = Container::open(&src, "array").map_err(to_py)?;
+        write_atomically(&dst, |w| container.decompress_to(w, |_| {}).map_err(to_py))
     })
 }
 
@@ -538,6 +594,8 @@ fn _planepack(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decompress_one, m)?)?;
     m.add_function(wrap_pyfunction!(describe_one, m)?)?;
     m.add_function(wrap_pyfunction!(compress_file_to, m)?)?;
+    m.add_function(wrap_pyfunction!(compress_path, m)?)?;
+    m.add_function(wrap_pyfunction!(decompress_path, m)?)?;
     m.add_function(wrap_pyfunction!(bench_files, m)?)?;
     m.add_function(wrap_pyfunction!(time_container, m)?)?;
     m.add_function(wrap_pyfunction!(codecs, m)?)?;

@@ -239,3 +239,34 @@ def test_decompress_into_out():
         planepack.decompress(blob[:-1], out=out)
     empty = np.empty((0, 3), np.float64)
     assert planepack.decompress(planepack.compress(empty), out=np.empty((0, 3))).shape == (0, 3)
+
+
+def test_file_conversion_both_ways(tmp_path):
+    a = np.maximum(np.random.default_rng(10).standard_normal((200, 300)), 0).astype(np.float32)
+    np.save(tmp_path / "a.npy", a)
+    original = (tmp_path / "a.npy").read_bytes()
+    ppk = planepack.compress_file(tmp_path / "a.npy", codec="bitplane")
+    assert ppk == str(tmp_path / "a.npy.ppk") and (tmp_path / "a.npy.ppk").stat().st_size < len(original)
+    (tmp_path / "a.npy").unlink()
+    assert planepack.decompress_file(ppk) == str(tmp_path / "a.npy")
+    assert (tmp_path / "a.npy").read_bytes() == original
+    same_bits(a, planepack.decompress((tmp_path / "a.npy.ppk").read_bytes()))
+    # A safetensors file written by save_file's container comes back as a safetensors file.
+    planepack.save_file({"x": a, "y": np.arange(5, dtype=np.int32)}, tmp_path / "m.ppk")
+    st = planepack.decompress_file(tmp_path / "m.ppk", tmp_path / "m.safetensors")
+    again = planepack.compress_file(st, tmp_path / "again.ppk")
+    assert planepack.load_file(again)["y"].tolist() == list(range(5))
+    with pytest.raises(OSError):
+        planepack.compress_file(tmp_path / "missing.npy")
+    with pytest.raises(ValueError, match="name the output"):
+        planepack.decompress_file(tmp_path / "a.npy")
+    bad = bytearray((tmp_path / "m.ppk").read_bytes())
+    bad[len(bad) // 2] ^= 0x10
+    (tmp_path / "bad.ppk").write_bytes(bytes(bad))
+    with pytest.raises(planepack.CorruptError):
+        planepack.decompress_file(tmp_path / "bad.ppk")
+    assert not (tmp_path / "bad").exists()  # nothing left behind on failure
+    (tmp_path / "text.npy").write_bytes(b"not an npy file")
+    with pytest.raises(planepack.InvalidInputError):
+        planepack.compress_file(tmp_path / "text.npy")
+    assert not (tmp_path / "text.npy.ppk").exists()

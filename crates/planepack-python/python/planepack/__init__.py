@@ -33,17 +33,8 @@ import tempfile
 
 import numpy as np
 
-from ._planepack import (
-    CorruptError,
-    InvalidInputError,
-    Reader,
-    bench_files,
-    codecs,
-    compress_file,
-    compress_file_to,
-    decompress_one,
-    describe_one,
-)
+from . import _planepack as _native
+from ._planepack import CorruptError, InvalidInputError, codecs
 
 __all__ = [
     "compress",
@@ -51,6 +42,8 @@ __all__ = [
     "save_file",
     "load_file",
     "safe_open",
+    "compress_file",
+    "decompress_file",
     "bench",
     "codecs",
     "CorruptError",
@@ -179,9 +172,9 @@ def compress(array, codec: str = "auto", link: float = None, engine: float = Non
     if _is_torch(array):
         a, dtype = _tensor_as_array(array)
         header = _safetensors_header([(_TENSOR_KEY, dtype, tuple(array.shape), a.nbytes)], {"format": "pt"})
-        return compress_file(header, [a], codec, link, engine)
+        return _native.compress_file(header, [a], codec, link, engine)
     a = _as_numpy(array)
-    return compress_file(_npy_header(a), [a], codec, link, engine)
+    return _native.compress_file(_npy_header(a), [a], codec, link, engine)
 
 
 def _tensor_from(buf, offset, count_bytes, dtype_name, shape, framework, what):
@@ -218,7 +211,7 @@ def decompress(data, framework: str = None, out=None):
     packed = data if isinstance(data, bytes) else bytes(data)
     if out is not None:
         # The header first (checked), so that a mismatched out is refused before any write.
-        npy, dtype_name, dtype, shape, _ = _describe(*describe_one(packed))
+        npy, dtype_name, dtype, shape, _ = _describe(*_native.describe_one(packed))
         if _is_torch(out):
             target = _tensor_as_array(out, "out")[0]
             want = _torch_dtypes().get(dtype_name, (None,))[0]
@@ -228,9 +221,9 @@ def decompress(data, framework: str = None, out=None):
         if got != want or tuple(out.shape) != shape:
             raise ValueError(f"out is {got} of shape {tuple(out.shape)}; the tensor is "
                              f"{dtype_name or dtype} of shape {shape}")
-        decompress_one(packed, target)
+        _native.decompress_one(packed, target)
         return out
-    npy, preamble, buf = decompress_one(packed)
+    npy, preamble, buf = _native.decompress_one(packed)
     _, dtype_name, dtype, shape, pt = _describe(npy, preamble)
     if npy:
         a = np.frombuffer(buf, dtype=dtype).reshape(shape)
@@ -281,7 +274,7 @@ def save_file(tensors, filename, metadata=None, codec="auto", link=None, engine=
                 raise InvalidInputError(f"tensor {name!r}: dtype {a.dtype} has no safetensors type")
         entries.append((name, st, shape, a.nbytes))
         arrays.append(a)
-    compress_file_to(_safetensors_header(entries, metadata), arrays, os.fspath(filename), codec, link, engine)
+    _native.compress_file_to(_safetensors_header(entries, metadata), arrays, os.fspath(filename), codec, link, engine)
 
 
 class safe_open:
@@ -296,7 +289,7 @@ class safe_open:
         if framework not in ("np", "numpy", "pt", "torch"):
             raise ValueError(f"framework is 'np' or 'pt', not {framework!r}")
         self._framework = framework
-        self._reader = Reader(os.fspath(filename))
+        self._reader = _native.Reader(os.fspath(filename))
         self._info = {name: (dtype, tuple(shape)) for name, dtype, shape in self._reader.tensors()}
         preamble = bytes(self._reader.preamble())
         self._metadata = None
@@ -326,6 +319,29 @@ def load_file(filename, framework="np"):
     with ``framework="pt"``)."""
     with safe_open(filename, framework) as f:
         return {name: f.get_tensor(name) for name in f.keys()}
+
+
+def compress_file(src, dst=None, codec="auto", link=None, engine=None):
+    """Compress a ``.npy`` or ``.safetensors`` file into a container file (``dst`` defaults to
+    ``src + ".ppk"``), as ``planepack compress`` does; returns ``dst``. Read and written one
+    part at a time; ``dst`` appears only when complete."""
+    dst = os.fspath(dst) if dst is not None else os.fspath(src) + ".ppk"
+    _native.compress_path(os.fspath(src), dst, codec, link, engine)
+    return dst
+
+
+def decompress_file(src, dst=None):
+    """Restore the original ``.npy``/``.safetensors`` file of a container file, byte for byte
+    (``dst`` defaults to ``src`` without ``.ppk``), as ``planepack decompress`` does; returns
+    ``dst``."""
+    src = os.fspath(src)
+    if dst is None:
+        if not src.endswith(".ppk"):
+            raise ValueError("name the output: src does not end in .ppk")
+        dst = src[: -len(".ppk")]
+    dst = os.fspath(dst)
+    _native.decompress_path(src, dst)
+    return dst
 
 
 class BenchResults(list):
@@ -363,9 +379,9 @@ def bench(arrays_or_files, codecs=None, quick=False) -> BenchResults:
         codecs = [c for c in codecs.split(",") if c]
     codecs = list(codecs or [])
     if isinstance(arrays_or_files, (str, os.PathLike)):
-        return BenchResults(json.loads(bench_files([os.fspath(arrays_or_files)], codecs, quick)))
+        return BenchResults(json.loads(_native.bench_files([os.fspath(arrays_or_files)], codecs, quick)))
     if isinstance(arrays_or_files, (list, tuple)) and all(isinstance(p, (str, os.PathLike)) for p in arrays_or_files):
-        return BenchResults(json.loads(bench_files([os.fspath(p) for p in arrays_or_files], codecs, quick)))
+        return BenchResults(json.loads(_native.bench_files([os.fspath(p) for p in arrays_or_files], codecs, quick)))
     items = arrays_or_files if isinstance(arrays_or_files, dict) else {"array": arrays_or_files}
     with tempfile.TemporaryDirectory(prefix="planepack-bench-") as tmp:
         paths = []
@@ -380,4 +396,4 @@ def bench(arrays_or_files, codecs=None, quick=False) -> BenchResults:
                 path = os.path.join(tmp, f"{name}.npy")
                 np.save(path, _as_numpy(value, f"tensor {name!r}"))
             paths.append(path)
-        return BenchResults(json.loads(bench_files(paths, codecs, quick)))
+        return BenchResults(json.loads(_native.bench_files(paths, codecs, quick)))
