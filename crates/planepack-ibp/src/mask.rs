@@ -3,7 +3,8 @@
 //! Follows the reference library (`preproc_data`): for every column `j` and bit `b`, count the
 //! rows with the bit set; with `N` rows and threshold `t`, the bit is invariant-one if
 //! `ones > t*N` (in f32) and invariant-zero if `ones < (1-t)*N` (in f64), both strict. The
-//! sweep tries t = 0.70, 0.75, ..., 0.95 and keeps the t with the largest score, the lower t on
+//! sweep tries t = 0.70, 0.75, ..., 0.95, summed in f32 as the reference's loop does (see
+//! [`SWEEP`]), and keeps the t with the largest score, the lower t on
 //! a tie; the score is the reference's estimate (bits a row saves beyond its participation
 //! bits, summed over rows that save anything). No positive score leaves an empty mask.
 
@@ -100,8 +101,24 @@ impl BitCounts {
     }
 }
 
-/// The thresholds of the reference sweep (1.0 is left out: it always gives an empty mask).
-pub const SWEEP: [f32; 6] = [0.70, 0.75, 0.80, 0.85, 0.90, 0.95];
+/// The thresholds of the reference sweep, as its f32 loop computes them
+/// (`for (float t = 0.7; t <= 1.0; t += 0.05)`): 0.69999999, 0.75, 0.80000001, 0.85000002,
+/// 0.90000004, 0.95000005. The last two are not the literals `0.9f32` (0.89999998) and
+/// `0.95f32` (0.94999999): with `N` rows and exactly 10 % (5 %) of them deviant, `(1 - t) * N`
+/// falls just below the deviant count, so such a bit is not invariant, as in the reference.
+/// The loop's seventh value, exactly 1.0, is left out: it always gives an empty mask, whose
+/// score (0) never beats an earlier one.
+pub const SWEEP: [f32; 6] = {
+    let mut out = [0.0f32; 6];
+    let mut t = 0.7f32;
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = t;
+        t += 0.05;
+        i += 1;
+    }
+    out
+};
 
 /// The reference's score of a mask on some rows: for every row, the invariant bits of its
 /// participating chunks, minus one participation bit per chunk, counted when positive.
