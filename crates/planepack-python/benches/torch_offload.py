@@ -156,7 +156,8 @@ def plot(records, path, machine):
     """Saved bytes and step time per variant, one panel per precision (SVG by hand: two bar
     charts need no plotting package)."""
     precisions = sorted({r["precision"] for r in records}, key=["fp32", "bf16"].index)
-    W, H, pad, bar = 1000, 170 + 150 * len(VARIANTS), 30, 18
+    pad, bar = 30, 18
+    W, H = 1060, 100 + len(VARIANTS) * (len(precisions) * (bar + 4) + 16)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="13">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
            f'<text x="{pad}" y="24" font-size="16">EfficientNet-Lite0 training step, saved tensors for backward: bytes held and step time</text>',
@@ -194,7 +195,12 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--variant")
     ap.add_argument("--precision")
+    ap.add_argument("--plot-only", action="store_true", help="redraw the SVG from torch-offload.json")
     args = ap.parse_args()
+    if args.plot_only:
+        saved = json.loads((Path(args.out) / "torch-offload.json").read_text())
+        plot(saved["records"], Path(args.out) / "torch-offload.svg", saved["machine"])
+        return
     if args.variant:
         print(json.dumps(run_variant(args.variant, args.precision, args.batch, args.steps)))
         return

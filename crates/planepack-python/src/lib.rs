@@ -427,7 +427,11 @@ fn compress_path(
 /// Restore the original file of the container at `src` to `dst`, byte for byte, every
 /// checksum checked (what `planepack decompress` does; `dst` written atomically).
 #[pyfunction]
-fn decompress_path(py: Python<'_>, src: std::path::PathBuf, dst: std::path::PathBuf) -> PyResult<()> {
+fn decompress_path(
+    py: Python<'_>,
+    src: std::path::PathBuf,
+    dst: std::path::PathBuf,
+) -> PyResult<()> {
     py.detach(|| {
         let container = Container::open(&src, "array").map_err(to_py)?;
         write_atomically(&dst, |w| container.decompress_to(w, |_| {}).map_err(to_py))
@@ -520,62 +524,77 @@ impl Reader {
     }
 }
 
-/// Seconds of each compress, fresh decompress and reused-buffer decompress run, and the
-/// compressed length.
-type Timings = (Vec<f64>, Vec<f64>, Vec<f64>, usize);
-
-/// For the speed benchmark (`benches/speed.py`): the Rust container's compress and decompress
-/// of the same input `compress_file` takes, timed in Rust with no Python in the loop. Returns
-/// the seconds of each of `runs` runs (after one warm-up each) of: compress into a new `Vec`;
-/// decompress of the tensor into a new `Vec` (parse included, as `decompress_one` does); and
-/// decompress into a reused buffer (as with `out=`); then the compressed length.
+/// For the speed benchmark (`benches/speed.py`): seconds of each of `runs` runs of the Rust
+/// container's compress of the input `compress_file` takes (into a new `Vec`), timed in Rust
+/// with no Python in the loop, and the compressed bytes. No warm-up: the caller interleaves.
 #[pyfunction]
-fn time_container(
-    py: Python<'_>,
+fn time_compress<'py>(
+    py: Python<'py>,
     header: &[u8],
-    data: &Bound<'_, PyList>,
+    data: &Bound<'py, PyList>,
     codec: &str,
     runs: usize,
-) -> PyResult<Timings> {
+) -> PyResult<(Vec<f64>, Bound<'py, PyBytes>)> {
     let options = parallel(CompressOptions::new(policy(codec, None, None)?, "array"));
     let input = Segments::new(py, header, data)?;
-    let timed = |f: &mut dyn FnMut() -> planepack_container::Result<()>| {
-        f()?;
+    let (secs, packed) = py
+        .detach(|| {
+            let mut secs = Vec::with_capacity(runs);
+            let mut packed = Vec::new();
+            for _ in 0..runs {
+                let start = std::time::Instant::now();
+                let mut out = Cursor::new(Vec::new());
+                planepack_container::compress(&input, &mut out, &options, |_| {})?;
+                secs.push(start.elapsed().as_secs_f64());
+                packed = out.into_inner();
+            }
+            Ok::<_, Error>((secs, packed))
+        })
+        .map_err(to_py)?;
+    Ok((secs, PyBytes::new(py, &packed)))
+}
+
+/// For the speed benchmark: seconds of each of `runs` runs of the Rust container's decode of
+/// the one tensor of `packed` (parse included, as every caller must): into a new `Vec` each
+/// time, or into `out` (a writable C-contiguous array of the tensor's length, as with `out=`).
+#[pyfunction]
+#[pyo3(signature = (packed, runs, out = None))]
+fn time_decompress(
+    py: Python<'_>,
+    packed: &[u8],
+    runs: usize,
+    out: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<f64>> {
+    let target = out.map(|a| WritableArray::new(py, a)).transpose()?;
+    py.detach(move || {
+        // SAFETY: as in `decompress_one`: `out` is borrowed for this call and is a writable,
+        // C-contiguous numpy.ndarray of `target.len` bytes.
+        let mut target = target.map(|t| unsafe { t.into_slice() });
         let mut secs = Vec::with_capacity(runs);
         for _ in 0..runs {
             let start = std::time::Instant::now();
-            f()?;
+            let container = Container::parse(packed, "array")?;
+            let len = container
+                .source
+                .tensors
+                .first()
+                .map_or(0, |t| t.len as usize);
+            let mut fresh = Vec::new();
+            let buf: &mut [u8] = match target.as_deref_mut() {
+                Some(t) if t.len() == len => t,
+                Some(_) => return Err(Error::InvalidInput("out has the wrong length".into())),
+                None => {
+                    fresh.resize(len, 0);
+                    &mut fresh
+                }
+            };
+            if len > 0 {
+                container.read_into_parallel(0, buf)?;
+            }
+            std::hint::black_box(&buf);
             secs.push(start.elapsed().as_secs_f64());
         }
-        Ok::<_, Error>(secs)
-    };
-    py.detach(|| {
-        let mut packed = Vec::new();
-        let enc = timed(&mut || {
-            let mut out = Cursor::new(Vec::new());
-            planepack_container::compress(&input, &mut out, &options, |_| {})?;
-            packed = out.into_inner();
-            Ok(())
-        })?;
-        let len = input.len() - header.len();
-        let fresh = timed(&mut || {
-            let container = Container::parse(packed.as_slice(), "array")?;
-            let mut out = vec![0u8; len];
-            if len > 0 {
-                container.read_into_parallel(0, &mut out)?;
-            }
-            std::hint::black_box(&out);
-            Ok(())
-        })?;
-        let container = Container::parse(packed.as_slice(), "array")?;
-        let mut out = vec![0u8; len];
-        let reuse = timed(&mut || {
-            if len > 0 {
-                container.read_into_parallel(0, &mut out)?;
-            }
-            Ok(())
-        })?;
-        Ok((enc, fresh, reuse, packed.len()))
+        Ok(secs)
     })
     .map_err(to_py)
 }
@@ -597,7 +616,8 @@ fn _planepack(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compress_path, m)?)?;
     m.add_function(wrap_pyfunction!(decompress_path, m)?)?;
     m.add_function(wrap_pyfunction!(bench_files, m)?)?;
-    m.add_function(wrap_pyfunction!(time_container, m)?)?;
+    m.add_function(wrap_pyfunction!(time_compress, m)?)?;
+    m.add_function(wrap_pyfunction!(time_decompress, m)?)?;
     m.add_function(wrap_pyfunction!(codecs, m)?)?;
     m.add_class::<Reader>()?;
     m.add("CorruptError", m.py().get_type::<CorruptError>())?;
