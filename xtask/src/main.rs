@@ -13,6 +13,7 @@
 //! * `gpu-bench`: GPU decode against the copy kernel on the same device -> bench-results/gpu-*/.
 //! * `trace`: keep/swap/drop planning on training-step traces -> bench-results/trace/.
 //! * `cli-memory`: peak resident memory of the `planepack` command on a 2 GiB file.
+//! * `kv-stream`: IBP's KV-cache stream on the real KV caches (prompt mask, append, fetch).
 //! * `tidy`: ARCHITECTURE.md's crate graph and command list checked against the workspace.
 //! * `datasets`: list the datasets of `datasets/manifest.toml`, verify every file (size,
 //!   SHA-256, tensors, dtypes) and print the statistics table of `datasets/README.md`.
@@ -22,6 +23,7 @@ mod climem;
 mod criterion;
 mod fuzz;
 mod gpu;
+mod kv_stream;
 mod peers;
 mod rans_study;
 mod tidy;
@@ -128,6 +130,9 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         filter: Vec<String>,
     },
+    /// IBP's KV stream on the real KV caches: prompt mask against an all-token mask, append
+    /// and fetch speed, CPU and GPU (bench-results/<machine>/kv-stream.md).
+    KvStream,
     /// Check ARCHITECTURE.md's crate graph and command list against the workspace.
     Tidy,
     /// List and verify the datasets against datasets/manifest.toml.
@@ -157,6 +162,7 @@ fn main() -> Result<()> {
         }
         Command::Criterion { no_run, runs } => criterion::run(no_run, runs),
         Command::Datasets { stats } => datasets(stats),
+        Command::KvStream => kv_stream::run(),
         Command::Tidy => tidy::run(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")),
         Command::Shaders => gpu::shaders(),
         Command::Fuzz {
