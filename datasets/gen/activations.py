@@ -12,6 +12,7 @@ small, large tensors are sampled as evenly spaced contiguous 4 KB pieces (whole 
 fit), so the file stays near a budget while keeping the neighbourhoods a block codec sees.
 """
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -105,15 +106,22 @@ def write(name, model_desc, captured, extra_meta):
 
 
 def photos(n, size=224, seed=0):
-    """Real photos from scikit-image's bundled data, random crops and flips, ImageNet-normalized."""
-    from skimage import data as skdata
+    """Real photos from scikit-image's bundled data, random crops and flips, ImageNet-normalized.
+
+    The files are read directly (the first six are what `skimage.data.astronaut()` etc. return;
+    some of those loaders are not exposed by every scikit-image version). Also the input of
+    crates/planepack-python/benches/torch_offload.py."""
+    import skimage
+    from skimage.io import imread
     from skimage.transform import resize
 
-    names = ["astronaut", "chelsea", "coffee", "rocket", "motorcycle_left", "hubble_deep_field"]
+    names = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycle_left.png",
+             "hubble_deep_field.jpg", "retina.jpg", "color.png"]
+    folder = Path(skimage.__file__).parent / "data"
     rng = np.random.default_rng(seed)
     imgs = []
     for i in range(n):
-        img = getattr(skdata, names[i % len(names)])().astype(np.float32) / 255.0
+        img = imread(folder / names[i % len(names)])[..., :3].astype(np.float32) / 255.0
         h, w = img.shape[:2]
         s = min(h, w)
         y, x = rng.integers(0, h - s + 1), rng.integers(0, w - s + 1)

@@ -36,30 +36,13 @@ ROOT = Path(__file__).resolve().parents[3]
 VARIANTS = ["default", "save_on_cpu", "planepack bitplane", "planepack rans", "planepack ibp"]
 
 
-def photos(n, size=224, seed=0):
-    import torch
-    import skimage
-    from skimage.io import imread
-    from skimage.transform import resize
+def photos(n):
+    """The datasets' own input recipe (datasets/gen/activations.py): real scikit-image photos,
+    random crops and flips, ImageNet-normalized."""
+    sys.path.insert(0, str(ROOT / "datasets" / "gen"))
+    from activations import photos as dataset_photos
 
-    names = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycle_left.png",
-             "hubble_deep_field.jpg", "retina.jpg", "color.png"]
-    folder = Path(skimage.__file__).parent / "data"  # the photos the package ships
-    rng = np.random.default_rng(seed)
-    imgs = []
-    for i in range(n):
-        img = imread(folder / names[i % len(names)])[..., :3].astype(np.float32) / 255.0
-        h, w = img.shape[:2]
-        s = min(h, w)
-        y, x = rng.integers(0, h - s + 1), rng.integers(0, w - s + 1)
-        crop = resize(img[y : y + s, x : x + s], (size, size), anti_aliasing=True).astype(np.float32)
-        if rng.random() < 0.5:
-            crop = crop[:, ::-1]
-        imgs.append(crop)
-    x = torch.from_numpy(np.stack(imgs)).permute(0, 3, 1, 2).contiguous()
-    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
-    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
-    return (x - mean) / std
+    return dataset_photos(n)
 
 
 def rss_bytes():
