@@ -13,6 +13,7 @@
 //! * `gpu-bench`: GPU decode against the copy kernel on the same device -> bench-results/gpu-*/.
 //! * `trace`: keep/swap/drop planning on training-step traces -> bench-results/trace/.
 //! * `cli-memory`: peak resident memory of the `planepack` command on a 2 GiB file.
+//! * `ibp-clusters`: IBP with one mask per k-means cluster of rows, C = 1, 2, 4, 8.
 //! * `kv-stream`: IBP's KV-cache stream on the real KV caches (prompt mask, append, fetch).
 //! * `tidy`: ARCHITECTURE.md's crate graph and command list checked against the workspace.
 //! * `datasets`: list the datasets of `datasets/manifest.toml`, verify every file (size,
@@ -23,6 +24,7 @@ mod climem;
 mod criterion;
 mod fuzz;
 mod gpu;
+mod ibp_clusters;
 mod kv_stream;
 mod peers;
 mod rans_study;
@@ -130,6 +132,9 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         filter: Vec<String>,
     },
+    /// IBP with several masks per group (k-means clusters, C = 1, 2, 4, 8) on every dataset
+    /// (bench-results/<machine>/ibp-clusters.md).
+    IbpClusters,
     /// IBP's KV stream on the real KV caches: prompt mask against an all-token mask, append
     /// and fetch speed, CPU and GPU (bench-results/<machine>/kv-stream.md).
     KvStream,
@@ -163,6 +168,7 @@ fn main() -> Result<()> {
         Command::Criterion { no_run, runs } => criterion::run(no_run, runs),
         Command::Datasets { stats } => datasets(stats),
         Command::KvStream => kv_stream::run(),
+        Command::IbpClusters => ibp_clusters::run(),
         Command::Tidy => tidy::run(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")),
         Command::Shaders => gpu::shaders(),
         Command::Fuzz {

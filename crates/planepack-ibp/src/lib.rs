@@ -16,6 +16,7 @@
 //! * [`Ibp`]: the [`Codec`] used by the comparison harness, a self-contained stream.
 
 pub mod bits;
+pub mod cluster;
 pub mod layout;
 pub mod mask;
 pub mod row;
