@@ -220,14 +220,14 @@ fn compress_file<'py>(
 /// tensor): whether it is a `.npy`, the file's header (`.npy` header, or safetensors length
 /// prefix and JSON), and the tensor's bytes, decoded into `out` when given (a writable,
 /// C-contiguous `numpy.ndarray` of exactly the tensor's byte length; `None` is returned), else
-/// into a new `bytearray`.
+/// into a new uint8 numpy array.
 #[pyfunction]
 #[pyo3(signature = (packed, out = None))]
 fn decompress_one<'py>(
     py: Python<'py>,
     packed: &[u8],
     out: Option<&Bound<'py, PyAny>>,
-) -> PyResult<(bool, Bound<'py, PyBytes>, Option<Bound<'py, PyByteArray>>)> {
+) -> PyResult<(bool, Bound<'py, PyBytes>, Option<Bound<'py, PyAny>>)> {
     let container = py
         .detach(|| Container::parse(packed, "array"))
         .map_err(to_py)?;
@@ -274,13 +274,22 @@ fn decompress_one<'py>(
             Ok((npy, preamble, None))
         }
         None => {
-            let mut result = Ok(());
-            let buf = PyByteArray::new_with(py, len, |buf| {
-                result = py.detach(|| decode(buf));
-                Ok(())
-            })?;
-            result.map_err(to_py)?;
-            Ok((npy, preamble, Some(buf)))
+            // A new uint8 array from numpy.empty: no zero-fill pass before the decoder writes
+            // every byte (a bytearray would be zeroed first).
+            let array = py
+                .import("numpy")?
+                .getattr("empty")?
+                .call1((len, "uint8"))?;
+            let target = WritableArray::new(py, &array)?;
+            let decode = &decode;
+            py.detach(move || {
+                // SAFETY: `array` is a new, writable, C-contiguous numpy.ndarray of `len` bytes
+                // that only this function holds.
+                let buf = unsafe { target.into_slice() };
+                decode(buf)
+            })
+            .map_err(to_py)?;
+            Ok((npy, preamble, Some(array)))
         }
     }
 }

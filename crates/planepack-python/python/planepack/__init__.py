@@ -226,7 +226,7 @@ def decompress(data, framework: str = None, out=None):
     npy, preamble, buf = _native.decompress_one(packed)
     _, dtype_name, dtype, shape, pt = _describe(npy, preamble)
     if npy:
-        a = np.frombuffer(buf, dtype=dtype).reshape(shape)
+        a = buf.view(dtype).reshape(shape)
         return _torch().from_numpy(a) if framework in ("pt", "torch") else a
     return _tensor_from(buf, 0, len(buf), dtype_name, shape, framework or ("pt" if pt else "np"), "the tensor")
 
