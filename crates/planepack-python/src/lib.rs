@@ -221,18 +221,26 @@ fn compress_file<'py>(
 /// prefix and JSON), and the tensor's bytes, decoded into `out` when given (a writable,
 /// C-contiguous `numpy.ndarray` of exactly the tensor's byte length; `None` is returned), else
 /// into a new uint8 numpy array.
+///
+/// `check`, when given, is called with `(is_npy, header)` after the container is parsed and
+/// before anything is decoded; an exception it raises aborts the call (the Python side checks
+/// that `out` has the stored dtype and shape, with one parse).
 #[pyfunction]
-#[pyo3(signature = (packed, out = None))]
+#[pyo3(signature = (packed, out = None, check = None))]
 fn decompress_one<'py>(
     py: Python<'py>,
     packed: &[u8],
     out: Option<&Bound<'py, PyAny>>,
+    check: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(bool, Bound<'py, PyBytes>, Option<Bound<'py, PyAny>>)> {
     let container = py
         .detach(|| Container::parse(packed, "array"))
         .map_err(to_py)?;
     let npy = container.header.source == planepack_container::SourceKind::Npy;
     let preamble = PyBytes::new(py, container.preamble());
+    if let Some(check) = check {
+        check.call1((npy, &preamble))?;
+    }
     let len = match container.source.tensors.as_slice() {
         [] => 0,
         [t] => usize::try_from(t.len)
@@ -292,17 +300,6 @@ fn decompress_one<'py>(
             Ok((npy, preamble, Some(array)))
         }
     }
-}
-
-/// Parse container bytes (every header checksum checked, no tensor decoded): whether the file
-/// is a `.npy`, and its stored file header.
-#[pyfunction]
-fn describe_one<'py>(py: Python<'py>, packed: &[u8]) -> PyResult<(bool, Bound<'py, PyBytes>)> {
-    let container = py
-        .detach(|| Container::parse(packed, "array"))
-        .map_err(to_py)?;
-    let npy = container.header.source == planepack_container::SourceKind::Npy;
-    Ok((npy, PyBytes::new(py, container.preamble())))
 }
 
 /// The memory of a writable, C-contiguous array of exactly the type `numpy.ndarray`.
@@ -620,7 +617,6 @@ fn codecs() -> Vec<String> {
 fn _planepack(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compress_file, m)?)?;
     m.add_function(wrap_pyfunction!(decompress_one, m)?)?;
-    m.add_function(wrap_pyfunction!(describe_one, m)?)?;
     m.add_function(wrap_pyfunction!(compress_file_to, m)?)?;
     m.add_function(wrap_pyfunction!(compress_path, m)?)?;
     m.add_function(wrap_pyfunction!(decompress_path, m)?)?;

@@ -228,9 +228,10 @@ def test_decompress_into_out():
     out = np.empty_like(a)
     assert planepack.decompress(blob, out=out) is out
     same_bits(a, out)
-    for bad in (np.empty((70, 300), np.float32), np.empty_like(a, dtype=np.int32), np.empty((300, 70), np.float32)[:, ::1].T):
+    for bad in (np.full((70, 300), 7, np.float32), np.full_like(a, 7, dtype=np.int32), np.full((300, 70), 7, np.float32)[:, ::1].T):
         with pytest.raises(ValueError):
             planepack.decompress(blob, out=bad)
+        assert (bad == 7).all()  # refused before anything was written
     ro = np.empty_like(a)
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="writable"):

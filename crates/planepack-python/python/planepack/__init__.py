@@ -210,18 +210,21 @@ def decompress(data, framework: str = None, out=None):
         raise ValueError(f"framework is 'np' or 'pt', not {framework!r}")
     packed = data if isinstance(data, bytes) else bytes(data)
     if out is not None:
-        # The header first (checked), so that a mismatched out is refused before any write.
-        npy, dtype_name, dtype, shape, _ = _describe(*_native.describe_one(packed))
         if _is_torch(out):
             target = _tensor_as_array(out, "out")[0]
-            want = _torch_dtypes().get(dtype_name, (None,))[0]
             got = out.dtype
         else:
-            target, want, got = out, dtype, getattr(out, "dtype", None)
-        if got != want or tuple(out.shape) != shape:
-            raise ValueError(f"out is {got} of shape {tuple(out.shape)}; the tensor is "
-                             f"{dtype_name or dtype} of shape {shape}")
-        _native.decompress_one(packed, target)
+            target, got = out, getattr(out, "dtype", None)
+
+        def check(npy, preamble):
+            # Called after the header is parsed and checked, before anything is written.
+            _, dtype_name, dtype, shape, _ = _describe(npy, preamble)
+            want = _torch_dtypes().get(dtype_name, (None,))[0] if _is_torch(out) else dtype
+            if got != want or tuple(out.shape) != shape:
+                raise ValueError(f"out is {got} of shape {tuple(out.shape)}; the tensor is "
+                                 f"{dtype_name or dtype} of shape {shape}")
+
+        _native.decompress_one(packed, target, check)
         return out
     npy, preamble, buf = _native.decompress_one(packed)
     _, dtype_name, dtype, shape, pt = _describe(npy, preamble)
