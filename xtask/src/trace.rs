@@ -361,8 +361,12 @@ fn overhead_md(rows: &[Row], traces: &[Trace]) -> String {
 
 const METHOD: &str = "## How this differs from the paper's method\n\n\
 * **Traces, not measurements.** Op times are roofline estimates from FLOPs and bytes \
-(`crates/planepack-trace/src/platform.rs`), not profiled kernels; the paper measured on an \
-A100. Transformers use eager attention (attention matrices are saved), as without fused kernels.\n\
+(`crates/planepack-trace/src/platform.rs`), not profiled kernels. The paper's study is a \
+simulation too, with platform presets (A100-40GB, 24 GB/s, among them); its per-op times are not \
+known to us. Transformers use eager attention (attention matrices are saved), as without fused \
+kernels.\n\
+* **The CNNs are our choice.** The paper's summary names 3 CNNs beside ViT-B/16 and GPT-2 124M \
+but not which; ResNet-50, VGG-16 and MobileNetV2 are ours.\n\
 * **Batch sizes are ours** (64 for the CNNs and ViT, 8 x 1024 tokens for GPT-2); the paper's \
 are not known to us. Overhead depends on the ratio of transfer to compute time, so batch and \
 resolution move these figures.\n\
