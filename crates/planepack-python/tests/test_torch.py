@@ -177,3 +177,25 @@ def test_decompress_into_a_tensor():
     assert bits(out) == bits(t)
     with pytest.raises(ValueError, match="out is"):
         planepack.decompress(planepack.compress(t), out=torch.empty(100, 30, dtype=torch.float16))
+
+
+def test_hook_codec_chosen_per_tensor():
+    x = torch.randn(256, 256, requires_grad=True)
+    step = lambda: (x.bfloat16() * 3).float().sin().sum()  # noqa: E731
+    step().backward()
+    plain = x.grad.clone()
+    x.grad = None
+    chosen = []
+
+    def pick(t):
+        chosen.append(t.dtype)
+        return "rans" if t.dtype == torch.bfloat16 else "bitplane"
+
+    with planepack.torch.compressed_saved_tensors(codec=pick, min_bytes=0) as saved:
+        loss = step()
+    loss.backward()
+    assert torch.equal(x.grad, plain)
+    assert saved.stats.compressed == len(chosen) >= 1
+    with pytest.raises(ValueError, match="unknown codec"):
+        with planepack.torch.compressed_saved_tensors(codec=lambda t: "nonesuch", min_bytes=0):
+            (x * 2).sin()

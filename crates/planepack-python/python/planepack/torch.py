@@ -13,8 +13,9 @@ It is :func:`torch.autograd.graph.save_on_cpu` with a codec in the middle: each 
 the original reference dropped; backward decodes it
 (checksums checked) and moves it back to the tensor's device.
 
-``codec`` is any name of ``planepack.codecs()``. The default, ``"bitplane"``, is the fastest
-encoder; ``"rans"`` stores less and encodes slower; ``"auto"`` tries every codec on every tensor
+``codec`` is any name of ``planepack.codecs()``, or a function of the tensor that returns one
+(the codec chosen per tensor: say ``lambda t: "rans" if t.dtype == torch.bfloat16 else
+"bitplane"``). The default, ``"bitplane"``, is the fastest encoder; ``"rans"`` stores less and encodes slower; ``"auto"`` tries every codec on every tensor
 (zstd included), which suits files written once, not a training step
 (bench-results/python/torch-offload.md has the measured trade on a real model).
 
@@ -76,7 +77,7 @@ class compressed_saved_tensors(torch.autograd.graph.saved_tensors_hooks):
     """Keep the tensors autograd saves for backward compressed in host memory (a context
     manager; see the module's documentation). ``stats`` counts what it stored."""
 
-    def __init__(self, codec: str = "bitplane", min_bytes: int = 1 << 16, link: float = None, engine: float = None):
+    def __init__(self, codec="bitplane", min_bytes: int = 1 << 16, link: float = None, engine: float = None):
         self.stats = Stats()
         # id(tensor) -> (weak reference to it, its version counter, packed record): a tensor
         # saved twice is packed once. The weak reference proves the id still names the same
@@ -100,7 +101,8 @@ class compressed_saved_tensors(torch.autograd.graph.saved_tensors_hooks):
                 host = host.to("cpu")  # the raw bytes cross the link (no GPU encoder yet)
             if not host.is_contiguous():
                 host = host.contiguous()
-            blob = compress(host, codec=codec, link=link, engine=engine)
+            name = codec(t) if callable(codec) else codec
+            blob = compress(host, codec=name, link=link, engine=engine)
             stats.pack_seconds += time.perf_counter() - start
             stats.compressed += 1
             stats.raw_bytes += nbytes

@@ -1,4 +1,5 @@
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -18,5 +19,5 @@ class Stats:
 
 class compressed_saved_tensors(torch.autograd.graph.saved_tensors_hooks):
     stats: Stats
-    def __init__(self, codec: str = "bitplane", min_bytes: int = 65536, link: float | None = None, engine: float | None = None) -> None: ...
+    def __init__(self, codec: str | Callable[[torch.Tensor], str] = "bitplane", min_bytes: int = 65536, link: float | None = None, engine: float | None = None) -> None: ...
     def __enter__(self) -> "compressed_saved_tensors": ...
