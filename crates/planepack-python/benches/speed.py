@@ -86,16 +86,8 @@ def time_pair(runs, a, b):
     return median(ta), median(tb)
 
 
-def native_input(x):
-    """What planepack.compress hands the native module for x: header and the array."""
-    if isinstance(x, torch.Tensor):
-        a, st = planepack._tensor_as_array(x)
-        return planepack._safetensors_header([("tensor", st, tuple(x.shape), a.nbytes)], {"format": "pt"}), a
-    return planepack._npy_header(x), x
-
-
 def raw_bytes_of(x):
-    return (x.view(torch.int16).numpy() if isinstance(x, torch.Tensor) else x).tobytes()
+    return (planepack._tensor_as_array(x)[0] if isinstance(x, torch.Tensor) else x).tobytes()
 
 
 def main():
@@ -112,7 +104,7 @@ def main():
     for name, dtype, x in datasets():
         nbytes = x.numel() * x.element_size() if isinstance(x, torch.Tensor) else x.nbytes
         raw = raw_bytes_of(x)
-        header, arr = native_input(x)
+        header, arrays = planepack._file_of(x)
         for codec in CODECS:
             blob = planepack.compress(x, codec=codec)
             back = planepack.decompress(blob)
@@ -120,7 +112,7 @@ def main():
             # Each operation alternates Python and Rust run by run (one warm-up of each first),
             # so both see the same machine state: compress, then decompress into new memory,
             # then decompress into a reused array.
-            rust_blob = _planepack.time_compress(header, [arr], codec, 1)[1]
+            rust_blob = _planepack.time_compress(header, arrays, codec, 1)[1]
             assert rust_blob == blob, (name, codec, "the Python and Rust containers differ")
             out = planepack.decompress(blob)
             rust_out_buf = np.empty(len(raw), np.uint8)
@@ -137,7 +129,7 @@ def main():
                 return py_t, rust_t
 
             py_enc, rust_enc = alternate(lambda: planepack.compress(x, codec=codec),
-                                         lambda: _planepack.time_compress(header, [arr], codec, 1)[0][0])
+                                         lambda: _planepack.time_compress(header, arrays, codec, 1)[0][0])
             py_dec, rust_dec = alternate(lambda: planepack.decompress(blob),
                                          lambda: _planepack.time_decompress(blob, 1)[0])
             py_out, rust_out = alternate(lambda: planepack.decompress(blob, out=out),

@@ -105,17 +105,13 @@ def _tensor_as_array(t, what="the tensor"):
     t = t.detach()
     for name, (dtype, np_view) in _torch_dtypes().items():
         if t.dtype == dtype:
-            if np.dtype(np_view).kind == _NUMPY_KIND.get(name):
+            if name in _FROM_SAFETENSORS:
                 return t.numpy(), name  # shares the tensor's memory
             # No numpy dtype of its own (bfloat16, float8): its bytes, viewed as an integer of
             # the same width, without a copy.
             same_width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
             return t.view(same_width).numpy().view(np.dtype(np_view)), name
     raise InvalidInputError(f"{what} has dtype {t.dtype}, which planepack does not store")
-
-
-# The numpy kind of the safetensors dtypes numpy has (torch's numpy() gives them directly).
-_NUMPY_KIND = {name: dt.kind for name, dt in _FROM_SAFETENSORS.items()}
 
 
 def _safetensors_header(entries, metadata=None):
@@ -169,30 +165,36 @@ def compress(array, codec: str = "auto", link: float = None, engine: float = Non
     It is read in place, with the GIL released: do not write to it from another thread
     meanwhile. Dtypes planepack does not support (objects, strings) raise InvalidInputError.
     """
-    if _is_torch(array):
-        a, dtype = _tensor_as_array(array)
-        header = _safetensors_header([(_TENSOR_KEY, dtype, tuple(array.shape), a.nbytes)], {"format": "pt"})
-        return _native.compress_file(header, [a], codec, link, engine)
-    a = _as_numpy(array)
-    return _native.compress_file(_npy_header(a), [a], codec, link, engine)
+    return _native.compress_file(*_file_of(array), codec, link, engine)
 
 
-def _tensor_from(buf, offset, count_bytes, dtype_name, shape, framework, what):
-    """A tensor of ``buf[offset : offset + count_bytes]`` viewed in place as ``framework``."""
+def _file_of(x):
+    """(file header, [array]): the tensor file ``compress`` stores for ``x``, its data given as
+    an array the native side reads in place. A torch tensor is a one-tensor safetensors file
+    with ``{"format": "pt"}`` metadata, anything else a ``.npy`` file."""
+    if _is_torch(x):
+        a, dtype = _tensor_as_array(x)
+        return _safetensors_header([(_TENSOR_KEY, dtype, tuple(x.shape), a.nbytes)], {"format": "pt"}), [a]
+    a = _as_numpy(x)
+    return _npy_header(a), [a]
+
+
+def _tensor_from(buf, dtype_name, shape, framework, what):
+    """The tensor whose bytes are all of ``buf`` (a uint8 array), viewed in place as
+    ``framework``."""
     if framework in ("np", "numpy"):
         np_dtype = _FROM_SAFETENSORS.get(dtype_name)
         if np_dtype is None:
             raise InvalidInputError(f"{what}: {dtype_name} has no numpy dtype; use framework='pt'")
-        return np.frombuffer(buf, dtype=np_dtype, count=count_bytes // np_dtype.itemsize, offset=offset).reshape(shape)
+        return np.frombuffer(buf, dtype=np_dtype).reshape(shape)
     if framework in ("pt", "torch"):
         torch = _torch()
         entry = _torch_dtypes().get(dtype_name)
         if entry is None:
             raise InvalidInputError(f"{what}: {dtype_name} has no torch dtype")
-        if count_bytes == 0:
+        if len(buf) == 0:
             return torch.empty(shape, dtype=entry[0])
-        flat = torch.frombuffer(buf, dtype=torch.uint8, count=count_bytes, offset=offset)
-        return flat.view(entry[0]).reshape(shape)
+        return torch.frombuffer(buf, dtype=torch.uint8).view(entry[0]).reshape(shape)
     raise ValueError(f"framework is 'np' or 'pt', not {framework!r}")
 
 
@@ -218,7 +220,7 @@ def decompress(data, framework: str = None, out=None):
 
         def check(npy, preamble):
             # Called after the header is parsed and checked, before anything is written.
-            _, dtype_name, dtype, shape, _ = _describe(npy, preamble)
+            dtype_name, dtype, shape, _ = _describe(npy, preamble)
             want = _torch_dtypes().get(dtype_name, (None,))[0] if _is_torch(out) else dtype
             if got != want or tuple(out.shape) != shape:
                 raise ValueError(f"out is {got} of shape {tuple(out.shape)}; the tensor is "
@@ -227,16 +229,16 @@ def decompress(data, framework: str = None, out=None):
         _native.decompress_one(packed, target, check)
         return out
     npy, preamble, buf = _native.decompress_one(packed)
-    _, dtype_name, dtype, shape, pt = _describe(npy, preamble)
+    dtype_name, dtype, shape, pt = _describe(npy, preamble)
     if npy:
         a = buf.view(dtype).reshape(shape)
         return _torch().from_numpy(a) if framework in ("pt", "torch") else a
-    return _tensor_from(buf, 0, len(buf), dtype_name, shape, framework or ("pt" if pt else "np"), "the tensor")
+    return _tensor_from(buf, dtype_name, shape, framework or ("pt" if pt else "np"), "the tensor")
 
 
 def _describe(npy, preamble):
-    """(is .npy, safetensors dtype name, numpy dtype, shape, written from torch) of the one
-    tensor of a container, from its stored file header."""
+    """(safetensors dtype name, numpy dtype, shape, written from torch) of the one tensor of a
+    container (the native side has checked there is one), from its stored file header."""
     if npy:
         f = io.BytesIO(preamble)
         version = np.lib.format.read_magic(f)
@@ -246,16 +248,11 @@ def _describe(npy, preamble):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
         if fortran:
             raise CorruptError("Fortran-ordered arrays are not written by compress")
-        return True, _TO_SAFETENSORS.get(dtype.str), dtype, tuple(shape), False
+        return _TO_SAFETENSORS.get(dtype.str), dtype, tuple(shape), False
     header = json.loads(preamble[8:])
-    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
-    if len(tensors) != 1:
-        raise InvalidInputError(
-            f"this container holds a safetensors file of {len(tensors)} tensors; read it with load_file or safe_open"
-        )
-    (info,) = tensors.values()
+    (info,) = (v for k, v in header.items() if k != "__metadata__")
     pt = (header.get("__metadata__") or {}).get("format") == "pt"
-    return False, info["dtype"], _FROM_SAFETENSORS.get(info["dtype"]), tuple(info["shape"]), pt
+    return info["dtype"], _FROM_SAFETENSORS.get(info["dtype"]), tuple(info["shape"]), pt
 
 
 def save_file(tensors, filename, metadata=None, codec="auto", link=None, engine=None):
@@ -313,8 +310,7 @@ class safe_open:
 
     def get_tensor(self, name):
         dtype, shape = self._info[name]
-        buf = self._reader.read(name)
-        return _tensor_from(buf, 0, len(buf), dtype, shape, self._framework, f"tensor {name!r}")
+        return _tensor_from(self._reader.read(name), dtype, shape, self._framework, f"tensor {name!r}")
 
 
 def load_file(filename, framework="np"):
