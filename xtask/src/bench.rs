@@ -33,11 +33,12 @@ pub struct BenchArgs {
     paths: Vec<PathBuf>,
 }
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn default_dir(machine: &str) -> PathBuf {
+/// This machine's results folder, `bench-results/<machine slug>`.
+pub(crate) fn default_dir(machine: &str) -> PathBuf {
     workspace_root()
         .join("bench-results")
         .join(planepack_harness::machine_slug(machine))

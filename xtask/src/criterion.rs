@@ -8,6 +8,7 @@
 //! benchmarks, so a slow spell lowers one run, not one benchmark's every sample.
 
 use anyhow::{Context, Result};
+use planepack_harness::measure::median;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -61,18 +62,6 @@ fn group(dir: &Path) -> Result<Vec<(String, f64)>> {
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
-}
-
-/// Median of a non-empty list.
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// One benchmark after one run: id, GB/s, fraction of that run's memcpy.

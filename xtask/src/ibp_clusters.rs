@@ -8,8 +8,9 @@
 //! raw over the dataset's tensors. Writes `bench-results/<machine>/ibp-clusters.md`.
 
 use anyhow::Result;
+use planepack_harness::ibp_study::stored_with;
 use planepack_ibp::cluster::kmeans;
-use planepack_ibp::{compress, preprocess, Columns, Layout, Rows, Sample, Threshold};
+use planepack_ibp::{preprocess, Rows, Sample, Threshold};
 use std::fmt::Write as _;
 
 const CLUSTERS: [usize; 4] = [1, 2, 4, 8];
@@ -19,25 +20,26 @@ fn stored(rows: &Rows, c: usize) -> Result<usize> {
     let assign = kmeans(rows, c, 10, 0x1b9);
     let rb = rows.data.len() / rows.count;
     let mut total = 0;
+    let mut members = Vec::new();
     for k in 0..c {
-        let members: Vec<u8> = (0..rows.count)
-            .filter(|&i| assign[i] as usize == k)
-            .flat_map(|i| rows.data[i * rb..(i + 1) * rb].to_vec())
-            .collect();
+        members.clear();
+        for (i, row) in rows.data.chunks_exact(rb).enumerate() {
+            if assign[i] as usize == k {
+                members.extend_from_slice(row);
+            }
+        }
         if members.is_empty() {
             continue;
         }
         let group = Rows::new(&members, rb, rows.width)?;
         let mask = preprocess(&group, Threshold::Sweep, Sample::All).mask;
-        let packed = compress(&group, &Columns::new(&mask), Layout::InPlace);
-        total += packed.payload_bytes + mask.metadata_bytes() + 4 * packed.row_bitmask.len();
+        total += stored_with(&group, &mask);
     }
     let id_bits = (c as f64).log2().ceil() as usize;
     Ok(total + (rows.count * id_bits).div_ceil(8))
 }
 
 pub fn run() -> Result<()> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = planepack_datasets::datasets_dir();
     let manifest = planepack_datasets::Manifest::read(&dir)?;
     let mut table = Vec::new();
@@ -129,9 +131,7 @@ pub fn run() -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     )?;
-    let out = root
-        .join("bench-results")
-        .join(planepack_harness::machine_slug(&machine));
+    let out = crate::bench::default_dir(&machine);
     std::fs::create_dir_all(&out)?;
     std::fs::write(out.join("ibp-clusters.md"), &s)?;
     println!("{s}");

@@ -16,6 +16,7 @@
 //! Writes `bench-results/<machine>/kv-stream.md`.
 
 use anyhow::{ensure, Context, Result};
+use planepack_harness::measure::median;
 use planepack_ibp::{
     compress, preprocess, Columns, KvStream, Layout, Mask, Rows, Sample, Threshold,
 };
@@ -50,11 +51,6 @@ struct Record {
     append_gbps: f64,
     fetch_cpu_gbps: f64,
     fetch_gpu_gbps: Option<f64>,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// (payload bytes, metadata bytes, packed fraction) of `rows` compressed with `mask`.
@@ -93,11 +89,13 @@ fn study(
     let gen_rows = Rows::new(generated, row_bytes, 64)?;
     let all_rows = Rows::new(&rows, row_bytes, 64)?;
 
-    // The stream: prompt, then one generated row at a time. Append timed over fresh streams.
+    // The stream: prompt, then one generated row at a time. Append timed over fresh streams
+    // (a warm-up, then RUNS); the last one is kept.
     let mut append = Vec::new();
-    let mut stream = KvStream::from_prompt(&prompt_rows, THRESHOLD);
+    let mut last = None;
     for run in 0..=RUNS {
         let mut s = KvStream::from_prompt(&prompt_rows, THRESHOLD);
+        let prompt_payload = s.rows().payload_bytes;
         let start = Instant::now();
         for row in generated.chunks_exact(row_bytes) {
             s.append(row)?;
@@ -105,11 +103,9 @@ fn study(
         if run > 0 {
             append.push(start.elapsed().as_secs_f64());
         }
-        stream = s;
+        last = Some((s, prompt_payload));
     }
-    let prompt_payload = KvStream::from_prompt(&prompt_rows, THRESHOLD)
-        .rows()
-        .payload_bytes;
+    let (stream, prompt_payload) = last.expect("at least one run");
     let gen_payload = stream.rows().payload_bytes - prompt_payload;
     let (p_payload, p_meta, p_packed) = cost(&gen_rows, &stream.mask);
     ensure!(
@@ -137,10 +133,10 @@ fn study(
         .iter()
         .flat_map(|&t| (0..heads).map(move |h| t * heads + h))
         .collect();
-    let expected: Vec<u8> = indices
-        .iter()
-        .flat_map(|&i| rows[i * row_bytes..(i + 1) * row_bytes].to_vec())
-        .collect();
+    let mut expected = Vec::with_capacity(indices.len() * row_bytes);
+    for &i in &indices {
+        expected.extend_from_slice(&rows[i * row_bytes..(i + 1) * row_bytes]);
+    }
     let mut out = vec![0u8; expected.len()];
     stream.gather(&indices, &mut out)?;
     ensure!(out == expected, "CPU fetch differs from the rows");
@@ -160,7 +156,7 @@ fn study(
                 gpu.gather_rows(stream.rows(), &stream.mask, Some(&indices))?;
                 t.push(start.elapsed().as_secs_f64());
             }
-            Some(expected.len() as f64 / median(t) / 1e9)
+            Some(expected.len() as f64 / median(&t) / 1e9)
         }
         None => None,
     };
@@ -180,14 +176,13 @@ fn study(
         ratio_all_meta: gb / (a_payload + a_meta) as f64,
         packed_prefill: p_packed,
         packed_all: a_packed,
-        append_gbps: gb / median(append) / 1e9,
-        fetch_cpu_gbps: expected.len() as f64 / median(fetch) / 1e9,
+        append_gbps: gb / median(&append) / 1e9,
+        fetch_cpu_gbps: expected.len() as f64 / median(&fetch) / 1e9,
         fetch_gpu_gbps,
     })
 }
 
 pub fn run() -> Result<()> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = planepack_datasets::datasets_dir();
     let manifest = planepack_datasets::Manifest::read(&dir)?;
     let gpu = match planepack_gpu::Gpu::new(&planepack_gpu::GpuOptions::from_env()) {
@@ -290,11 +285,9 @@ pub fn run() -> Result<()> {
         total(|r| r.ratio_all_meta),
         first.head_dim
     )?;
-    let dir = root
-        .join("bench-results")
-        .join(planepack_harness::machine_slug(&machine));
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("kv-stream.md"), &s)?;
+    let out = crate::bench::default_dir(&machine);
+    std::fs::create_dir_all(&out)?;
+    std::fs::write(out.join("kv-stream.md"), &s)?;
     println!("{s}");
     println!(
         "wrote bench-results/{}/kv-stream.md",

@@ -22,13 +22,16 @@ pub struct StudyRow {
     pub ratios: Vec<(String, f64)>,
 }
 
-/// Ratio of a group with mask `m`: raw bytes over the bytes a reader fetches plus metadata
-/// (mask, bitval, row bitmask).
+/// Bytes of a group with mask `m`: what a reader fetches plus metadata (mask, bitval, row
+/// bitmask).
+pub fn stored_with(rows: &Rows, m: &Mask) -> usize {
+    let c = compress(rows, &Columns::new(m), Layout::InPlace);
+    c.payload_bytes + m.metadata_bytes() + 4 * c.row_bitmask.len()
+}
+
+/// Ratio of a group with mask `m`: raw bytes over [`stored_with`].
 pub fn ratio_with(rows: &Rows, m: &Mask) -> f64 {
-    let cols = Columns::new(m);
-    let c = compress(rows, &cols, Layout::InPlace);
-    let stored = c.payload_bytes + m.metadata_bytes() + 4 * c.row_bitmask.len();
-    rows.data.len() as f64 / stored as f64
+    rows.data.len() as f64 / stored_with(rows, m) as f64
 }
 
 pub const SAMPLES: [(&str, Sample); 7] = [

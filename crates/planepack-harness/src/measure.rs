@@ -91,7 +91,8 @@ pub fn time_interleaved(
     (ra, rb)
 }
 
-fn median(v: &[f64]) -> f64 {
+/// Median of a non-empty list (the mean of the middle two for an even count).
+pub fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
