@@ -43,7 +43,7 @@ struct Params {
 
 const WG: u32 = 32u;
 // Elements per block, elements per word (= words per plane), the element mask.
-const N: u32 = 1024u / W;
+const N: u32 = BLOCK_BITS / W;
 const PER: u32 = 32u / W;
 const WMASK: u32 = 0xffffffffu >> (32u - W);
 
@@ -322,22 +322,22 @@ fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
     blk = array<u32, 32>();
     rd_at(start);
     var m = vec4<u32>(0u);
-    if (tag == 0u) {
+    if (tag == MODE_RAW) {
         for (var k = 0u; k < 32u; k = k + 1u) {
             blk[k] = rd_bits(32u);
         }
-    } else if (tag == 1u || tag == 4u) {
+    } else if (tag == MODE_ZVC || tag == MODE_ZBX) {
         m = read_mask();
     }
     var p_bits = N;
-    if (tag >= 2u && tag <= 4u) {
+    if (tag >= MODE_BX && tag <= MODE_ZBX) {
         var base = 0u;
-        if (tag == 4u) {
+        if (tag == MODE_ZBX) {
             p_bits = countOneBits(m.x) + countOneBits(m.y) + countOneBits(m.z) + countOneBits(m.w);
             if (p_bits < 2u) {
                 err = err | ERR_VALUE;
             }
-        } else if (tag == 3u) {
+        } else if (tag == MODE_DBX) {
             p_bits = N - 1u;
             let c = rd_peek();
             if ((c & 1u) == 1u) {
@@ -365,7 +365,7 @@ fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
             }
         }
         decode_planes(j, p_bits);
-        if (tag == 3u) {
+        if (tag == MODE_DBX) {
             // Element i holds delta i (element N - 1 is zero): a running sum from the base.
             var e = base;
             for (var k = 0u; k < 32u; k = k + 1u) {
@@ -382,7 +382,7 @@ fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
     for (var k = 0u; k < 32u; k = k + 1u) {
         tile[j * 32u + k] = blk[k];
     }
-    if (tag == 1u) {
+    if (tag == MODE_ZVC) {
         let cnt = countOneBits(m.x) + countOneBits(m.y) + countOneBits(m.z) + countOneBits(m.w);
         if (len != N + cnt * W) {
             err = err | ERR_LENGTH;
@@ -400,7 +400,7 @@ fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
                 mq = mq & (mq - 1u);
             }
         }
-    } else if (tag == 4u) {
+    } else if (tag == MODE_ZBX) {
         // Values 0..k-1 sit at elements 0..k-1: move value t to the t-th set bit of M, from
         // the last down (the t-th set bit is at or after t, so nothing is overwritten early).
         var t = p_bits;
@@ -420,8 +420,8 @@ fn decode_block(j: u32, tag: u32, len: u32, start: u32) {
             }
         }
     }
-    let used = select(rd_pos() - start, 1024u, tag == 0u);
-    if (tag != 5u && tag != 1u && used != select(len, 1024u, tag == 0u)) {
+    let used = select(rd_pos() - start, BLOCK_BITS, tag == MODE_RAW);
+    if (tag != MODE_ZERO && tag != MODE_ZVC && used != select(len, BLOCK_BITS, tag == MODE_RAW)) {
         err = err | ERR_LENGTH;
     }
 }
@@ -449,20 +449,20 @@ fn run(wg: vec3<u32>) {
     var len = 0u;
     var plen = 0u;
     if (live) {
-        let e = bits(13u * j, 13u);
-        tag = e & 7u;
-        len = e >> 3u;
+        let e = bits(TABLE_ENTRY_BITS * j, TABLE_ENTRY_BITS);
+        tag = e & ((1u << TAG_BITS) - 1u);
+        len = e >> TAG_BITS;
         plen = len;
-        if (tag == 0u) {
-            plen = 1024u;
+        if (tag == MODE_RAW) {
+            plen = BLOCK_BITS;
         }
-        if (tag > 5u || ((tag == 0u || tag == 5u) && len != 0u) || ((tag == 2u || tag == 3u || tag == 4u) && len >= 1024u)) {
+        if (tag > MODE_ZERO || ((tag == MODE_RAW || tag == MODE_ZERO) && len != 0u) || ((tag >= MODE_BX && tag <= MODE_ZBX) && len >= BLOCK_BITS)) {
             err = err | ERR_TAG;
             plen = 0u;
         }
     }
     let sc = scan(plen);
-    let used = 13u * nb + sc.y;
+    let used = TABLE_ENTRY_BITS * nb + sc.y;
     if (j == 0u) {
         if ((used + 7u) / 8u * 8u != climit) {
             err = err | ERR_LENGTH;
@@ -471,7 +471,7 @@ fn run(wg: vec3<u32>) {
         }
     }
     if (live && (err & ERR_TAG) == 0u) {
-        decode_block(j, tag, len, 13u * nb + sc.x);
+        decode_block(j, tag, len, TABLE_ENTRY_BITS * nb + sc.x);
         // The padding bytes of the tensor's last block must be zero.
         let rem = params.raw_len % 128u;
         if (first + j + 1u == params.n_blocks && rem != 0u) {

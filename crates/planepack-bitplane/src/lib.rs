@@ -45,6 +45,8 @@ pub const CHUNK_BLOCKS: usize = 32;
 pub const CHUNK_BYTES: usize = CHUNK_BLOCKS * BLOCK_BYTES;
 /// Bits of one block-table entry: 3-bit tag + 10-bit payload length.
 pub const TABLE_ENTRY_BITS: usize = 13;
+/// Bits of the tag at the bottom of a block-table entry.
+pub const TAG_BITS: u32 = 3;
 /// Largest possible compressed chunk: header, full table, 32 RAW blocks.
 pub const MAX_CHUNK_BYTES: usize =
     2 + (CHUNK_BLOCKS * (TABLE_ENTRY_BITS + RAW_BITS as usize)).div_ceil(8);
@@ -201,14 +203,14 @@ fn encode_chunk<G: Geometry, const T: u8>(
     let mut w = SliceBitWriter::new(&mut out[start + 2..]);
     let mut payload_bits = 0;
     for p in plans.clone() {
-        w.put(p.mode as u64, 3);
+        w.put(p.mode as u64, TAG_BITS);
         w.put(
             if p.mode == Mode::Raw {
                 0
             } else {
                 p.bits as u64
             },
-            10,
+            TABLE_ENTRY_BITS as u32 - TAG_BITS,
         );
         payload_bits += p.bits as usize;
     }
@@ -451,8 +453,8 @@ fn read_table<G: Geometry>(
     let mut bad = false;
     for entry in entries[..nb].iter_mut() {
         let e = table.read(TABLE_ENTRY_BITS as u32);
-        let tag = e & 7;
-        let len = (e >> 3) as usize;
+        let tag = e & ((1 << TAG_BITS) - 1);
+        let len = (e >> TAG_BITS) as usize;
         let raw = tag == Mode::Raw as u64;
         // Tags 6 and 7 are reserved; RAW and ZERO carry no length.
         bad |= tag > Mode::Zero as u64 || ((raw || tag == Mode::Zero as u64) && len != 0);

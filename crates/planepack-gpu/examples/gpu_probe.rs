@@ -21,7 +21,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let g = Gpu::new(&GpuOptions::from_env()).expect("a GPU adapter");
-    println!("{} (IBP lanes {})", g.describe(), g.ibp_lanes());
+    println!("{} (IBP lanes {})", g.describe(), g.config().ibp_lanes);
     let which: Vec<String> = std::env::args().skip(1).collect();
     let codecs = std::env::var("CODECS").unwrap_or_else(|_| "ibp,bitplane".into());
     let dir = datasets_dir();
@@ -42,17 +42,17 @@ fn main() {
                     planepack_ibp::Ibp::default()
                         .encode_shaped(&t.data, elem, &t.shape, &mut enc)
                         .unwrap();
-                    g.prepare_ibp(&enc, None, g.path())
+                    g.prepare_ibp(&enc, None, &g.config())
                 } else if codec == "rans" {
                     planepack_rans::Rans::default()
                         .encode_shaped(&t.data, elem, &t.shape, &mut enc)
                         .unwrap();
-                    g.prepare_rans(&enc, g.path())
+                    g.prepare_rans(&enc, &g.config())
                 } else {
                     planepack_bitplane::BitPlane::new()
                         .encode_shaped(&t.data, elem, &t.shape, &mut enc)
                         .unwrap();
-                    g.prepare_bitplane(&enc, g.path())
+                    g.prepare_bitplane(&enc, &g.config())
                 };
                 let Ok(p) = prepared else { continue };
                 assert!(

@@ -2,6 +2,15 @@
 
 use crate::{Gpu, Prepared};
 
+/// Wall-clock seconds of each run of a pipelined transfer ([`Gpu::time_pipelined`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Pipelined {
+    /// Upload of every compressed stream, each decoded into device memory as soon as it is up.
+    pub compressed: Vec<f64>,
+    /// Upload of every raw tensor.
+    pub raw: Vec<f64>,
+}
+
 use std::time::Instant;
 
 /// Per-run seconds of one kernel, and how they were measured.
@@ -142,6 +151,68 @@ impl Gpu {
             }
         }
         Ok((dec, up))
+    }
+
+    /// The return trip of an offload for many tensors, pipelined as a transfer path would
+    /// run it: per run, for each tensor in turn, write its compressed stream into the launch's
+    /// stream buffer and submit its decode (into device memory, no readback) without waiting,
+    /// so that the copy of tensor i+1 (through wgpu's staging buffers, several in flight)
+    /// overlaps the decode of tensor i; one wait at the end. Against the same loop writing the
+    /// raw tensors into device buffers. The two alternate run by run, one warm-up each. Each
+    /// `(launch, compressed, raw)` must name the bytes its launch was prepared from. The host
+    /// checks of the streams (done once, by the prepare calls) are not in the times.
+    pub fn time_pipelined(
+        &self,
+        items: &[(&Prepared, &[u8], &[u8])],
+        runs: usize,
+    ) -> crate::Result<Pipelined> {
+        let mut streams = Vec::with_capacity(items.len());
+        let mut raws = Vec::with_capacity(items.len());
+        for (p, compressed, raw) in items {
+            let stream = crate::stream_padded(compressed);
+            if stream.len() as u64 != p.input.size() {
+                return Err(crate::GpuError::Unsupported(
+                    "time_pipelined: bytes that are not the stream the launch was prepared from"
+                        .into(),
+                ));
+            }
+            streams.push(stream);
+            let words = crate::words(raw);
+            let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("raw upload"),
+                size: words.len() as u64,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            raws.push((buf, words));
+        }
+        let mut out = Pipelined {
+            compressed: Vec::new(),
+            raw: Vec::new(),
+        };
+        for i in 0..=runs.max(1) {
+            let t = Instant::now();
+            for ((p, _, _), stream) in items.iter().zip(&streams) {
+                self.queue.write_buffer(&p.input, 0, stream);
+                let mut enc = self.device.create_command_encoder(&Default::default());
+                self.record(p, &mut enc, None);
+                self.queue.submit([enc.finish()]);
+            }
+            self.wait();
+            let d = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            for (buf, words) in &raws {
+                self.queue.write_buffer(buf, 0, words);
+                self.queue.submit([]);
+            }
+            self.wait();
+            let u = t.elapsed().as_secs_f64();
+            if i > 0 {
+                out.compressed.push(d);
+                out.raw.push(u);
+            }
+        }
+        Ok(out)
     }
 
     pub fn time_upload(&self, bytes: &[u8], runs: usize) -> f64 {

@@ -7,7 +7,7 @@
 
 use planepack_bitplane::{BitPlane, Mode};
 use planepack_core::{Codec, ElemType};
-use planepack_gpu::{Gpu, GpuError, GpuOptions, ScanPath};
+use planepack_gpu::{Gpu, GpuError, GpuOptions, KernelConfig, ScanPath};
 use planepack_ibp::Ibp;
 use planepack_rans::Rans;
 use planepack_testkit::{generate, mutate, Mutation, Pattern, Rng};
@@ -40,16 +40,46 @@ fn paths(g: &Gpu) -> Vec<ScanPath> {
     }
 }
 
-fn on_each_path(g: &Gpu, mut f: impl FnMut(ScanPath)) {
-    // Tests run in parallel and share the device: one at a time may choose its path.
-    static PATH: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _only_me = PATH.lock().unwrap_or_else(|e| e.into_inner());
-    let before = g.path();
-    for p in paths(g) {
-        g.set_path(p).unwrap();
-        f(p);
+/// A device and one launch configuration: the decodes of the tests, on a chosen path.
+#[derive(Clone, Copy)]
+struct Dec<'a> {
+    g: &'a Gpu,
+    cfg: KernelConfig,
+}
+
+impl Dec<'_> {
+    fn decode_bitplane(&self, s: &[u8]) -> Result<Vec<u8>, GpuError> {
+        self.g.run(&self.g.prepare_bitplane(s, &self.cfg)?)
     }
-    g.set_path(before).unwrap();
+    fn decode_rans(&self, s: &[u8]) -> Result<Vec<u8>, GpuError> {
+        self.g.run(&self.g.prepare_rans(s, &self.cfg)?)
+    }
+    fn decode_ibp(&self, s: &[u8]) -> Result<Vec<u8>, GpuError> {
+        self.g.run(&self.g.prepare_ibp(s, None, &self.cfg)?)
+    }
+    fn gather_ibp(&self, s: &[u8], rows: &[usize]) -> Result<Vec<u8>, GpuError> {
+        self.g.run(&self.g.prepare_ibp(s, Some(rows), &self.cfg)?)
+    }
+    fn gather_rows(
+        &self,
+        group: &planepack_ibp::CompressedRows,
+        mask: &planepack_ibp::Mask,
+        rows: Option<&[usize]>,
+    ) -> Result<Vec<u8>, GpuError> {
+        self.g
+            .run(&self.g.prepare_rows(group, mask, rows, &self.cfg)?)
+    }
+}
+
+/// Run `f` on each scan path the device has (the configuration is per call: tests running in
+/// parallel do not disturb each other).
+fn on_each_path(g: &Gpu, mut f: impl FnMut(Dec)) {
+    for path in paths(g) {
+        f(Dec {
+            g,
+            cfg: g.config().with_path(path),
+        });
+    }
 }
 
 #[test]
@@ -57,7 +87,8 @@ fn bitplane_patterns_and_tails() {
     let Some(g) = gpu() else { return };
     let codec = BitPlane::new();
     let mut rng = Rng(7);
-    on_each_path(g, |p| {
+    on_each_path(g, |d| {
+        let p = d.cfg.path;
         for pat in Pattern::ALL {
             for elem in [ElemType::F32, ElemType::BF16, ElemType::F16, ElemType::U8] {
                 for len in [
@@ -82,7 +113,8 @@ fn bitplane_patterns_and_tails() {
 fn bitplane_every_mode_every_width() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng(9);
-    on_each_path(g, |p| {
+    on_each_path(g, |d| {
+        let p = d.cfg.path;
         for mode in Mode::ALL {
             let codec = BitPlane::forcing(mode);
             for pat in Pattern::ALL {
@@ -182,7 +214,8 @@ fn rans_patterns_tails_widths_and_rows() {
             })
         })
         .collect();
-    on_each_path(g, |p| {
+    on_each_path(g, |d| {
+        let p = d.cfg.path;
         for (i, b) in &streams {
             let (data, elem, shape) = &cases[*i];
             let got = g
@@ -204,12 +237,13 @@ fn ibp_streams_and_gathers() {
     let Some(g) = gpu() else { return };
     let codec = Ibp::default();
     let mut rng = Rng(3);
-    on_each_path(g, |p| {
+    on_each_path(g, |d| {
+        let p = d.cfg.path;
         for (data, elem, shape) in ibp_cases() {
             let mut enc = Vec::new();
             codec.encode_shaped(&data, elem, &shape, &mut enc).unwrap();
             let row = shape[1] * elem.size();
-            match g.decode_ibp(&enc) {
+            match d.decode_ibp(&enc) {
                 Ok(got) => assert!(got == data, "{p:?} {elem} {shape:?}"),
                 Err(GpuError::Unsupported(_)) => {
                     assert!(
@@ -227,7 +261,7 @@ fn ibp_streams_and_gathers() {
             let rows: Vec<usize> = (0..50)
                 .map(|_| rng.below(layout.rows as u64) as usize)
                 .collect();
-            let got = g.gather_ibp(&enc, &rows).unwrap();
+            let got = d.gather_ibp(&enc, &rows).unwrap();
             let rb = layout.columns * (layout.width / 8) as usize;
             for (k, &r) in rows.iter().enumerate() {
                 assert_eq!(
@@ -260,12 +294,14 @@ fn ibp_groups_in_both_layouts() {
         b[..cols * 4].copy_from_slice(&a[..cols * 4]);
     }
     cases.push((wide, ElemType::F32, vec![rows, cols]));
-    let default_lanes = g.ibp_lanes();
-    on_each_path(g, |p| {
-        // One invocation per row, a few, and more than a row has 32-chunk groups. (Other
-        // tests running meanwhile may meet any of these; every setting decodes the same bytes.)
+    on_each_path(g, |d| {
+        let p = d.cfg.path;
+        // One invocation per row, a few, and more than a row has 32-chunk groups.
         for lanes in [1, 4, 64] {
-            g.set_ibp_lanes(lanes).unwrap();
+            let d = Dec {
+                cfg: d.cfg.with_ibp_lanes(lanes),
+                ..d
+            };
             for (data, elem, shape) in &cases {
                 let row = shape[1] * elem.size();
                 if row % 4 != 0 {
@@ -295,7 +331,7 @@ fn ibp_groups_in_both_layouts() {
                             .unwrap_or_else(|e| panic!("{what}: {e}"));
                         assert!(got == body, "{what}");
                         let pick = [shape[0] - 1, 0, shape[0] / 2, 0];
-                        let got = g.gather_rows(&group, &pre.mask, Some(&pick)).unwrap();
+                        let got = d.gather_rows(&group, &pre.mask, Some(&pick)).unwrap();
                         for (k, &r) in pick.iter().enumerate() {
                             assert_eq!(
                                 &got[k * row..(k + 1) * row],
@@ -308,7 +344,6 @@ fn ibp_groups_in_both_layouts() {
             }
         }
     });
-    g.set_ibp_lanes(default_lanes).unwrap();
 }
 
 #[test]
@@ -339,16 +374,17 @@ fn every_dataset_decodes_bit_identically() {
             (i, bp.encode_to_vec(&t.data, e).unwrap(), b, r)
         })
         .collect();
-    on_each_path(g, |p| {
+    on_each_path(g, |d| {
+        let p = d.cfg.path;
         for (i, b, ib, r) in &encoded {
             let t = &tensors[*i];
             assert!(
-                g.decode_bitplane(b).unwrap() == t.data,
+                d.decode_bitplane(b).unwrap() == t.data,
                 "{p:?} bit-plane {}",
                 t.name
             );
-            assert!(g.decode_rans(r).unwrap() == t.data, "{p:?} rANS {}", t.name);
-            match g.decode_ibp(ib) {
+            assert!(d.decode_rans(r).unwrap() == t.data, "{p:?} rANS {}", t.name);
+            match d.decode_ibp(ib) {
                 Ok(got) => assert!(got == t.data, "{p:?} IBP {}", t.name),
                 Err(GpuError::Unsupported(m)) => eprintln!("{}: IBP on the GPU: {m}", t.name),
                 Err(e) => panic!("{p:?} IBP {}: {e}", t.name),
@@ -399,7 +435,8 @@ fn mutations(g: &'static Gpu) {
         .into_iter()
         .map(|(e, pat)| (generate(Pattern::ALL[pat], e, 150_000, 4), e))
         .collect();
-    on_each_path(g, |p| {
+    on_each_path(g, |d| {
+        let p = d.cfg.path;
         for (data, elem) in &big {
             let r = Rans::default().encode_to_vec(data, *elem).unwrap();
             for m in Mutation::ALL {
@@ -408,7 +445,7 @@ fn mutations(g: &'static Gpu) {
                     agree(
                         &Rans::default(),
                         &bad,
-                        |s| g.decode_rans(s),
+                        |s| d.decode_rans(s),
                         &format!("{p:?} big rANS {m:?}"),
                     );
                 }
@@ -432,7 +469,7 @@ fn mutations(g: &'static Gpu) {
                     agree(
                         &bp,
                         &bad,
-                        |s| g.decode_bitplane(s),
+                        |s| d.decode_bitplane(s),
                         &format!("{p:?} bit-plane {m:?}"),
                     );
                     for (k, r) in rans_streams.iter().enumerate() {
@@ -440,13 +477,13 @@ fn mutations(g: &'static Gpu) {
                         agree(
                             &rans_codecs()[k],
                             &bad,
-                            |s| g.decode_rans(s),
+                            |s| d.decode_rans(s),
                             &format!("{p:?} rANS {m:?}"),
                         );
                     }
                     if shape[1] * elem.size() % 4 == 0 {
                         let bad = mutate(&i, m, &mut rng);
-                        agree(&ibp, &bad, |s| g.decode_ibp(s), &format!("{p:?} IBP {m:?}"));
+                        agree(&ibp, &bad, |s| d.decode_ibp(s), &format!("{p:?} IBP {m:?}"));
                     }
                 }
             }
@@ -533,9 +570,12 @@ fn transfer_timing_uploads_the_stream_it_decodes() {
         .encode_shaped(&data, ElemType::BF16, &[300, 500], &mut rans)
         .unwrap();
     let cases = [
-        (g.prepare_bitplane(&bitplane, g.path()).unwrap(), &bitplane),
-        (g.prepare_ibp(&ibp, None, g.path()).unwrap(), &ibp),
-        (g.prepare_rans(&rans, g.path()).unwrap(), &rans),
+        (
+            g.prepare_bitplane(&bitplane, &g.config()).unwrap(),
+            &bitplane,
+        ),
+        (g.prepare_ibp(&ibp, None, &g.config()).unwrap(), &ibp),
+        (g.prepare_rans(&rans, &g.config()).unwrap(), &rans),
     ];
     for (p, enc) in &cases {
         let (dec, up) = g.time_transfer(p, enc, &data, 3).unwrap();
@@ -545,4 +585,178 @@ fn transfer_timing_uploads_the_stream_it_decodes() {
         let longer = [enc.as_slice(), &[0u8; 8]].concat();
         assert!(g.time_transfer(p, &longer, &data, 1).is_err());
     }
+}
+
+/// Several tensors of the three codecs decoded in one submission into regions of one buffer
+/// the caller owns: only their status words come back until the caller reads a region; each
+/// region equals the data, and the bytes around the regions are untouched.
+#[test]
+fn decode_into_a_caller_arena_in_one_submission() {
+    use wgpu::util::DeviceExt;
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(21);
+    let cfg = g.config();
+    let mut cases: Vec<(Vec<u8>, planepack_gpu::Prepared)> = Vec::new();
+    for (k, len) in [10_001usize, 4096, 3 * 4096 + 12, 0]
+        .into_iter()
+        .enumerate()
+    {
+        let data = generate(
+            Pattern::ALL[k % Pattern::ALL.len()],
+            ElemType::BF16,
+            len,
+            rng.next_u64(),
+        );
+        let mut ibp = Vec::new();
+        Ibp::default()
+            .encode_shaped(&data, ElemType::BF16, &[len / 2], &mut ibp)
+            .unwrap();
+        let mut rans = Vec::new();
+        Rans::default()
+            .encode_shaped(&data, ElemType::BF16, &[len / 2], &mut rans)
+            .unwrap();
+        let bp = BitPlane::new()
+            .encode_to_vec(&data, ElemType::BF16)
+            .unwrap();
+        cases.push((data.clone(), g.prepare_bitplane(&bp, &cfg).unwrap()));
+        if len % 4 == 0 {
+            cases.push((data.clone(), g.prepare_ibp(&ibp, None, &cfg).unwrap()));
+        }
+        cases.push((data, g.prepare_rans(&rans, &cfg).unwrap()));
+    }
+    let align = g.offset_alignment().max(4);
+    let mut offsets = Vec::new();
+    let mut end = align; // a guard region before the first
+    for (_, p) in &cases {
+        offsets.push(end);
+        end = (end + p.output_capacity() + align).next_multiple_of(align);
+    }
+    const GUARD: u8 = 0xA5;
+    let arena = g
+        .device()
+        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("arena"),
+            contents: &vec![GUARD; end as usize],
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        });
+    for ((_, p), &off) in cases.iter_mut().zip(&offsets) {
+        p.write_into(g, &arena, off).unwrap();
+    }
+    let launches: Vec<&planepack_gpu::Prepared> = cases.iter().map(|(_, p)| p).collect();
+    let outs = g.decode_all_on_device(&launches).unwrap();
+    for ((data, p), (t, &off)) in cases.iter().zip(outs.iter().zip(&offsets)) {
+        assert_eq!((t.offset, t.len), (off, data.len()));
+        assert!(g.read_back(t).unwrap() == *data);
+        assert_eq!(p.output().offset, off);
+    }
+    let whole = g
+        .read_back(&planepack_gpu::DeviceTensor {
+            buffer: arena.clone(),
+            offset: 0,
+            len: end as usize,
+        })
+        .unwrap();
+    let mut written = vec![false; end as usize];
+    for ((_, p), &off) in cases.iter().zip(&offsets) {
+        written[off as usize..(off + p.output_capacity()) as usize].fill(true);
+    }
+    assert!(whole.iter().zip(&written).all(|(&b, &w)| w || b == GUARD));
+
+    // Regions that cannot be written are refused, and the launch keeps its output.
+    let (data, p) = &mut cases[0];
+    let before = p.output().offset;
+    if align > 4 {
+        assert!(p.write_into(g, &arena, 4).is_err());
+    }
+    assert!(p.write_into(g, &arena, end).is_err());
+    let small = g.device().create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 4,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    assert!(p.write_into(g, &small, 0).is_err());
+    let not_storage = g.device().create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: p.output_capacity(),
+        usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    assert!(p.write_into(g, &not_storage, 0).is_err());
+    assert_eq!(p.output().offset, before);
+    assert!(g.run(p).unwrap() == *data);
+}
+
+/// A corrupt stream in a batch fails the batch with the kernel's error; the same launches
+/// without it succeed.
+#[test]
+fn a_corrupt_stream_in_a_batch_is_an_error() {
+    let Some(g) = gpu() else { return };
+    let data = generate(Pattern::ReluSparse, ElemType::F32, 20_000, 5);
+    let good = BitPlane::new().encode_to_vec(&data, ElemType::F32).unwrap();
+    let mut bad = good.clone();
+    let h = planepack_bitplane::parse_header(&bad).unwrap();
+    let (at, _) = planepack_bitplane::chunk_spans(&bad, &h).unwrap()[1];
+    // The first block-table entry of the second chunk gets the reserved tag 6.
+    bad[at + 2] = (bad[at + 2] & !7) | 6;
+    let cfg = g.config();
+    let a = g.prepare_bitplane(&good, &cfg).unwrap();
+    let b = g.prepare_bitplane(&bad, &cfg).unwrap();
+    match g.decode_all_on_device(&[&a, &b, &a]) {
+        Err(GpuError::Corrupt { flags, at, .. }) => {
+            assert_ne!(flags & 4, 0, "{flags:#x}");
+            assert_eq!(at, 32);
+        }
+        other => panic!("{:?}", other.map(|v| v.len())),
+    }
+    let outs = g.decode_all_on_device(&[&a, &a]).unwrap();
+    assert!(g.read_back(&outs[1]).unwrap() == data);
+}
+
+/// A gather of 1 % of the rows of every real 2-D tensor with at least 1000 rows uploads at
+/// most 2 % of the tensor's raw bytes (only those rows, compressed, plus mask, bitval, row
+/// bits and offsets), and decodes them exactly.
+#[test]
+fn a_gather_uploads_only_the_rows_asked_for() {
+    let Some(g) = gpu() else { return };
+    let dir = planepack_datasets::datasets_dir();
+    let manifest = planepack_datasets::Manifest::read(&dir).unwrap();
+    let mut rng = Rng(31);
+    let mut checked = 0;
+    for d in &manifest.datasets {
+        for t in planepack_datasets::load(&dir.join(&d.file)).unwrap() {
+            let Some(elem) = t.elem() else { continue };
+            if t.shape.len() != 2 || t.shape[0] < 1000 {
+                continue;
+            }
+            let row = t.shape[1] * elem.size();
+            let mut enc = Vec::new();
+            Ibp::default()
+                .encode_shaped(&t.data, elem, &t.shape, &mut enc)
+                .unwrap();
+            let n = t.shape[0];
+            let rows: Vec<usize> = (0..n / 100).map(|_| rng.below(n as u64) as usize).collect();
+            let p = match g.prepare_ibp(&enc, Some(&rows), &g.config()) {
+                Ok(p) => p,
+                Err(GpuError::Unsupported(m)) => {
+                    eprintln!("{}: {m}", t.name);
+                    continue;
+                }
+                Err(e) => panic!("{}: {e}", t.name),
+            };
+            assert!(
+                p.upload_bytes as f64 <= 0.02 * t.data.len() as f64,
+                "{}: {} of {} bytes uploaded",
+                t.name,
+                p.upload_bytes,
+                t.data.len()
+            );
+            let got = g.run(&p).unwrap();
+            for (k, &r) in rows.iter().enumerate() {
+                assert!(got[k * row..(k + 1) * row] == t.data[r * row..(r + 1) * row]);
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "only {checked} tensors with rows");
 }

@@ -21,3 +21,77 @@ fn subgroup_shaders_need_the_capability_and_the_others_do_not() {
         assert_eq!(validate(&src, false).is_ok(), !subgroups, "{name}");
     }
 }
+
+/// Each kernel's `Params` in WGSL, as naga reflects it, is the Rust `Pod` struct the host
+/// uploads: the same fields in the same order at the same offsets, all `u32`, and the Rust
+/// struct covers the WGSL one (its size rounded up to the uniform's 16 bytes).
+#[test]
+fn uniform_structs_match_their_rust_twins() {
+    use planepack_gpu::contract::*;
+    use planepack_gpu::{Kernel, ScanPath};
+
+    fn check<P: KernelParams>(kernel: Kernel) {
+        let src = planepack_gpu::shaders::source(kernel, ScanPath::Workgroup);
+        let (module, _) = validate(&src, false).unwrap();
+        let (members, span) = module
+            .types
+            .iter()
+            .find_map(|(_, t)| match (&t.name, &t.inner) {
+                (Some(n), naga::TypeInner::Struct { members, span }) if n == "Params" => {
+                    Some((members.clone(), *span))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{}: no struct Params", P::WGSL_FILE));
+        let names: Vec<&str> = members.iter().map(|m| m.name.as_deref().unwrap()).collect();
+        assert_eq!(names, P::FIELDS, "{}", P::WGSL_FILE);
+        for (i, m) in members.iter().enumerate() {
+            assert_eq!(m.offset, 4 * i as u32, "{} {:?}", P::WGSL_FILE, m.name);
+            assert!(
+                matches!(
+                    module.types[m.ty].inner,
+                    naga::TypeInner::Scalar(naga::Scalar {
+                        kind: naga::ScalarKind::Uint,
+                        width: 4
+                    })
+                ),
+                "{} {:?} is not u32",
+                P::WGSL_FILE,
+                m.name
+            );
+        }
+        assert_eq!(
+            std::mem::size_of::<P>(),
+            (span as usize).next_multiple_of(16),
+            "{}",
+            P::WGSL_FILE
+        );
+    }
+    check::<BitplaneParams>(Kernel::BitPlane { width: 16 });
+    check::<IbpParams>(Kernel::Ibp { width: 32 });
+    check::<RansParams>(Kernel::Rans { width: 2 });
+    check::<RansRowsParams>(Kernel::RansRows);
+    check::<CopyParams>(Kernel::Copy);
+}
+
+/// The error bits, mode tags and table layout come from Rust (`contract::wgsl_prelude`): no
+/// kernel file restates them.
+#[test]
+fn shared_constants_are_defined_only_in_rust() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shaders");
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.lines() {
+            let l = line.trim_start();
+            for prefix in [
+                "const ERR_",
+                "const MODE_",
+                "const TABLE_ENTRY_BITS",
+                "const TAG_BITS",
+            ] {
+                assert!(!l.starts_with(prefix), "{}: {line}", path.display());
+            }
+        }
+    }
+}

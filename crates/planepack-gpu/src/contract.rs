@@ -1,0 +1,166 @@
+//! What the host and the kernels must agree on, defined once, here, in Rust.
+//!
+//! A constant written twice (once in Rust, once in WGSL) drifts; a uniform struct laid out
+//! twice drifts silently (the kernel reads the wrong field and decodes garbage that the status
+//! checks may not catch). So:
+//!
+//! * the error bits the kernels set and the host names ([`ERRORS`]), the bit-plane mode tags,
+//!   the block-table entry layout and the block size are generated into every kernel's source
+//!   as WGSL `const`s ([`wgsl_prelude`]); the `.wgsl` files use the names only;
+//! * each kernel's `Params` uniform is a `Pod` struct here, with its field names
+//!   ([`KernelParams::FIELDS`]); `tests/shaders.rs` checks them against naga's reflection of the
+//!   WGSL struct (names, order, offsets, types, size), for every kernel.
+
+use planepack_bitplane::Mode;
+
+/// The error bits a kernel ORs into `status[0]`, with what [`crate::GpuError::Corrupt`] calls them.
+pub const ERRORS: [(&str, u32, &str); 8] = [
+    ("ERR_BOUNDS", 1, "a read past the stream"),
+    ("ERR_OVERRUN", 2, "a read past a chunk"),
+    ("ERR_TAG", 4, "a bad block tag or length"),
+    ("ERR_LENGTH", 8, "lengths that do not add up"),
+    ("ERR_SYMBOL", 16, "a bad symbol"),
+    ("ERR_VALUE", 32, "a bad value or nonzero padding"),
+    ("ERR_ROW", 64, "a row index out of range"),
+    ("ERR_LAYOUT", ERR_LAYOUT, "subgroups it cannot number"),
+];
+
+/// The error bit a subgroup kernel sets when it cannot number its subgroups: the host reruns
+/// the decode on the workgroup-memory path.
+pub const ERR_LAYOUT: u32 = 256;
+
+/// Bits of the tag in a bit-plane block-table entry (the payload length takes the rest).
+pub const TAG_BITS: u32 = planepack_bitplane::TAG_BITS;
+
+/// The names of the error bits set in `flags`.
+pub fn describe_flags(flags: u32) -> String {
+    let v: Vec<&str> = ERRORS
+        .iter()
+        .filter(|(_, b, _)| flags & b != 0)
+        .map(|(_, _, n)| *n)
+        .collect();
+    if v.is_empty() {
+        format!("error bits {flags:#x}")
+    } else {
+        v.join(", ")
+    }
+}
+
+/// The WGSL constants every decoder kernel is compiled with.
+pub fn wgsl_prelude() -> String {
+    let mut s =
+        String::from("// Generated from planepack-gpu's contract.rs: do not restate in WGSL.\n");
+    for (name, bit, _) in ERRORS {
+        s += &format!("const {name}: u32 = {bit}u;\n");
+    }
+    for m in Mode::ALL {
+        s += &format!(
+            "const MODE_{}: u32 = {}u;\n",
+            format!("{m:?}").to_uppercase(),
+            m as u32
+        );
+    }
+    s += &format!(
+        "const TABLE_ENTRY_BITS: u32 = {}u;\nconst TAG_BITS: u32 = {TAG_BITS}u;\nconst BLOCK_BITS: u32 = {}u;\n",
+        planepack_bitplane::TABLE_ENTRY_BITS,
+        planepack_bitplane::block::RAW_BITS,
+    );
+    s
+}
+
+/// A kernel's uniform parameters: a `Pod` struct laid out as the WGSL struct `Params` of
+/// `wgsl_file`, whose members are `FIELDS` (all `u32`) in this order; the rest is padding to the
+/// uniform's 16-byte size rule.
+pub trait KernelParams: bytemuck::Pod {
+    const FIELDS: &'static [&'static str];
+    /// The kernel file under `shaders/` that declares the matching `Params`.
+    const WGSL_FILE: &'static str;
+}
+
+macro_rules! kernel_params {
+    ($(#[$doc:meta])* $name:ident in $file:literal { $($(#[$fdoc:meta])* $field:ident),* $(,)? } pad $pad:literal) => {
+        $(#[$doc])*
+        #[repr(C)]
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+        pub struct $name {
+            $($(#[$fdoc])* pub $field: u32,)*
+            pub _pad: [u32; $pad],
+        }
+        impl KernelParams for $name {
+            const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+            const WGSL_FILE: &'static str = $file;
+        }
+    };
+}
+
+kernel_params! {
+    /// `shaders/bitplane.wgsl`: one workgroup per 4 KB chunk.
+    BitplaneParams in "bitplane.wgsl" {
+        n_chunks, n_blocks,
+        /// Also the compile-time `W`.
+        width,
+        raw_len,
+        /// Workgroups in x of the 2-D grid.
+        chunks_x,
+    } pad 3
+}
+
+kernel_params! {
+    /// `shaders/ibp.wgsl`: a workgroup per `64 / lanes` output rows, one more for the tail.
+    IbpParams in "ibp.wgsl" {
+        columns, width, n_out, n_rows,
+        /// Byte offsets in the uploaded group: mask words (bitval words follow), row bitmask,
+        /// tail bytes.
+        mask_off, bitmask_off, tail_off, tail_len,
+        rows_x,
+        /// Invocations per row (a power of two up to 64).
+        lanes,
+    } pad 2
+}
+
+kernel_params! {
+    /// `shaders/rans.wgsl`: one workgroup per chunk.
+    RansParams in "rans.wgsl" {
+        n_chunks, chunks_x, chunk_elems, elems, scratch_words, mask_at, rotate, tail, tail_len,
+    } pad 3
+}
+
+kernel_params! {
+    /// `shaders/rans_rows.wgsl`: the row map's placement pass.
+    RansRowsParams in "rans_rows.wgsl" { len, row_bytes, n_words, groups_x } pad 0
+}
+
+kernel_params! {
+    /// `shaders/copy.wgsl`: the speed reference.
+    CopyParams in "copy.wgsl" { n_words, groups_x } pad 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bits_are_distinct_single_bits() {
+        let mut all = 0;
+        for (_, b, _) in ERRORS {
+            assert!(b.is_power_of_two());
+            assert_eq!(all & b, 0);
+            all |= b;
+        }
+    }
+
+    #[test]
+    fn the_kernel_tests_of_mode_ranges_hold() {
+        // bitplane.wgsl tests `MODE_BX <= tag <= MODE_ZBX` for "a plane-coded mode".
+        assert_eq!(Mode::Dbx as u32, Mode::Bx as u32 + 1);
+        assert_eq!(Mode::Zbx as u32, Mode::Bx as u32 + 2);
+        assert_eq!(
+            Mode::ALL.iter().map(|&m| m as u32).max(),
+            Some(Mode::Zero as u32)
+        );
+        assert_eq!(
+            planepack_bitplane::TABLE_ENTRY_BITS as u32 - TAG_BITS,
+            u32::BITS - (planepack_bitplane::block::RAW_BITS - 1).leading_zeros()
+        );
+    }
+}

@@ -1,0 +1,342 @@
+//! The IBP decoder's launch (`shaders/ibp.wgsl`): the host places every row (each row's
+//! participation bitmap gives its stored size) and uploads one buffer: mask and bitval, the
+//! rows' participation bits, the rows' stored bytes, the tail.
+//!
+//! A gather of some rows uploads only those rows (each once, however often it is asked for),
+//! with their participation bits renumbered: rows that stay compressed in host memory cross
+//! the link as compressed bytes, and only the ones a step needs ([`Gpu::prepare_rows`]).
+
+use crate::contract::IbpParams;
+use crate::launch::{Pass, Prepared};
+use crate::shaders::Kernel;
+use crate::{checked_lanes, u32_of, Gpu, GpuError, KernelConfig, Result};
+
+use planepack_ibp::Mask;
+use std::collections::HashMap;
+
+/// What the IBP kernel needs to know of a group of rows, whatever it came from.
+struct IbpGroup<'a> {
+    mask: &'a Mask,
+    rows: usize,
+    /// Bit `i` set: row `i` is stored packed (else raw).
+    bitmask: &'a [u32],
+    data: &'a [u8],
+    /// Stored bytes of every row, in `data`.
+    spans: Vec<(usize, usize)>,
+    /// Bytes after the last whole row (whole-stream decodes only).
+    tail: &'a [u8],
+    /// For an `Ibp` stream: its mask, bitmask and tail offsets, so that a whole-tensor decode
+    /// uploads the stream as it is (`data` is the stream, `spans` are offsets in it).
+    stream: Option<StreamOffsets>,
+}
+
+/// Where the kernel finds things in an upload.
+struct Offsets {
+    mask: usize,
+    bitmask: usize,
+    tail: usize,
+    tail_len: usize,
+    /// Rows whose spans and participation bits the upload holds.
+    stored_rows: usize,
+}
+
+struct StreamOffsets {
+    mask: usize,
+    bitmask: usize,
+    tail: usize,
+}
+
+impl IbpGroup<'_> {
+    fn is_packed(&self, row: usize) -> bool {
+        (self.bitmask[row / 32] >> (row % 32)) & 1 == 1
+    }
+}
+
+impl Gpu {
+    /// Prepare an IBP decode of `rows` (None: the whole tensor, tail included) of an `Ibp`
+    /// stream.
+    pub fn prepare_ibp(
+        &self,
+        stream: &[u8],
+        rows: Option<&[usize]>,
+        cfg: &KernelConfig,
+    ) -> Result<Prepared> {
+        let l = planepack_ibp::stream_layout(stream)?;
+        let body = l.rows * l.columns * (l.width / 8) as usize;
+        let tail = match rows {
+            None => &stream[l.tail_offset..l.tail_offset + (l.raw_len - body)],
+            Some(_) => &[],
+        };
+        let group = IbpGroup {
+            mask: &l.mask,
+            rows: l.rows,
+            bitmask: &l.bitmask,
+            data: stream,
+            spans: l.row_offsets.windows(2).map(|w| (w[0], w[1])).collect(),
+            tail,
+            stream: Some(StreamOffsets {
+                mask: l.mask_offset,
+                bitmask: l.bitmask_offset,
+                tail: l.tail_offset,
+            }),
+        };
+        self.prepare_group(&group, rows, cfg)
+    }
+
+    /// Prepare a gather of `rows` (None: all) from a compressed group in either layout, with
+    /// the mask it was compressed with. Only the rows asked for are uploaded.
+    pub fn prepare_rows(
+        &self,
+        group: &planepack_ibp::CompressedRows,
+        mask: &Mask,
+        rows: Option<&[usize]>,
+        cfg: &KernelConfig,
+    ) -> Result<Prepared> {
+        group.validate()?;
+        if group.row_bytes != mask.mask.len() * (mask.width / 8) as usize {
+            return Err(
+                planepack_core::Error::corrupt("row length disagrees with the mask").into(),
+            );
+        }
+        if mask.mask.iter().zip(&mask.bitval).any(|(m, v)| v & !m != 0) {
+            return Err(planepack_core::Error::corrupt("bitval has bits outside the mask").into());
+        }
+        let cols = planepack_ibp::Columns::new(mask);
+        let mut spans = Vec::with_capacity(group.rows);
+        for i in 0..group.rows {
+            let start = match group.layout {
+                planepack_ibp::Layout::InPlace => i * group.row_bytes,
+                planepack_ibp::Layout::Condensed => {
+                    if i == 0 {
+                        0
+                    } else {
+                        group.offsets[i - 1] as usize
+                    }
+                }
+            };
+            let len =
+                planepack_ibp::row::stored_len(&group.data[start..], group.is_packed(i), &cols)
+                    .map_err(|e| planepack_core::Error::corrupt(format!("row {i}: {e}")))?;
+            spans.push((start, start + len));
+        }
+        let g = IbpGroup {
+            mask,
+            rows: group.rows,
+            bitmask: &group.row_bitmask,
+            data: &group.data,
+            spans,
+            tail: &[],
+            stream: None,
+        };
+        self.prepare_group(&g, rows, cfg)
+    }
+
+    fn prepare_group(
+        &self,
+        g: &IbpGroup,
+        rows: Option<&[usize]>,
+        cfg: &KernelConfig,
+    ) -> Result<Prepared> {
+        let width = g.mask.width;
+        let columns = g.mask.mask.len();
+        let b = (width / 8) as usize;
+        let row_bytes = columns * b;
+        if !row_bytes.is_multiple_of(4) {
+            return Err(GpuError::Unsupported(format!(
+                "rows of {row_bytes} bytes (the GPU decoder writes whole 32-bit words)"
+            )));
+        }
+        // One upload: mask and bitval words, participation bits, stored rows, tail. The kernel
+        // reads them with aligned loads (shaders/ibp.wgsl): rows start on 2-byte (W = 16) or
+        // 4-byte boundaries, as every layout places them; a group that does not is refused.
+        let align = if width == 16 { 2 } else { 4 };
+        let misaligned =
+            || GpuError::Unsupported(format!("IBP rows or masks not aligned to {align} bytes"));
+        if let (None, Some(o)) = (rows, &g.stream) {
+            // The whole stream, as it is.
+            if !o.mask.is_multiple_of(4) || !o.bitmask.is_multiple_of(4) {
+                return Err(misaligned());
+            }
+            let mut spans = Vec::with_capacity(2 * g.spans.len());
+            for &(s, e) in &g.spans {
+                if s % align != 0 {
+                    return Err(misaligned());
+                }
+                spans.push(u32_of(s, "stream")?);
+                spans.push(u32_of(e, "stream")?);
+            }
+            let ids = (0..g.rows)
+                .map(|r| u32_of(r, "row index"))
+                .collect::<Result<Vec<u32>>>()?;
+            let at = Offsets {
+                mask: o.mask,
+                bitmask: o.bitmask,
+                tail: o.tail,
+                tail_len: g.tail.len(),
+                stored_rows: g.rows,
+            };
+            return self.launch_group(g, g.data, &spans, &ids, at, cfg);
+        }
+        let mut bytes = Vec::with_capacity(2 * row_bytes + 64);
+        for w in g.mask.mask.iter().chain(&g.mask.bitval) {
+            bytes.extend_from_slice(&w.to_le_bytes()[..b]);
+        }
+        let bitmask_off = bytes.len();
+        let mut spans: Vec<u32> = Vec::new();
+        let (ids, stored_rows, tail_off) = match rows {
+            None => {
+                for w in g.bitmask {
+                    bytes.extend_from_slice(&w.to_le_bytes());
+                }
+                let base = bytes.len();
+                bytes.extend_from_slice(g.data);
+                spans.reserve(2 * g.spans.len());
+                for &(s, e) in &g.spans {
+                    if s % align != 0 {
+                        return Err(misaligned());
+                    }
+                    spans.push(u32_of(base + s, "group")?);
+                    spans.push(u32_of(base + e, "group")?);
+                }
+                let tail_off = bytes.len();
+                bytes.extend_from_slice(g.tail);
+                let ids = (0..g.rows)
+                    .map(|r| u32_of(r, "row index"))
+                    .collect::<Result<Vec<u32>>>()?;
+                (ids, g.rows, tail_off)
+            }
+            Some(rs) => {
+                // Each distinct row once, in order of first request; output row k is
+                // uploaded row ids[k].
+                let mut index: HashMap<usize, u32> = HashMap::with_capacity(rs.len());
+                let mut up: Vec<usize> = Vec::new();
+                let mut ids = Vec::with_capacity(rs.len());
+                for &r in rs {
+                    if r >= g.rows {
+                        return Err(GpuError::Stream(planepack_core::Error::Unsupported(
+                            format!("row {r} of a tensor with {} rows", g.rows),
+                        )));
+                    }
+                    let next = u32_of(up.len(), "row count")?;
+                    ids.push(*index.entry(r).or_insert_with(|| {
+                        up.push(r);
+                        next
+                    }));
+                }
+                let mut bits = vec![0u32; up.len().div_ceil(32)];
+                for (k, &r) in up.iter().enumerate() {
+                    if g.is_packed(r) {
+                        bits[k / 32] |= 1 << (k % 32);
+                    }
+                }
+                for w in bits {
+                    bytes.extend_from_slice(&w.to_le_bytes());
+                }
+                let stored: usize = up.iter().map(|&r| g.spans[r].1 - g.spans[r].0 + 3).sum();
+                bytes.reserve(stored);
+                spans.reserve(2 * up.len());
+                for &r in &up {
+                    let (s, e) = g.spans[r];
+                    bytes.resize(bytes.len().next_multiple_of(4), 0);
+                    spans.push(u32_of(bytes.len(), "gather")?);
+                    bytes.extend_from_slice(&g.data[s..e]);
+                    spans.push(u32_of(bytes.len(), "gather")?);
+                }
+                let n = up.len();
+                (ids, n, bytes.len())
+            }
+        };
+        let at = Offsets {
+            mask: 0,
+            bitmask: bitmask_off,
+            tail: tail_off,
+            tail_len: if rows.is_none() { g.tail.len() } else { 0 },
+            stored_rows,
+        };
+        self.launch_group(g, &bytes, &spans, &ids, at, cfg)
+    }
+
+    /// The launch for an assembled upload: `bytes` holds the mask and bitval words, the
+    /// participation bits, the rows (`spans`) and the tail at `at`; output row k is row
+    /// `ids[k]` of the upload.
+    fn launch_group(
+        &self,
+        g: &IbpGroup,
+        bytes: &[u8],
+        spans: &[u32],
+        ids: &[u32],
+        at: Offsets,
+        cfg: &KernelConfig,
+    ) -> Result<Prepared> {
+        let width = g.mask.width;
+        let columns = g.mask.mask.len();
+        let row_bytes = columns * (width / 8) as usize;
+        let lanes_max = checked_lanes(cfg.ibp_lanes)?;
+        let n_out = u32_of(ids.len(), "row count")?;
+        let tail_len = at.tail_len;
+        // Invocations per row: up to the configured lanes, fewer for short rows (each takes
+        // whole 32-chunk groups); the kernel's workgroup (64 invocations) takes 64 / lanes rows.
+        let chunk_groups = (columns.div_ceil(32)).max(1) as u32;
+        let lanes = chunk_groups.next_power_of_two().min(lanes_max);
+        let rows_per_group = 64 / lanes;
+        let groups = n_out.div_ceil(rows_per_group) + u32::from(tail_len > 0);
+        let kernel = Kernel::Ibp { width };
+        let pipeline = self.pipeline(kernel, cfg.path)?;
+        let (gx, gy) = self.grid(groups);
+        let s = self.stream(bytes)?;
+        let o = self.storage(bytemuck::cast_slice(spans), "row spans")?;
+        let r = self.storage(bytemuck::cast_slice(ids), "row ids")?;
+        let out_len = ids.len() * row_bytes + tail_len;
+        let out = self.output(out_len)?;
+        let p = self.uniform(&IbpParams {
+            columns: u32_of(columns, "columns")?,
+            width,
+            n_out,
+            n_rows: u32_of(at.stored_rows, "rows")?,
+            mask_off: u32_of(at.mask, "group")?,
+            bitmask_off: u32_of(at.bitmask, "group")?,
+            tail_off: u32_of(at.tail, "group")?,
+            tail_len: u32_of(tail_len, "tail")?,
+            rows_x: gx,
+            lanes,
+            ..Default::default()
+        });
+        let status = self.status();
+        let pass = Pass::new(
+            pipeline,
+            vec![s.clone(), o, r, out.clone(), p, status.clone()],
+            Some(3),
+            if groups == 0 { (0, 0) } else { (gx, gy) },
+        );
+        Ok(Prepared::new(
+            self,
+            vec![pass],
+            out,
+            out_len,
+            status,
+            s,
+            bytes.len() + spans.len() * 4 + ids.len() * 4,
+            kernel,
+        ))
+    }
+
+    /// Decode a whole `Ibp` stream, tail bytes included, and read it back.
+    pub fn decode_ibp(&self, stream: &[u8]) -> Result<Vec<u8>> {
+        self.decode_with(|c| self.prepare_ibp(stream, None, c))
+    }
+
+    /// Decode the listed rows of an `Ibp` stream (any order, repeats allowed), back to back.
+    pub fn gather_ibp(&self, stream: &[u8], rows: &[usize]) -> Result<Vec<u8>> {
+        self.decode_with(|c| self.prepare_ibp(stream, Some(rows), c))
+    }
+
+    /// Decode the listed rows (None: all) of a compressed group in either layout.
+    pub fn gather_rows(
+        &self,
+        group: &planepack_ibp::CompressedRows,
+        mask: &Mask,
+        rows: Option<&[usize]>,
+    ) -> Result<Vec<u8>> {
+        self.decode_with(|c| self.prepare_rows(group, mask, rows, c))
+    }
+}

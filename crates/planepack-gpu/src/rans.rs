@@ -1,0 +1,137 @@
+//! The rANS byte-plane decoder's launch (`shaders/rans.wgsl`, then `shaders/rans_rows.wgsl`
+//! when the stream has a row map): the host checks the header and row map and locates the
+//! chunks (4 bytes per 64 KiB).
+
+use crate::contract::{RansParams, RansRowsParams};
+use crate::launch::{Pass, Prepared};
+use crate::shaders::{Kernel, ScanPath};
+use crate::{u32_of, Gpu, KernelConfig, Result};
+
+impl Gpu {
+    /// Prepare a rANS decode (`planepack-rans`'s format): check the header and row map,
+    /// locate the chunks, upload; a second pass places rows when the stream has a row map.
+    pub fn prepare_rans(&self, stream: &[u8], cfg: &KernelConfig) -> Result<Prepared> {
+        let h = planepack_rans::parse_header(stream)?;
+        let spans = planepack_rans::chunk_spans(stream, &h)?;
+        let width = h.width as u32;
+        let n_chunks = u32_of(spans.len(), "chunk count")?;
+        let k = u32_of(h.chunk_elements(), "chunk")?;
+        let elems = u32_of(h.elements(), "tensor")?;
+        u32_of(h.raw_len, "tensor")?;
+        let mut offsets: Vec<u32> = spans
+            .iter()
+            .map(|&(o, _)| u32_of(o, "stream"))
+            .collect::<Result<_>>()?;
+        let end = spans.last().map_or(0, |&(o, l)| o + l);
+        offsets.push(u32_of(end, "stream")?);
+        // Scratch per chunk: W planes of K bytes, then the mask plane.
+        let mask_at = width * k;
+        let scratch_words = (mask_at + k.div_ceil(8).div_ceil(4) * 4) / 4;
+        let scratch_len = n_chunks as usize * scratch_words as usize * 4;
+        let tail_len = h.tail_len();
+        let mut tail = [0u8; 4];
+        tail[..tail_len].copy_from_slice(&stream[stream.len() - tail_len..]);
+        let body_len = h.elements() * h.width;
+        let kernel = Kernel::Rans { width };
+        let pipeline = self.pipeline(kernel, cfg.path)?;
+        let (gx, gy) = self.grid(n_chunks.max(1));
+        let s = self.stream(stream)?;
+        let c = self.storage(bytemuck::cast_slice(&offsets), "chunk offsets")?;
+        let scratch = self.scratch(scratch_len)?;
+        let p = self.uniform(&RansParams {
+            n_chunks,
+            chunks_x: gx,
+            chunk_elems: k,
+            elems,
+            scratch_words,
+            mask_at,
+            // Bytes are never rotated (docs/format-rans.md, conventions).
+            rotate: u32::from(h.rotate && h.width > 1),
+            tail: u32::from_le_bytes(tail),
+            tail_len: tail_len as u32,
+            ..Default::default()
+        });
+        let status = self.status();
+        let mut upload_bytes = stream.len() + offsets.len() * 4;
+        let (out, passes) = match &h.rows {
+            None => {
+                let out = self.output(h.raw_len)?;
+                let decode = Pass::new(
+                    pipeline,
+                    vec![s.clone(), c, out.clone(), p, status.clone(), scratch],
+                    Some(2),
+                    (gx, gy),
+                );
+                (out, vec![decode])
+            }
+            Some(m) => {
+                let body = self.output(body_len)?;
+                let decode = Pass::new(
+                    pipeline,
+                    vec![s.clone(), c, body.clone(), p, status.clone(), scratch],
+                    None,
+                    (gx, gy),
+                );
+                let row_src = row_sources(m, h.raw_len);
+                upload_bytes += row_src.len() * 4;
+                let rows = self.pipeline(Kernel::RansRows, ScanPath::Workgroup)?;
+                let n_words = u32_of(h.raw_len.div_ceil(4), "tensor")?;
+                let (rx, ry) = self.grid(n_words.div_ceil(256));
+                let src = self.storage(bytemuck::cast_slice(&row_src), "row sources")?;
+                let out = self.output(h.raw_len)?;
+                let rp = self.uniform(&RansRowsParams {
+                    len: h.raw_len as u32,
+                    row_bytes: u32_of(m.row_bytes, "row")?,
+                    n_words,
+                    groups_x: rx,
+                    _pad: [],
+                });
+                let place = Pass::new(
+                    rows,
+                    vec![body, src, out.clone(), rp],
+                    Some(2),
+                    if n_words == 0 { (0, 0) } else { (rx, ry) },
+                );
+                (out, vec![decode, place])
+            }
+        };
+        Ok(Prepared::new(
+            self,
+            passes,
+            out,
+            h.raw_len,
+            status,
+            s,
+            upload_bytes,
+            kernel,
+        ))
+    }
+
+    /// Decode a whole rANS stream (`planepack-rans`'s format) and read it back.
+    pub fn decode_rans(&self, stream: &[u8]) -> Result<Vec<u8>> {
+        self.decode_with(|c| self.prepare_rans(stream, c))
+    }
+}
+
+/// For each row of a checked row map, its index among the original (not copied) rows, where
+/// the rANS kernel leaves it.
+fn row_sources(m: &planepack_rans::RowMap, raw_len: usize) -> Vec<u32> {
+    let rows = raw_len / m.row_bytes;
+    let mut index = vec![0u32; rows];
+    let mut copies = m.copies.iter().peekable();
+    let mut next = 0u32;
+    for r in 0..rows {
+        match copies.peek() {
+            // The source is an earlier original (checked by parse_header): its index is known.
+            Some(&&(row, from)) if row as usize == r => {
+                copies.next();
+                index[r] = index[from as usize];
+            }
+            _ => {
+                index[r] = next;
+                next += 1;
+            }
+        }
+    }
+    index
+}
