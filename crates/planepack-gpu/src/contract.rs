@@ -135,6 +135,30 @@ kernel_params! {
     CopyParams in "copy.wgsl" { n_words, groups_x } pad 2
 }
 
+kernel_params! {
+    /// `shaders/ibp_count.wgsl`: a column per invocation, a strip of rows per workgroup row.
+    IbpCountParams in "ibp_count.wgsl" { columns, n_rows, strip, cols_x } pad 0
+}
+
+kernel_params! {
+    /// `shaders/ibp_score.wgsl`: 64 rows per workgroup, the candidate in z.
+    IbpScoreParams in "ibp_score.wgsl" { columns, n_rows, rows_x, groups } pad 0
+}
+
+kernel_params! {
+    /// `shaders/ibp_pack.wgsl`: a row per invocation.
+    IbpPackParams in "ibp_pack.wgsl" {
+        columns, n_rows, rows_x,
+        /// `H / B` units of the participation bitmap.
+        header_units,
+    } pad 0
+}
+
+kernel_params! {
+    /// `shaders/ibp_condense.wgsl`: an output word per invocation.
+    IbpCondenseParams in "ibp_condense.wgsl" { n_rows, row_bytes, n_words, groups_x } pad 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

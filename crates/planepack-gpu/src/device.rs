@@ -61,7 +61,7 @@ pub struct Gpu {
     subgroups_fail: AtomicBool,
     pipelines: Mutex<HashMap<(Kernel, ScanPath), wgpu::ComputePipeline>>,
     pub(crate) max_binding: u64,
-    max_groups: u32,
+    pub(crate) max_groups: u32,
     ibp_lanes: u32,
     /// Storage bindings at an offset must start at a multiple of this.
     offset_align: u32,

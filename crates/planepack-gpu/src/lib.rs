@@ -34,6 +34,7 @@ mod bitplane;
 pub mod contract;
 mod device;
 mod ibp;
+mod ibp_encode;
 mod launch;
 mod rans;
 pub mod shaders;
@@ -41,6 +42,7 @@ mod timing;
 
 pub use contract::ERR_LAYOUT;
 pub use device::{Gpu, GpuOptions};
+pub use ibp_encode::{DeviceRows, EncodedRows, IbpPack};
 pub use launch::{DeviceTensor, Prepared};
 pub use shaders::{Kernel, ScanPath};
 pub use timing::{Pipelined, Timing};

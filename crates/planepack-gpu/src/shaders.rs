@@ -30,6 +30,19 @@ pub enum Kernel {
     },
     /// The rANS row map's placement pass (no scan).
     RansRows,
+    /// The IBP encoder's steps for chunks of `width` bits: column bit counts, candidate mask
+    /// scores, packing rows in place (no scan, no stream reads).
+    IbpCount {
+        width: u32,
+    },
+    IbpScore {
+        width: u32,
+    },
+    IbpPack {
+        width: u32,
+    },
+    /// The IBP encoder's last step: packed rows copied back to back.
+    IbpCondense,
     Copy,
 }
 
@@ -55,6 +68,11 @@ const IBP: &str = include_str!("../../../shaders/ibp.wgsl");
 const RANS: &str = include_str!("../../../shaders/rans.wgsl");
 const RANS_ROWS: &str = include_str!("../../../shaders/rans_rows.wgsl");
 const COPY: &str = include_str!("../../../shaders/copy.wgsl");
+const IBP_ROWS: &str = include_str!("../../../shaders/ibp_rows.wgsl");
+const IBP_COUNT: &str = include_str!("../../../shaders/ibp_count.wgsl");
+const IBP_SCORE: &str = include_str!("../../../shaders/ibp_score.wgsl");
+const IBP_PACK: &str = include_str!("../../../shaders/ibp_pack.wgsl");
+const IBP_CONDENSE: &str = include_str!("../../../shaders/ibp_condense.wgsl");
 const SCAN_SUBGROUP: &str = include_str!("../../../shaders/scan_subgroup.wgsl");
 const SCAN_WORKGROUP: &str = include_str!("../../../shaders/scan_workgroup.wgsl");
 
@@ -78,6 +96,16 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
         ),
         Kernel::Rans { width } => (format!("const W: u32 = {width}u;\n"), RANS),
         Kernel::RansRows => return RANS_ROWS.to_owned(),
+        Kernel::IbpCount { width } => {
+            return format!("const W: u32 = {width}u;\n{IBP_ROWS}\n{IBP_COUNT}")
+        }
+        Kernel::IbpScore { width } => {
+            return format!("const W: u32 = {width}u;\n{IBP_ROWS}\n{IBP_SCORE}")
+        }
+        Kernel::IbpPack { width } => {
+            return format!("const W: u32 = {width}u;\n{IBP_ROWS}\n{IBP_PACK}")
+        }
+        Kernel::IbpCondense => return IBP_CONDENSE.to_owned(),
         Kernel::Copy => return COPY.to_owned(),
     };
     let scan = match path {
@@ -121,6 +149,24 @@ pub fn all() -> Vec<(String, String, bool)> {
     v.push((
         "rans-rows".into(),
         source(Kernel::RansRows, ScanPath::Workgroup),
+        false,
+    ));
+    for width in IBP_WIDTHS {
+        for (k, name) in [
+            (Kernel::IbpCount { width }, "ibp-count"),
+            (Kernel::IbpScore { width }, "ibp-score"),
+            (Kernel::IbpPack { width }, "ibp-pack"),
+        ] {
+            v.push((
+                format!("{name}{width}"),
+                source(k, ScanPath::Workgroup),
+                false,
+            ));
+        }
+    }
+    v.push((
+        "ibp-condense".into(),
+        source(Kernel::IbpCondense, ScanPath::Workgroup),
         false,
     ));
     v.push((

@@ -7,29 +7,12 @@
 
 use planepack_bitplane::{BitPlane, Mode};
 use planepack_core::{Codec, ElemType};
-use planepack_gpu::{Gpu, GpuError, GpuOptions, KernelConfig, ScanPath};
+use planepack_gpu::{Gpu, GpuError, KernelConfig, ScanPath};
 use planepack_ibp::Ibp;
 use planepack_rans::Rans;
 use planepack_testkit::{generate, mutate, Mutation, Pattern, Rng};
-use std::sync::OnceLock;
-
-fn gpu() -> Option<&'static Gpu> {
-    static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
-    GPU.get_or_init(|| match Gpu::new(&GpuOptions::from_env()) {
-        Ok(g) => {
-            eprintln!("GPU tests on {}", g.describe());
-            Some(g)
-        }
-        Err(e) if std::env::var_os("CI").is_some() => {
-            panic!("CI needs a GPU adapter (lavapipe): {e}")
-        }
-        Err(e) => {
-            eprintln!("skipping GPU tests: {e} (install mesa-vulkan-drivers for lavapipe)");
-            None
-        }
-    })
-    .as_ref()
-}
+mod common;
+use common::gpu;
 
 /// The paths this device can run.
 fn paths(g: &Gpu) -> Vec<ScanPath> {

@@ -72,6 +72,10 @@ fn uniform_structs_match_their_rust_twins() {
     check::<RansParams>(Kernel::Rans { width: 2 });
     check::<RansRowsParams>(Kernel::RansRows);
     check::<CopyParams>(Kernel::Copy);
+    check::<IbpCountParams>(Kernel::IbpCount { width: 64 });
+    check::<IbpScoreParams>(Kernel::IbpScore { width: 16 });
+    check::<IbpPackParams>(Kernel::IbpPack { width: 32 });
+    check::<IbpCondenseParams>(Kernel::IbpCondense);
 }
 
 /// The error bits, mode tags and table layout come from Rust (`contract::wgsl_prelude`): no

@@ -179,7 +179,9 @@ impl Default for Ibp {
 }
 
 impl Ibp {
-    fn pick_width(&self, row_bytes: usize) -> Option<u32> {
+    /// The chunk width for rows of `row_bytes` bytes: the configured one if it divides the
+    /// row, else the widest of 64, 32, 16 that does; None: the row cannot be IBP-coded.
+    pub fn pick_width(&self, row_bytes: usize) -> Option<u32> {
         match self.width {
             Some(w) => row_bytes.is_multiple_of(w as usize / 8).then_some(w),
             None => [64u32, 32, 16]
@@ -199,7 +201,7 @@ impl Ibp {
     ) -> Result<Preprocessed> {
         let start = out.len();
         let pre = self.encode_rows_as_given(input, row_bytes, out)?;
-        if out.len() - start >= HEADER + input.len() || pre.mask.invariant_bits() == 0 {
+        if !keeps_rows(out.len() - start, input.len(), &pre.mask) {
             out.truncate(start);
             self.encode_rows_as_given(input, 0, out)?;
         }
@@ -213,11 +215,7 @@ impl Ibp {
         out: &mut Vec<u8>,
     ) -> Result<Preprocessed> {
         if row_bytes == 0 {
-            out.extend_from_slice(&MAGIC);
-            out.extend_from_slice(&[1, 64, 0, 0]);
-            out.extend_from_slice(&[0u8; 16]);
-            out.extend_from_slice(&(input.len() as u64).to_le_bytes());
-            out.extend_from_slice(input);
+            write_stored(input, out);
             return Ok(Preprocessed {
                 mask: Mask::empty(64, 0),
                 threshold: 0.0,
@@ -252,23 +250,69 @@ impl Ibp {
             }
         };
         let cols = Columns::new(&pre.mask);
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&[1, width as u8, 0, 0]);
-        out.extend_from_slice(&(rows.columns as u64).to_le_bytes());
-        out.extend_from_slice(&(rows.count as u64).to_le_bytes());
-        out.extend_from_slice(&(input.len() as u64).to_le_bytes());
-        let b = (width / 8) as usize;
-        for v in pre.mask.mask.iter().chain(&pre.mask.bitval) {
-            out.extend_from_slice(&v.to_le_bytes()[..b]);
-        }
         let packed = compress(&rows, &cols, Layout::Condensed);
-        for w in &packed.row_bitmask {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
-        out.extend_from_slice(&packed.data);
-        out.extend_from_slice(&input[whole..]);
+        write_stream(
+            &StreamParts {
+                columns: rows.columns,
+                rows: rows.count,
+                mask: &pre.mask,
+                row_bitmask: &packed.row_bitmask,
+                condensed: &packed.data,
+                tail: &input[whole..],
+            },
+            out,
+        );
         Ok(pre)
     }
+}
+
+/// Whether a stream of `stream_len` bytes with rows coded under `mask` is kept, or the whole
+/// input of `input_len` bytes is stored as tail bytes instead ([`write_stored`]): rows are kept
+/// only when the mask has invariant bits and the stream is smaller than header + input.
+pub fn keeps_rows(stream_len: usize, input_len: usize, mask: &Mask) -> bool {
+    stream_len < HEADER + input_len && mask.invariant_bits() > 0
+}
+
+/// The stream that holds `input` entirely as tail bytes.
+pub fn write_stored(input: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&[1, 64, 0, 0]);
+    out.extend_from_slice(&[0u8; 16]);
+    out.extend_from_slice(&(input.len() as u64).to_le_bytes());
+    out.extend_from_slice(input);
+}
+
+/// The parts of an `Ibp` stream with rows (docs/format-ibp.md, "planepack stream container").
+pub struct StreamParts<'a> {
+    pub columns: usize,
+    pub rows: usize,
+    /// Its width is the stream's `W`.
+    pub mask: &'a Mask,
+    pub row_bitmask: &'a [u32],
+    /// The rows, condensed, without offsets.
+    pub condensed: &'a [u8],
+    pub tail: &'a [u8],
+}
+
+/// Write an `Ibp` stream from its parts: the one writer of the layout, for the CPU encoder and
+/// the GPU encoder (`planepack-gpu`) alike.
+pub fn write_stream(p: &StreamParts, out: &mut Vec<u8>) {
+    let width = p.mask.width;
+    let b = (width / 8) as usize;
+    let raw_len = p.rows * p.columns * b + p.tail.len();
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&[1, width as u8, 0, 0]);
+    out.extend_from_slice(&(p.columns as u64).to_le_bytes());
+    out.extend_from_slice(&(p.rows as u64).to_le_bytes());
+    out.extend_from_slice(&(raw_len as u64).to_le_bytes());
+    for v in p.mask.mask.iter().chain(&p.mask.bitval) {
+        out.extend_from_slice(&v.to_le_bytes()[..b]);
+    }
+    for w in p.row_bitmask {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    out.extend_from_slice(p.condensed);
+    out.extend_from_slice(p.tail);
 }
 
 struct StreamHeader {

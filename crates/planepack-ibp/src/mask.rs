@@ -198,31 +198,55 @@ pub struct Preprocessed {
 pub fn preprocess(rows: &Rows, threshold: Threshold, sample: Sample) -> Preprocessed {
     let ids = sample.rows(rows.count);
     let counts = BitCounts::of(rows, ids.iter().copied());
-    let candidates: Vec<f32> = match threshold {
-        Threshold::Sweep => SWEEP.to_vec(),
-        Threshold::Fixed(t) => vec![t],
-    };
-    let mut best: Option<(f32, i64, Mask)> = None;
-    let mut tried = Vec::new();
-    for t in candidates {
-        let m = counts.mask(t);
-        let s = score(rows, ids.iter().copied(), &m);
-        tried.push((t, s));
-        if best.as_ref().is_none_or(|(_, bs, _)| s > *bs) {
-            best = Some((t, s, m));
+    Preprocessed::choose(
+        rows.width,
+        rows.columns,
+        threshold.candidates().into_iter().map(|t| {
+            let m = counts.mask(t);
+            let s = score(rows, ids.iter().copied(), &m);
+            (t, m, s)
+        }),
+    )
+}
+
+impl Threshold {
+    /// The thresholds tried, in order.
+    pub fn candidates(self) -> Vec<f32> {
+        match self {
+            Threshold::Sweep => SWEEP.to_vec(),
+            Threshold::Fixed(t) => vec![t],
         }
     }
-    let (t, s, m) = best.expect("at least one threshold");
-    // As in the reference, a mask that saves nothing on the sample is not used at all.
-    let mask = if s > 0 {
-        m
-    } else {
-        Mask::empty(rows.width, rows.columns)
-    };
-    Preprocessed {
-        mask,
-        threshold: t,
-        score: s,
-        tried,
+}
+
+impl Preprocessed {
+    /// The reference's choice among `(threshold, mask, score)` candidates in sweep order: the
+    /// first with the highest score; and, as in the reference, no mask at all when the best
+    /// saves nothing on the sample. (The CPU and GPU encoders both choose here.)
+    pub fn choose(
+        width: u32,
+        columns: usize,
+        scored: impl IntoIterator<Item = (f32, Mask, i64)>,
+    ) -> Preprocessed {
+        let mut best: Option<(f32, i64, Mask)> = None;
+        let mut tried = Vec::new();
+        for (t, m, s) in scored {
+            tried.push((t, s));
+            if best.as_ref().is_none_or(|(_, bs, _)| s > *bs) {
+                best = Some((t, s, m));
+            }
+        }
+        let (t, s, m) = best.expect("at least one threshold");
+        let mask = if s > 0 {
+            m
+        } else {
+            Mask::empty(width, columns)
+        };
+        Preprocessed {
+            mask,
+            threshold: t,
+            score: s,
+            tried,
+        }
     }
 }

@@ -1,0 +1,194 @@
+//! The GPU IBP encoder equals the CPU encoder byte for byte: each step against its CPU twin
+//! (column bit counts, candidate scores, packed rows with sizes and row bitmask), the whole
+//! `Ibp` stream on every dataset, and adversarial patterns in every chunk width.
+
+use planepack_core::{Codec, ElemType};
+use planepack_ibp::mask::{score, BitCounts, SWEEP};
+use planepack_ibp::{compress, Columns, Ibp, Layout, Mask, Rows};
+use planepack_testkit::{generate, Pattern, Rng};
+
+mod common;
+use common::gpu;
+
+/// The steps on one group: counts, the six candidate masks' scores, packing with the chosen
+/// mask and with a mask that makes some rows raw.
+fn check_steps(g: &planepack_gpu::Gpu, data: &[u8], row_bytes: usize, width: u32, what: &str) {
+    let rows = Rows::new(data, row_bytes, width).unwrap();
+    let dev = g.upload_rows(data, row_bytes, width).unwrap();
+    let counts = g.ibp_bit_counts(&dev).unwrap();
+    let cpu = BitCounts::of(&rows, 0..rows.count);
+    assert_eq!(counts.counts, cpu.counts, "{what}: bit counts");
+    let masks: Vec<Mask> = SWEEP.iter().map(|&t| cpu.mask(t)).collect();
+    let scores = g.ibp_scores(&dev, &masks).unwrap();
+    for (m, s) in masks.iter().zip(&scores) {
+        assert_eq!(*s, score(&rows, 0..rows.count, m), "{what}: score");
+    }
+    let mut strict = masks[0].clone();
+    // Every bit invariant at the first row's values: other rows mostly stay raw.
+    for (j, x) in rows.row_chunks(0).enumerate() {
+        strict.mask[j] = u64::MAX >> (64 - width);
+        strict.bitval[j] = x;
+    }
+    for m in masks
+        .iter()
+        .chain([&strict, &Mask::empty(width, rows.columns)])
+    {
+        let enc = g.encode_ibp_rows(&dev, m).unwrap();
+        let cpu = compress(&rows, &Columns::new(m), Layout::Condensed);
+        assert_eq!(
+            enc.group.row_bitmask, cpu.row_bitmask,
+            "{what}: row bitmask"
+        );
+        assert_eq!(enc.group.offsets, cpu.offsets, "{what}: offsets");
+        assert!(enc.group.data == cpu.data, "{what}: packed rows");
+        assert_eq!(
+            enc.download_bytes,
+            4 * rows.count + 4 * rows.count.div_ceil(32) + cpu.data.len()
+        );
+    }
+}
+
+#[test]
+fn encoder_steps_match_the_cpu_on_adversarial_patterns() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(41);
+    for pat in Pattern::ALL {
+        for (elem, cols, rows) in [
+            (ElemType::F32, 64usize, 70usize),
+            (ElemType::BF16, 96, 33),
+            (ElemType::F16, 6, 100),
+            (ElemType::U8, 24, 50),
+            (ElemType::F32, 1, 9),
+            (ElemType::BF16, 2, 65),
+            (ElemType::F32, 600, 5),
+        ] {
+            let row = cols * elem.size();
+            let mut data = generate(pat, elem, row * rows, rng.next_u64());
+            // Some rows share bits, as rows of a real tensor do.
+            for r in (0..rows).step_by(3) {
+                let (a, b) = data.split_at_mut(r * row);
+                if r > 0 {
+                    b[..row / 2].copy_from_slice(&a[..row / 2]);
+                }
+            }
+            for width in [64u32, 32, 16] {
+                if row % (width as usize / 8) != 0 || row % 4 != 0 {
+                    continue;
+                }
+                check_steps(
+                    g,
+                    &data,
+                    row,
+                    width,
+                    &format!("{pat:?} {elem} {cols}x{rows} W={width}"),
+                );
+            }
+        }
+    }
+}
+
+/// Each step on real tensors with rows (the first of each dataset's 2-D tensors), also where
+/// the stream ends up storing the tensor whole.
+#[test]
+fn encoder_steps_match_the_cpu_on_real_tensors() {
+    let Some(g) = gpu() else { return };
+    let dir = planepack_datasets::datasets_dir();
+    let manifest = planepack_datasets::Manifest::read(&dir).unwrap();
+    let mut checked = 0;
+    for d in &manifest.datasets {
+        let tensors = planepack_datasets::load(&dir.join(&d.file)).unwrap();
+        let Some((t, elem)) = tensors
+            .iter()
+            .filter_map(|t| t.elem().map(|e| (t, e)))
+            .find(|(t, e)| t.shape.len() >= 2 && (t.shape.last().unwrap() * e.size()) % 4 == 0)
+        else {
+            continue;
+        };
+        let row = t.shape.last().unwrap() * elem.size();
+        let width = Ibp::default().pick_width(row).unwrap();
+        let whole = t.data.len() / row * row;
+        check_steps(g, &t.data[..whole], row, width, &t.name);
+        checked += 1;
+    }
+    assert!(checked >= 5, "{checked}");
+}
+
+#[test]
+fn stream_encoder_matches_the_cpu_on_every_dataset() {
+    let Some(g) = gpu() else { return };
+    let dir = planepack_datasets::datasets_dir();
+    let manifest = planepack_datasets::Manifest::read(&dir).unwrap();
+    let (mut same, mut refused, mut with_rows) = (0, 0, 0);
+    for d in &manifest.datasets {
+        for t in planepack_datasets::load(&dir.join(&d.file)).unwrap() {
+            let Some(elem) = t.elem() else { continue };
+            let mut cpu = Vec::new();
+            Ibp::default()
+                .encode_shaped(&t.data, elem, &t.shape, &mut cpu)
+                .unwrap();
+            match g.encode_ibp(&t.data, elem, &t.shape) {
+                Ok(gpu) => {
+                    assert!(gpu == cpu, "{}: GPU stream differs", t.name);
+                    same += 1;
+                    // Streams with rows, not the whole tensor stored.
+                    with_rows +=
+                        usize::from(u64::from_le_bytes(cpu[16..24].try_into().unwrap()) > 0);
+                }
+                // Rows of an odd number of 16-bit chunks: the kernels read whole words.
+                Err(planepack_gpu::GpuError::Unsupported(m)) => {
+                    let row = t.shape.last().copied().unwrap_or(0) * elem.size();
+                    assert!(row % 4 == 2, "{}: {m}", t.name);
+                    refused += 1;
+                }
+                Err(e) => panic!("{}: {e}", t.name),
+            }
+        }
+    }
+    eprintln!(
+        "{same} tensors encoded identically ({with_rows} with IBP rows), {refused} refused (odd 16-bit rows)"
+    );
+    assert!(with_rows >= 10, "{with_rows}");
+}
+
+/// Tensors IBP cannot shrink, tails, and shapes without rows give the CPU's stream too.
+#[test]
+fn stream_encoder_matches_the_cpu_at_the_edges() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(43);
+    for pat in Pattern::ALL {
+        for (elem, shape) in [
+            (ElemType::F32, vec![10usize, 7]),
+            (ElemType::BF16, vec![33, 10]),
+            (ElemType::F32, vec![0, 8]),
+            (ElemType::U8, vec![1000]),
+            (ElemType::F32, vec![]),
+        ] {
+            let n: usize = shape.iter().product::<usize>().max(1) * elem.size();
+            let mut data = generate(pat, elem, n, rng.next_u64());
+            // A tail: bytes past the last whole row.
+            data.extend_from_slice(&[1, 2, 3]);
+            let mut cpu = Vec::new();
+            Ibp::default()
+                .encode_shaped(&data, elem, &shape, &mut cpu)
+                .unwrap();
+            let gpu = g.encode_ibp(&data, elem, &shape).unwrap();
+            assert!(gpu == cpu, "{pat:?} {elem} {shape:?}");
+        }
+    }
+}
+
+#[test]
+fn encoder_refuses_what_it_cannot_do() {
+    let Some(g) = gpu() else { return };
+    let data = vec![0u8; 64 * 8];
+    let dev = g.upload_rows(&data, 64, 32).unwrap();
+    assert!(g.encode_ibp_rows(&dev, &Mask::empty(64, 8)).is_err());
+    assert!(g.encode_ibp_rows(&dev, &Mask::empty(32, 15)).is_err());
+    let mut bad = Mask::empty(32, 16);
+    bad.bitval[3] = 1;
+    assert!(g.encode_ibp_rows(&dev, &bad).is_err());
+    assert!(g.upload_rows(&data[..100], 64, 32).is_err());
+    assert!(g.upload_rows(&data, 6, 32).is_err());
+    let odd = g.upload_rows(&data[..6 * 8], 6, 16).unwrap();
+    assert!(g.ibp_bit_counts(&odd).is_err());
+}
