@@ -1,5 +1,6 @@
 //! `planepack compress` and `planepack decompress`.
 
+use crate::device::{engine, Device};
 use crate::fail::{Code, Fail};
 use crate::output::{check_outputs, persist, temp_beside};
 use crate::{files_under, npy_name, print_out};
@@ -49,6 +50,10 @@ pub struct CompressArgs {
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Where the codecs run: `gpu` encodes IBP on the GPU (byte-identical to the CPU; the
+    /// other codecs' encoders run on the CPU) through wgpu (Vulkan, Metal, DX12).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: Device,
 }
 
 #[derive(Args)]
@@ -64,6 +69,10 @@ pub struct DecompressArgs {
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Where the codecs run: `gpu` decodes bit-plane, IBP and rANS parts on the GPU (every
+    /// part's checksum is checked as on the CPU).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: Device,
 }
 
 /// Input/output pairs: one file, or every matching file under a folder mapped to the same
@@ -266,6 +275,7 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
         a.force,
     )?;
     let folder = a.input.is_dir();
+    let gpu = engine(a.device)?;
     let progress = bar(total_size(&pairs), a.quiet);
     let mut reports = Vec::new();
     for (input, out) in &pairs {
@@ -273,7 +283,8 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
         let file = std::fs::File::open(input).map_err(|e| Fail::io(input, e))?;
         ensure_parent(out, folder)?;
         let tmp = temp_beside(out)?;
-        let opts = CompressOptions::new(policy, npy_name(input));
+        let mut opts = CompressOptions::new(policy, npy_name(input));
+        opts.engine = gpu.clone().map(|g| g as _);
         let mut by_codec: BTreeMap<String, usize> = BTreeMap::new();
         let mut tensors = a.json.then(Vec::new);
         {
@@ -350,6 +361,14 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
             );
         }
     }
+    if let Some(g) = &gpu {
+        if a.json {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "planepack: {}", g.summary());
+        } else {
+            text += &format!("{}\n", g.summary());
+        }
+    }
     print_out(&text)
 }
 
@@ -370,11 +389,13 @@ pub fn decompress(a: DecompressArgs) -> Result<(), Fail> {
         a.force,
     )?;
     let folder = a.input.is_dir();
+    let gpu = engine(a.device)?;
     let progress = bar(0, a.quiet);
     let mut containers = Vec::new();
     // Open every container first: a corrupt one fails before anything is written.
     for (input, out) in &pairs {
-        let c = Container::open(input, &npy_name(input)).map_err(|e| Fail::at(input, e))?;
+        let mut c = Container::open(input, &npy_name(input)).map_err(|e| Fail::at(input, e))?;
+        c.set_engine(gpu.clone().map(|g| g as _));
         progress.inc_length(c.header.original_len);
         containers.push((input, out, c));
     }
@@ -401,6 +422,9 @@ pub fn decompress(a: DecompressArgs) -> Result<(), Fail> {
             out.display(),
             c.header.original_len
         );
+    }
+    if let Some(g) = &gpu {
+        text += &format!("{}\n", g.summary());
     }
     print_out(&text)
 }

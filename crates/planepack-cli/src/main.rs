@@ -8,6 +8,7 @@
 
 mod bench;
 mod compress;
+mod device;
 mod fail;
 mod inspect;
 mod output;

@@ -22,10 +22,12 @@
 //!
 //! Modules: [`source`] parses the input files (which bytes are header, which are tensors),
 //! [`format`] is the on-disk header and entry table, [`codecs`] maps codec ids to codecs,
-//! [`select`] chooses a codec per part, [`write`] compresses a file, [`read`] opens,
+//! [`select`] chooses a codec per part, [`engine`] is where codecs run (the CPU, or a GPU
+//! plugged in for the codecs it has kernels for), [`write`] compresses a file, [`read`] opens,
 //! verifies and decompresses one, [`read_at`] is the positioned reads both use.
 
 pub mod codecs;
+pub mod engine;
 pub mod format;
 pub mod read;
 pub mod read_at;
@@ -34,6 +36,7 @@ pub mod source;
 pub mod write;
 
 pub use codecs::{CodecId, CodecSpec};
+pub use engine::{Engine, EngineCounts};
 pub use format::{Entry, Header, SourceKind};
 pub use read::Container;
 pub use read_at::ReadAt;

@@ -39,6 +39,8 @@ pub struct Container<R: ReadAt> {
     /// The original file's tensors, from the stored preamble.
     pub source: Source,
     preamble: Vec<u8>,
+    /// Where the parts whose codec it has are decoded (None: the CPU).
+    engine: Option<std::sync::Arc<dyn crate::Engine>>,
 }
 
 impl Container<std::fs::File> {
@@ -105,7 +107,14 @@ impl<R: ReadAt> Container<R> {
             first_part,
             source,
             preamble,
+            engine: None,
         })
+    }
+
+    /// Decode the parts whose codec `engine` has there (a GPU), the others on the CPU; every
+    /// part still meets its checksums.
+    pub fn set_engine(&mut self, engine: Option<std::sync::Arc<dyn crate::Engine>>) {
+        self.engine = engine;
     }
 
     /// Index of the tensor called `name`.
@@ -150,7 +159,7 @@ impl<R: ReadAt> Container<R> {
                 "tensor {name:?}: compressed bytes fail their checksum"
             )));
         }
-        decode(e.spec(), payload, out)
+        decode(self.engine.as_deref(), e.spec(), payload, out)
             .map_err(|err| Error::Corrupt(format!("tensor {name:?}: {err}")))?;
         if checksum(out) != e.raw_checksum {
             return Err(Error::Corrupt(format!(

@@ -17,6 +17,7 @@
 //! fastest run counts.
 
 use crate::codecs::{elem_for, CodecId, CodecSpec};
+use crate::engine::{decode_on, encode_on, Engine};
 use crate::source::TensorSpan;
 use crate::{Error, Result};
 use planepack_core::{transfer, ElemType};
@@ -56,22 +57,23 @@ pub struct Choice {
     pub candidates: Vec<Candidate>,
 }
 
-/// Encode `data` (the bytes of `span`) with `codec`, appending to `out`.
+/// Encode `data` (the bytes of `span`) with `codec`, appending to `out`, on `engine` where it
+/// has the codec (else the CPU).
 pub fn encode(
+    engine: Option<&dyn Engine>,
     codec: CodecSpec,
     span: &TensorSpan,
     data: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<ElemType> {
     let elem = elem_for(&span.dtype, span.dtype_bits);
-    codec
-        .codec()
-        .encode_shaped(data, elem, &row_shape(span, elem), out)
-        .map_err(|source| Error::Codec {
+    encode_on(engine, codec, data, elem, &row_shape(span, elem), out).map_err(|source| {
+        Error::Codec {
             tensor: span.name.clone(),
             codec: codec.name(),
             source,
-        })?;
+        }
+    })?;
     Ok(elem)
 }
 
@@ -87,17 +89,22 @@ fn row_shape(span: &TensorSpan, elem: ElemType) -> Vec<usize> {
     vec![span.len as usize / elem.size() / row, row]
 }
 
-/// Decode `payload` into `out` (which has the raw length).
-pub fn decode(codec: CodecSpec, payload: &[u8], out: &mut [u8]) -> Result<()> {
-    codec
-        .codec()
-        .decode(payload, out)
+/// Decode `payload` into `out` (which has the raw length), on `engine` where it has the codec
+/// (else the CPU).
+pub fn decode(
+    engine: Option<&dyn Engine>,
+    codec: CodecSpec,
+    payload: &[u8],
+    out: &mut [u8],
+) -> Result<()> {
+    decode_on(engine, codec, payload, out)
         .map_err(|e| Error::Corrupt(format!("{}: {e}", codec.name())))
 }
 
 /// Pick a codec for one tensor and return its verified payload. `scratch` is reused for the
-/// verifying decodes.
+/// verifying decodes, which run on the CPU (the reference) whatever encoded the payload.
 pub fn choose(
+    engine: Option<&dyn Engine>,
     policy: Policy,
     span: &TensorSpan,
     data: &[u8],
@@ -113,7 +120,7 @@ pub fn choose(
     let mut payload = Vec::new();
     for codec in candidates {
         payload.clear();
-        let elem = match encode(codec, span, data, &mut payload) {
+        let elem = match encode(engine, codec, span, data, &mut payload) {
             Ok(e) => e,
             // In auto mode a codec that cannot take this tensor is just not a candidate.
             Err(_) if !matches!(policy, Policy::Fixed(_)) => continue,
@@ -187,7 +194,7 @@ fn verify_and_time(
     let mut fastest = f64::INFINITY;
     for _ in 0..runs {
         let t = Instant::now();
-        decode(codec, payload, scratch)?;
+        decode(None, codec, payload, scratch)?;
         fastest = fastest.min(t.elapsed().as_secs_f64());
     }
     if scratch[..] != data[..] {

@@ -19,6 +19,9 @@ use std::io::{Seek, SeekFrom, Write};
 /// What the writer needs to know.
 #[derive(Debug, Clone)]
 pub struct CompressOptions {
+    /// Where the codecs that it has run (None: all on the CPU). Payloads are verified by the
+    /// CPU decoders either way.
+    pub engine: Option<std::sync::Arc<dyn crate::Engine>>,
     pub policy: Policy,
     /// Name given to the array of a `.npy` input (usually the file stem).
     pub npy_name: String,
@@ -35,6 +38,7 @@ impl CompressOptions {
     /// `policy` with the default part length.
     pub fn new(policy: Policy, npy_name: impl Into<String>) -> Self {
         CompressOptions {
+            engine: None,
             policy,
             npy_name: npy_name.into(),
             part_len: MAX_PART_LEN,
@@ -185,6 +189,7 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
             }
             let coded: Vec<Result<Coded>> = if window.len() == 1 {
                 vec![code_part(
+                    options.engine.as_deref(),
                     options.policy,
                     &window[0],
                     &datas[0],
@@ -195,7 +200,10 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
                 window
                     .par_iter()
                     .zip(&datas)
-                    .map(|(part, data)| code_part(options.policy, part, data, &mut Vec::new()))
+                    .map(|(part, data)| {
+                        let engine = options.engine.as_deref();
+                        code_part(engine, options.policy, part, data, &mut Vec::new())
+                    })
                     .collect()
             };
             for ((part, data), coded) in window.iter().zip(&datas).zip(coded) {
@@ -283,6 +291,7 @@ struct Coded {
 /// Choose a codec for one part and code it (an empty part is stored as an empty raw payload);
 /// `scratch` takes the verifying decodes.
 fn code_part(
+    engine: Option<&dyn crate::Engine>,
     policy: Policy,
     part: &TensorSpan,
     data: &[u8],
@@ -296,7 +305,7 @@ fn code_part(
             tried: Vec::new(),
         });
     }
-    let c = choose(policy, part, data, scratch)?;
+    let c = choose(engine, policy, part, data, scratch)?;
     Ok(Coded {
         codec: c.codec,
         elem: c.elem,
