@@ -10,7 +10,8 @@
 //! * `fuzz`: seed and run the cargo-fuzz targets of `fuzz/` (AddressSanitizer), with a table of
 //!   how far each got.
 //! * `shaders`: naga validation and SPIR-V/MSL/HLSL translation of every WGSL kernel.
-//! * `gpu-bench`: GPU decode against the copy kernel on the same device -> bench-results/gpu-*/.
+//! * `gpu-bench`: GPU decode and IBP encode against the copy kernel on the same device, the
+//!   offload round trip (pipelined), IBP gathers' upload -> bench-results/gpu-*/.
 //! * `trace`: keep/swap/drop planning on training-step traces -> bench-results/trace/.
 //! * `cli-memory`: peak resident memory of the `planepack` command on a 2 GiB file.
 //! * `ibp-clusters`: IBP with one mask per k-means cluster of rows, C = 1, 2, 4, 8.
@@ -116,7 +117,8 @@ enum Command {
     },
     /// Validate every WGSL kernel with naga and translate it to SPIR-V, MSL and HLSL.
     Shaders,
-    /// GPU decode speed against the copy kernel on the same device, every dataset
+    /// GPU decode (and IBP encode) speed against the copy kernel on the same device, the
+    /// offload round trip in both directions, IBP gathers' upload; every dataset
     /// (bench-results/gpu-<adapter>/).
     GpuBench {
         /// Output folder (default: bench-results/gpu-<adapter>).

@@ -32,6 +32,9 @@ pub const ERR_LAYOUT: u32 = 256;
 /// Bits of the tag in a bit-plane block-table entry (the payload length takes the rest).
 pub const TAG_BITS: u32 = planepack_bitplane::TAG_BITS;
 
+/// Candidate masks the IBP score kernel takes in one pass (the threshold sweep has six).
+pub const IBP_MAX_CANDIDATES: u32 = 8;
+
 /// The names of the error bits set in `flags`.
 pub fn describe_flags(flags: u32) -> String {
     let v: Vec<&str> = ERRORS
@@ -65,6 +68,7 @@ pub fn wgsl_prelude() -> String {
         planepack_bitplane::TABLE_ENTRY_BITS,
         planepack_bitplane::block::RAW_BITS,
     );
+    s += &format!("const IBP_MAX_CANDIDATES: u32 = {IBP_MAX_CANDIDATES}u;\n");
     s
 }
 
@@ -142,7 +146,7 @@ kernel_params! {
 
 kernel_params! {
     /// `shaders/ibp_score.wgsl`: 64 rows per workgroup, the candidate in z.
-    IbpScoreParams in "ibp_score.wgsl" { columns, n_rows, rows_x, groups } pad 0
+    IbpScoreParams in "ibp_score.wgsl" { columns, n_rows, rows_x, groups, candidates } pad 3
 }
 
 kernel_params! {
@@ -171,6 +175,11 @@ mod tests {
             assert_eq!(all & b, 0);
             all |= b;
         }
+    }
+
+    #[test]
+    fn the_sweep_fits_the_score_kernel() {
+        assert!(planepack_ibp::mask::SWEEP.len() as u32 <= IBP_MAX_CANDIDATES);
     }
 
     #[test]

@@ -28,7 +28,8 @@ use planepack_ibp::{CompressedRows, Ibp, Layout, Mask, Preprocessed, StreamParts
 use wgpu::util::DeviceExt;
 
 /// Raw rows in device memory: `rows` rows of `columns` chunks of `width` bits, row-major from
-/// the start of `buffer`.
+/// the start of `buffer` (`STORAGE` usage; also `COPY_SRC` where a tensor IBP cannot shrink
+/// must be read back to be stored whole, as [`Gpu::upload_rows`] makes it).
 #[derive(Debug, Clone)]
 pub struct DeviceRows {
     pub buffer: wgpu::Buffer,
@@ -86,7 +87,19 @@ impl Gpu {
                 "a group that is not whole rows".into(),
             ));
         }
-        let buffer = self.storage(data, "raw rows")?;
+        if data.len() as u64 > self.max_binding {
+            return Err(GpuError::Unsupported(format!(
+                "rows of {} bytes exceed this device's storage binding limit",
+                data.len()
+            )));
+        }
+        let buffer = self
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("raw rows"),
+                contents: &crate::words(data),
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            });
         Ok(DeviceRows {
             buffer,
             rows: data.len() / row_bytes,
@@ -213,6 +226,13 @@ impl Gpu {
         if masks.is_empty() {
             return Ok(vec![]);
         }
+        if masks.len() > crate::contract::IBP_MAX_CANDIDATES as usize {
+            return Err(GpuError::Unsupported(format!(
+                "{} candidate masks in one launch (at most {})",
+                masks.len(),
+                crate::contract::IBP_MAX_CANDIDATES
+            )));
+        }
         let refs: Vec<&Mask> = masks.iter().collect();
         let m = self.masks_buffer(&refs, r)?;
         let groups = u32_of(r.rows.div_ceil(64), "rows")?;
@@ -229,7 +249,8 @@ impl Gpu {
             n_rows: u32_of(r.rows, "rows")?,
             rows_x: gx,
             groups,
-            _pad: [],
+            candidates: cands,
+            ..Default::default()
         });
         let bind = self.bind_all(&pipeline, &[&r.buffer, &m, &partial, &p]);
         let staging = self.readback_buffer(partial.size());
@@ -238,7 +259,7 @@ impl Gpu {
             let mut pass = enc.begin_compute_pass(&Default::default());
             pass.set_pipeline(&pipeline);
             pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(gx, gy, cands);
+            pass.dispatch_workgroups(gx, gy, 1);
         }
         enc.copy_buffer_to_buffer(&partial, 0, &staging, 0, partial.size());
         self.queue.submit([enc.finish()]);
@@ -442,9 +463,19 @@ impl Gpu {
             return Ok(out);
         };
         let rows = self.upload_rows(&input[..whole], row_bytes, width)?;
-        let pre = self.ibp_preprocess(&rows, ibp.threshold)?;
+        self.encode_ibp_on_device(&rows, &input[whole..])
+    }
+
+    /// The `Ibp` stream of rows already in device memory followed by `tail` (the tensor's
+    /// bytes after its last whole row, on the host): the offload direction, where only the
+    /// compressed bytes cross the link. Equal to the CPU encoder's stream for the same tensor.
+    pub fn encode_ibp_on_device(&self, rows: &DeviceRows, tail: &[u8]) -> Result<Vec<u8>> {
+        let ibp = Ibp::default();
+        let pre = self.ibp_preprocess(rows, ibp.threshold)?;
+        let raw_len = rows.rows * rows.row_bytes() + tail.len();
+        let mut out = Vec::new();
         if pre.mask.invariant_bits() > 0 {
-            let enc = self.encode_ibp_rows(&rows, &pre.mask)?;
+            let enc = self.encode_ibp_rows(rows, &pre.mask)?;
             planepack_ibp::write_stream(
                 &StreamParts {
                     columns: rows.columns,
@@ -452,14 +483,21 @@ impl Gpu {
                     mask: &pre.mask,
                     row_bitmask: &enc.group.row_bitmask,
                     condensed: &enc.group.data,
-                    tail: &input[whole..],
+                    tail,
                 },
                 &mut out,
             );
         }
-        if !planepack_ibp::keeps_rows(out.len(), input.len(), &pre.mask) {
+        if !planepack_ibp::keeps_rows(out.len(), raw_len, &pre.mask) {
+            // Not worth it: the tensor stored whole, which needs its raw bytes here.
             out.clear();
-            planepack_ibp::write_stored(input, &mut out);
+            let mut input = self.read_back(&crate::DeviceTensor {
+                buffer: rows.buffer.clone(),
+                offset: 0,
+                len: rows.rows * rows.row_bytes(),
+            })?;
+            input.extend_from_slice(tail);
+            planepack_ibp::write_stored(&input, &mut out);
         }
         Ok(out)
     }

@@ -97,13 +97,22 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
         Kernel::Rans { width } => (format!("const W: u32 = {width}u;\n"), RANS),
         Kernel::RansRows => return RANS_ROWS.to_owned(),
         Kernel::IbpCount { width } => {
-            return format!("const W: u32 = {width}u;\n{IBP_ROWS}\n{IBP_COUNT}")
+            return format!(
+                "const W: u32 = {width}u;\n{}{IBP_ROWS}\n{IBP_COUNT}",
+                crate::contract::wgsl_prelude()
+            )
         }
         Kernel::IbpScore { width } => {
-            return format!("const W: u32 = {width}u;\n{IBP_ROWS}\n{IBP_SCORE}")
+            return format!(
+                "const W: u32 = {width}u;\n{}{IBP_ROWS}\n{IBP_SCORE}",
+                crate::contract::wgsl_prelude()
+            )
         }
         Kernel::IbpPack { width } => {
-            return format!("const W: u32 = {width}u;\n{IBP_ROWS}\n{IBP_PACK}")
+            return format!(
+                "const W: u32 = {width}u;\n{}{IBP_ROWS}\n{IBP_PACK}",
+                crate::contract::wgsl_prelude()
+            )
         }
         Kernel::IbpCondense => return IBP_CONDENSE.to_owned(),
         Kernel::Copy => return COPY.to_owned(),
