@@ -279,7 +279,7 @@ fn encode_direction(
             continue;
         };
         let whole = data.len() / row_bytes * row_bytes;
-        if whole == 0 || row_bytes % 4 != 0 {
+        if whole == 0 || !row_bytes.is_multiple_of(4) {
             continue;
         }
         let rows = gpu.upload_rows(&data[..whole], row_bytes, width)?;
