@@ -64,14 +64,15 @@ struct Row {
     large_decode_seconds: f64,
     large_copy_seconds: f64,
     timestamps: bool,
-    /// The encode direction (IBP only: the one GPU encoder), None elsewhere.
+    /// The encode direction (bit-plane and IBP, the codecs with a GPU encoder), None elsewhere.
     encode: Option<EncodeRow>,
 }
 
 /// The offload direction of one dataset's tensors: medians summed over the tensors.
 #[derive(serde::Serialize, Default)]
 struct EncodeRow {
-    /// The packing kernel alone (the mask given) against the copy kernel, alternating.
+    /// The encode kernel alone (IBP: packing with the mask given) against the copy kernel,
+    /// alternating.
     pack_seconds: f64,
     copy_seconds: f64,
     large_pack_seconds: f64,
@@ -200,18 +201,20 @@ pub fn bench(
                     let t = gpu.time_pipelined(&items, runs)?;
                     r.pipelined_seconds = median(t.compressed);
                     r.pipelined_raw_seconds = median(t.raw);
-                    if *name == "ibp" && path == paths[0] {
-                        r.encode = encode_direction(&gpu, &g, &encoded, runs)?;
+                    if *name != "rans" && path == paths[0] {
+                        r.encode = encode_direction(&gpu, &g, name, &encoded, runs)?;
                         if let Some(e) = &r.encode {
                             println!(
-                                "{} {} ibp encode: {:.3} of copy, offload {:.3} of raw download",
+                                "{} {} {name} encode: {:.3} of copy, offload {:.3} of raw download",
                                 r.dataset,
                                 r.dtype,
                                 e.copy_seconds / e.pack_seconds,
                                 e.download_raw_seconds / e.offload_seconds
                             );
                         }
-                        gathers.extend(gather_fraction(&gpu, &g, &encoded)?);
+                        if *name == "ibp" {
+                            gathers.extend(gather_fraction(&gpu, &g, &encoded)?);
+                        }
                     }
                     r.decode_gbps = r.raw_bytes as f64 / r.decode_seconds / 1e9;
                     r.copy_gbps = r.raw_bytes as f64 / r.copy_seconds / 1e9;
@@ -262,70 +265,103 @@ pub fn bench(
     Ok(())
 }
 
-/// The IBP offload direction for a group's tensors: per tensor with rows the GPU encoder takes,
-/// the rows uploaded once (not timed: in an offload they are already on the device), then the
-/// packing kernel timed against the copy kernel, and the whole device-to-host encode against
-/// reading the raw rows back; every stream checked equal to the CPU encoder's (`cpu`).
+/// The offload direction for a group's tensors, for the codecs with a GPU encoder (bit-plane,
+/// IBP): per tensor, the tensor uploaded once (not timed: in an offload it is already on the
+/// device), then the encode kernel timed against the copy kernel (IBP: the packing kernel with
+/// the stream's mask), and the whole device-to-host encode against reading the raw bytes back;
+/// every stream checked equal to the CPU encoder's (`cpu`).
 fn encode_direction(
     gpu: &Gpu,
     g: &planepack_harness::Group,
+    codec: &str,
     cpu: &[Vec<u8>],
     runs: usize,
 ) -> Result<Option<EncodeRow>> {
     let mut e = EncodeRow::default();
     for ((shape, data), cpu) in g.tensors.iter().zip(cpu) {
-        let row_bytes = shape.last().copied().unwrap_or(0) * g.elem.size();
-        let Some(width) = planepack_ibp::Ibp::default().pick_width(row_bytes) else {
-            continue;
+        // (what the offload times, the kernel alone, the raw bytes on the device, compressed
+        // bytes a run brings back)
+        type Offload<'a> = Box<dyn Fn() -> Result<Vec<u8>> + 'a>;
+        let (offload, kernel, raw, down): (Offload, planepack_gpu::Prepared, _, u64) = if codec
+            == "bitplane"
+        {
+            let t = gpu.upload(data)?;
+            let width = g.elem.bits();
+            let enc = gpu.prepare_bitplane_encode(&t.buffer, data.len(), width, &gpu.config())?;
+            let (stream, down) = gpu.run_bitplane_encode(&enc)?;
+            anyhow::ensure!(
+                stream == *cpu,
+                "{} {}: GPU bit-plane stream differs",
+                g.dataset,
+                g.dtype
+            );
+            let buf = t.buffer.clone();
+            let len = data.len();
+            (
+                Box::new(move || Ok(gpu.encode_bitplane_on_device(&buf, len, width)?)),
+                enc.launch,
+                t,
+                down as u64,
+            )
+        } else {
+            let row_bytes = shape.last().copied().unwrap_or(0) * g.elem.size();
+            let Some(width) = planepack_ibp::Ibp::default().pick_width(row_bytes) else {
+                continue;
+            };
+            let whole = data.len() / row_bytes * row_bytes;
+            if whole == 0 || !row_bytes.is_multiple_of(4) {
+                continue;
+            }
+            let rows = gpu.upload_rows(&data[..whole], row_bytes, width)?;
+            let tail = &data[whole..];
+            let stream = gpu.encode_ibp_on_device(&rows, tail)?;
+            anyhow::ensure!(
+                stream == *cpu,
+                "{} {}: GPU IBP stream differs",
+                g.dataset,
+                g.dtype
+            );
+            let pre = gpu.ibp_preprocess(&rows, planepack_ibp::Threshold::Sweep)?;
+            let pack = gpu.prepare_ibp_pack(&rows, &pre.mask)?;
+            let down = if pre.mask.invariant_bits() > 0 {
+                gpu.run_ibp_pack(&pack)?.download_bytes as u64
+            } else {
+                whole as u64
+            };
+            let raw = planepack_gpu::DeviceTensor {
+                buffer: rows.buffer.clone(),
+                offset: 0,
+                len: whole,
+            };
+            (
+                Box::new(move || Ok(gpu.encode_ibp_on_device(&rows, tail)?)),
+                pack.launch,
+                raw,
+                down,
+            )
         };
-        let whole = data.len() / row_bytes * row_bytes;
-        if whole == 0 || !row_bytes.is_multiple_of(4) {
-            continue;
-        }
-        let rows = gpu.upload_rows(&data[..whole], row_bytes, width)?;
-        let stream = gpu.encode_ibp_on_device(&rows, &data[whole..])?;
-        anyhow::ensure!(
-            stream == *cpu,
-            "{} {}: GPU IBP stream differs from the CPU's",
-            g.dataset,
-            g.dtype
-        );
-        // The kernel alone, with the mask the stream uses, against the copy kernel.
-        let pre = gpu.ibp_preprocess(&rows, planepack_ibp::Threshold::Sweep)?;
-        let pack = gpu.prepare_ibp_pack(&rows, &pre.mask)?;
-        let copy = gpu.prepare_copy(&data[..whole])?;
-        let t = gpu.time_each(&[&pack.launch, &copy], runs);
+        let copy = gpu.prepare_copy(&data[..raw.len])?;
+        let t = gpu.time_each(&[&kernel, &copy], runs);
         let (p, c) = (t[0].median(), t[1].median());
         e.pack_seconds += p;
         e.copy_seconds += c;
-        if whole >= 1 << 20 {
+        if raw.len >= 1 << 20 {
             e.large_pack_seconds += p;
             e.large_copy_seconds += c;
         }
-        let raw = planepack_gpu::DeviceTensor {
-            buffer: rows.buffer.clone(),
-            offset: 0,
-            len: whole,
-        };
-        let (mut off, mut down) = (Vec::new(), Vec::new());
+        let (mut off, mut back) = (Vec::new(), Vec::new());
         for _ in 0..runs.max(1) {
             let t = std::time::Instant::now();
-            let s = gpu.encode_ibp_on_device(&rows, &data[whole..])?;
+            std::hint::black_box(offload()?);
             off.push(t.elapsed().as_secs_f64());
-            std::hint::black_box(s);
             let t = std::time::Instant::now();
-            let b = gpu.read_back(&raw)?;
-            down.push(t.elapsed().as_secs_f64());
-            std::hint::black_box(b);
+            std::hint::black_box(gpu.read_back(&raw)?);
+            back.push(t.elapsed().as_secs_f64());
         }
         e.offload_seconds += median(off);
-        e.download_raw_seconds += median(down);
-        e.download_bytes += if pre.mask.invariant_bits() > 0 {
-            gpu.encode_ibp_rows(&rows, &pre.mask)?.download_bytes as u64
-        } else {
-            whole as u64
-        };
-        e.raw_bytes += whole as u64;
+        e.download_raw_seconds += median(back);
+        e.download_bytes += down;
+        e.raw_bytes += raw.len as u64;
     }
     Ok((e.raw_bytes > 0).then_some(e))
 }
@@ -535,34 +571,52 @@ fn markdown(rows: &[Row], gathers: &[GatherRow], device: &str, runs: usize) -> S
         .filter_map(|r| r.encode.as_ref().map(|e| (r, e)))
         .collect();
     if !enc.is_empty() {
-        let sum = |f: fn(&EncodeRow) -> f64| enc.iter().map(|(_, e)| f(e)).sum::<f64>();
         let _ = writeln!(
             s,
-            "\n## Encode on the GPU (IBP)\n\nThe offload direction, for the one codec with a GPU \
-             encoder (byte-identical to the CPU encoder: every stream below was checked equal). \
-             `pack / copy`: the packing kernel (rows in place, sizes, row bitmask; the mask given) \
-             against the copy kernel on the same bytes, alternating. `offload`: from rows in device \
-             memory to the `Ibp` stream on the host (mask search by counts and scores on the device, \
-             packing, sizes down and row starts up, condensing, compressed bytes down), wall clock, \
-             against reading the raw rows back in the same runs (above 1: the compressed path is \
-             faster). Target on lavapipe (issue 21): encode / copy >= 0.10 on tensors >= 1 MiB.\n\n\
-             | | pack / copy (all tensors) | pack / copy (tensors >= 1 MiB) | offload: raw download / (encode + compressed download) | bytes down / raw |\n|---|---|---|---|---|\n\
-             | all IBP datasets | {:.3} | {:.3} | {:.3} | {:.3} |",
-            sum(|e| e.copy_seconds) / sum(|e| e.pack_seconds),
-            sum(|e| e.large_copy_seconds) / sum(|e| e.large_pack_seconds),
-            sum(|e| e.download_raw_seconds) / sum(|e| e.offload_seconds),
-            sum(|e| e.download_bytes as f64) / sum(|e| e.raw_bytes as f64),
+            "\n## Encode on the GPU\n\nThe offload direction, for the codecs with a GPU encoder \
+             (bit-plane and IBP, byte-identical to the CPU encoders: every stream below was \
+             checked equal). `kernel / copy`: the encode kernel (bit-plane: sizing every mode and \
+             writing the chunk slots; IBP: packing rows in place with the stream's mask) against \
+             the copy kernel on the same bytes, alternating. `offload`: from the tensor in device \
+             memory to the stream on the host (bit-plane: encode, chunk lengths down, starts up, \
+             chunks condensed and read back; IBP: mask search by counts and scores on the device, \
+             packing, sizes down and row starts up, condensing, compressed bytes down), wall \
+             clock, against reading the raw bytes back in the same runs (above 1: the compressed \
+             path is faster). Targets on lavapipe (issue 21): encode / copy >= 0.05 for the \
+             bit-plane codec and >= 0.10 for IBP, on tensors >= 1 MiB.\n\n\
+             | codec | kernel / copy (all tensors) | kernel / copy (tensors >= 1 MiB) | offload: raw download / (encode + compressed download) | bytes down / raw | target (>= 1 MiB) |\n|---|---|---|---|---|---|"
         );
+        for codec in ["bitplane", "ibp"] {
+            let sel: Vec<&EncodeRow> = enc
+                .iter()
+                .filter(|(r, _)| r.codec == codec)
+                .map(|(_, e)| *e)
+                .collect();
+            if sel.is_empty() {
+                continue;
+            }
+            let sum = |f: fn(&EncodeRow) -> f64| sel.iter().map(|e| f(e)).sum::<f64>();
+            let _ = writeln!(
+                s,
+                "| {codec} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
+                sum(|e| e.copy_seconds) / sum(|e| e.pack_seconds),
+                sum(|e| e.large_copy_seconds) / sum(|e| e.large_pack_seconds),
+                sum(|e| e.download_raw_seconds) / sum(|e| e.offload_seconds),
+                sum(|e| e.download_bytes as f64) / sum(|e| e.raw_bytes as f64),
+                if codec == "ibp" { ">= 0.10" } else { ">= 0.05" }
+            );
+        }
         let _ = writeln!(
             s,
-            "\n| dataset | dtype | raw MB | pack / copy | offload ms | raw download ms | offload speed-up | bytes down / raw |\n|---|---|---|---|---|---|---|---|"
+            "\n| dataset | dtype | codec | raw MB | kernel / copy | offload ms | raw download ms | offload speed-up | bytes down / raw |\n|---|---|---|---|---|---|---|---|---|"
         );
         for (r, e) in &enc {
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                "| {} | {} | {} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
                 r.dataset,
                 r.dtype,
+                r.codec,
                 e.raw_bytes as f64 / 1e6,
                 e.copy_seconds / e.pack_seconds,
                 e.offload_seconds * 1e3,

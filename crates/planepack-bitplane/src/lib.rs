@@ -51,6 +51,17 @@ pub const TAG_BITS: u32 = 3;
 pub const MAX_CHUNK_BYTES: usize =
     2 + (CHUNK_BLOCKS * (TABLE_ENTRY_BITS + RAW_BITS as usize)).div_ceil(8);
 
+/// Write a stream header for `raw_len` bytes of `width`-bit elements (the chunks follow): the
+/// one writer of the header, for the CPU encoder and the GPU encoder (`planepack-gpu`).
+pub fn write_header(width: u32, raw_len: usize, out: &mut Vec<u8>) {
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&[VERSION, width as u8, 0, 0]);
+    out.extend_from_slice(&(raw_len as u64).to_le_bytes());
+}
+
+/// The prefix codes of the plane symbols and the DBX base element, by name.
+pub use symbols::CODES;
+
 /// The bit-plane codec. `Default` is the normal encoder; [`BitPlane::forcing`] makes one that
 /// uses a single mode wherever it applies (for tests and for measuring each mode alone).
 #[derive(Debug, Clone, Copy, Default)]
@@ -139,9 +150,7 @@ impl BitPlane {
     fn encode_as<G: Geometry>(&self, input: &[u8], out: &mut Vec<u8>) -> Result<Stats> {
         let start = out.len();
         out.reserve(max_len(input.len()));
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&[VERSION, G::W as u8, 0, 0]);
-        out.extend_from_slice(&(input.len() as u64).to_le_bytes());
+        write_header(G::W, input.len(), out);
         let mut stats = Stats::default();
         for chunk in input.chunks(CHUNK_BYTES) {
             simd::encode_chunk::<G>(chunk, self.forced, out, &mut stats);

@@ -56,6 +56,28 @@ const ZERO_DBP: Code = code("00001");
 const TWO_ONES: Code = code("00010");
 const ONE_ONE: Code = code("00011");
 
+/// Every prefix code of the format by name: (name, value in stream order, length). Read by
+/// the GPU encoder's generated WGSL constants (`planepack-gpu`'s contract), so the codes are
+/// written down once.
+pub const CODES: [(&str, u64, u32); 11] = {
+    const fn entry(name: &'static str, c: Code) -> (&'static str, u64, u32) {
+        (name, c.bits, c.len)
+    }
+    [
+        entry("RAW", RAW),
+        entry("RUN", RUN),
+        entry("ZERO1", ZERO1),
+        entry("ALL_ONES", ALL_ONES),
+        entry("ZERO_DBP", ZERO_DBP),
+        entry("TWO_ONES", TWO_ONES),
+        entry("ONE_ONE", ONE_ONE),
+        entry("BASE0", BASE_CODES[0]),
+        entry("BASE4", BASE_CODES[1]),
+        entry("BASE8", BASE_CODES[2]),
+        entry("BASE16", BASE_CODES[3]),
+    ]
+};
+
 /// Where bits go: a counter when sizing candidates, a [`SliceBitWriter`] when emitting.
 pub(crate) trait Sink {
     fn put(&mut self, value: u64, n: u32);

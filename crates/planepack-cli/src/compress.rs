@@ -50,8 +50,8 @@ pub struct CompressArgs {
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
-    /// Where the codecs run: `gpu` encodes IBP on the GPU (byte-identical to the CPU; the
-    /// other codecs' encoders run on the CPU) through wgpu (Vulkan, Metal, DX12).
+    /// Where the codecs run: `gpu` encodes bit-plane and IBP on the GPU (byte-identical to the
+    /// CPU; the other codecs' encoders run on the CPU) through wgpu (Vulkan, Metal, DX12).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: Device,
 }

@@ -1,6 +1,6 @@
 //! `--device gpu`: the codecs that have GPU kernels run there (through `planepack-gpu`), the
-//! others on the CPU. Encoders: IBP (byte-identical to the CPU's; the bit-plane and rANS
-//! encoders have no GPU version yet). Decoders: bit-plane, IBP, rANS. A tensor a kernel cannot
+//! others on the CPU. Encoders: bit-plane and IBP (byte-identical to the CPU's; the rANS
+//! encoder has no GPU version). Decoders: bit-plane, IBP, rANS. A tensor a kernel cannot
 //! take (IBP rows of an odd number of 16-bit chunks) goes to the CPU. The command says how many
 //! parts ran where.
 
@@ -84,12 +84,12 @@ impl Engine for GpuEngine {
         shape: &[usize],
         out: &mut Vec<u8>,
     ) -> Option<planepack_core::Result<()>> {
-        match codec.id {
-            CodecId::Ibp => {
-                outcome(self.gpu.encode_ibp(data, elem, shape)).map(|r| r.map(|v| out.extend(v)))
-            }
-            _ => None,
-        }
+        let got = match codec.id {
+            CodecId::BitPlane => self.gpu.encode_bitplane(data, elem),
+            CodecId::Ibp => self.gpu.encode_ibp(data, elem, shape),
+            _ => return None,
+        };
+        outcome(got).map(|r| r.map(|v| out.extend(v)))
     }
 
     fn decode(

@@ -509,44 +509,54 @@ fn inspect_takes_a_folder() {
     );
 }
 
-/// `--device gpu`: IBP encoded on the GPU gives the very container the CPU writes, and
+/// `--device gpu`: bit-plane and IBP encoded on the GPU give the very containers the CPU
+/// writes, and
 /// bit-plane, IBP and rANS containers decode on the GPU to the original files. Skips without
 /// a GPU adapter, except in CI (lavapipe there).
 #[test]
 fn the_gpu_device_writes_and_reads_the_cpu_bytes() {
     let data = datasets_dir();
     let t = tmp();
-    let (cpu, gpu) = (t.path().join("cpu"), t.path().join("gpu"));
-    let o = planepack(&[
-        "compress",
-        s(&data),
-        "-o",
-        s(&gpu),
-        "-q",
-        "--codec",
-        "ibp",
-        "--device",
-        "gpu",
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    if !o.status.success() && err.contains("no GPU adapter") && std::env::var_os("CI").is_none() {
-        eprintln!("skipping: {err}");
-        return;
-    }
-    assert!(o.status.success(), "{err}");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("parts encoded on the GPU"), "{out}");
-    let o = planepack(&["compress", s(&data), "-o", s(&cpu), "-q", "--codec", "ibp"]);
-    assert!(o.status.success());
-    let (a, b) = (files(&cpu), files(&gpu));
-    assert_eq!(a.len(), b.len());
-    assert!(a.len() >= 18);
-    for (x, y) in a.iter().zip(&b) {
-        assert!(
-            std::fs::read(x).unwrap() == std::fs::read(y).unwrap(),
-            "{}",
-            y.display()
+    for codec in ["ibp", "bitplane"] {
+        let (cpu, gpu) = (
+            t.path().join(format!("cpu-{codec}")),
+            t.path().join(format!("gpu-{codec}")),
         );
+        let o = planepack(&[
+            "compress",
+            s(&data),
+            "-o",
+            s(&gpu),
+            "-q",
+            "--codec",
+            codec,
+            "--device",
+            "gpu",
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        if !o.status.success() && err.contains("no GPU adapter") && std::env::var_os("CI").is_none()
+        {
+            eprintln!("skipping: {err}");
+            return;
+        }
+        assert!(o.status.success(), "{err}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains("parts encoded on the GPU, 0 on the CPU"),
+            "{out}"
+        );
+        let o = planepack(&["compress", s(&data), "-o", s(&cpu), "-q", "--codec", codec]);
+        assert!(o.status.success());
+        let (a, b) = (files(&cpu), files(&gpu));
+        assert_eq!(a.len(), b.len());
+        assert!(a.len() >= 18);
+        for (x, y) in a.iter().zip(&b) {
+            assert!(
+                std::fs::read(x).unwrap() == std::fs::read(y).unwrap(),
+                "{codec}: {}",
+                y.display()
+            );
+        }
     }
     for codec in ["bitplane", "ibp", "rans"] {
         let packed = t.path().join(format!("p-{codec}"));

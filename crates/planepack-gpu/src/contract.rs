@@ -69,6 +69,13 @@ pub fn wgsl_prelude() -> String {
         planepack_bitplane::block::RAW_BITS,
     );
     s += &format!("const IBP_MAX_CANDIDATES: u32 = {IBP_MAX_CANDIDATES}u;\n");
+    for (name, bits, len) in planepack_bitplane::CODES {
+        s += &format!("const CODE_{name}: u32 = {bits}u;\nconst CODE_{name}_LEN: u32 = {len}u;\n");
+    }
+    s += &format!(
+        "const CHUNK_SLOT_WORDS: u32 = {}u;\n",
+        planepack_bitplane::MAX_CHUNK_BYTES.div_ceil(4)
+    );
     s
 }
 
@@ -137,6 +144,11 @@ kernel_params! {
 kernel_params! {
     /// `shaders/copy.wgsl`: the speed reference.
     CopyParams in "copy.wgsl" { n_words, groups_x } pad 2
+}
+
+kernel_params! {
+    /// `shaders/bitplane_encode.wgsl`: one workgroup per 4 KB chunk.
+    BitplaneEncodeParams in "bitplane_encode.wgsl" { n_chunks, n_blocks, raw_len, chunks_x } pad 0
 }
 
 kernel_params! {

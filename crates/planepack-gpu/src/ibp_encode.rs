@@ -17,7 +17,7 @@
 //! counts. The stream is then written by `planepack_ibp::write_stream`, the CPU encoder's own
 //! writer.
 
-use crate::contract::{IbpCondenseParams, IbpCountParams, IbpPackParams, IbpScoreParams};
+use crate::contract::{IbpCountParams, IbpPackParams, IbpScoreParams};
 use crate::launch::{Pass, Prepared};
 use crate::shaders::{Kernel, ScanPath};
 use crate::{u32_of, Gpu, GpuError, Result};
@@ -152,7 +152,7 @@ impl Gpu {
         })
     }
 
-    fn map_read(&self, staging: &wgpu::Buffer) -> Vec<u8> {
+    pub(crate) fn map_read_all(&self, staging: &wgpu::Buffer) -> Vec<u8> {
         staging.slice(..).map_async(wgpu::MapMode::Read, |_| {});
         self.wait();
         let v = staging.slice(..).get_mapped_range().unwrap().to_vec();
@@ -160,7 +160,12 @@ impl Gpu {
         v
     }
 
-    fn zeroed(&self, bytes: usize, what: &str, usage: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
+    pub(crate) fn zeroed_buffer(
+        &self,
+        bytes: usize,
+        what: &str,
+        usage: wgpu::BufferUsages,
+    ) -> Result<wgpu::Buffer> {
         let size = bytes.div_ceil(4).max(1) as u64 * 4;
         if size > self.max_binding {
             return Err(GpuError::Unsupported(format!(
@@ -180,7 +185,7 @@ impl Gpu {
     pub fn ibp_bit_counts(&self, r: &DeviceRows) -> Result<BitCounts> {
         self.check_rows(r)?;
         let w = r.width as usize;
-        let counts = self.zeroed(
+        let counts = self.zeroed_buffer(
             r.columns * w * 4,
             "bit counts",
             wgpu::BufferUsages::COPY_SRC,
@@ -211,7 +216,7 @@ impl Gpu {
         }
         enc.copy_buffer_to_buffer(&counts, 0, &staging, 0, counts.size());
         self.queue.submit([enc.finish()]);
-        let bytes = self.map_read(&staging);
+        let bytes = self.map_read_all(&staging);
         Ok(BitCounts {
             width: r.width,
             rows: r.rows,
@@ -238,7 +243,7 @@ impl Gpu {
         let groups = u32_of(r.rows.div_ceil(64), "rows")?;
         let (gx, gy) = self.grid(groups);
         let cands = u32_of(masks.len(), "masks")?;
-        let partial = self.zeroed(
+        let partial = self.zeroed_buffer(
             masks.len() * groups.max(1) as usize * 8,
             "score sums",
             wgpu::BufferUsages::COPY_SRC,
@@ -263,7 +268,7 @@ impl Gpu {
         }
         enc.copy_buffer_to_buffer(&partial, 0, &staging, 0, partial.size());
         self.queue.submit([enc.finish()]);
-        let bytes = self.map_read(&staging);
+        let bytes = self.map_read_all(&staging);
         let sums: &[u32] = bytemuck::cast_slice(&bytes[..partial.size() as usize]);
         Ok((0..masks.len())
             .map(|c| {
@@ -286,9 +291,9 @@ impl Gpu {
         let rb = r.row_bytes();
         let b = (r.width / 8) as usize;
         let header_units = r.columns.div_ceil(8).div_ceil(b);
-        let out = self.zeroed(r.rows * rb, "packed rows", wgpu::BufferUsages::COPY_SRC)?;
-        let sizes = self.zeroed(r.rows * 4, "row sizes", wgpu::BufferUsages::COPY_SRC)?;
-        let bitmask = self.zeroed(
+        let out = self.zeroed_buffer(r.rows * rb, "packed rows", wgpu::BufferUsages::COPY_SRC)?;
+        let sizes = self.zeroed_buffer(r.rows * 4, "row sizes", wgpu::BufferUsages::COPY_SRC)?;
+        let bitmask = self.zeroed_buffer(
             r.rows.div_ceil(32) * 4,
             "row bitmask",
             wgpu::BufferUsages::COPY_SRC,
@@ -350,7 +355,7 @@ impl Gpu {
             enc.copy_buffer_to_buffer(&pack.bitmask, 0, &staging, (n * 4) as u64, bm_len as u64);
         }
         self.queue.submit([enc.finish()]);
-        let back = self.map_read(&staging);
+        let back = self.map_read_all(&staging);
         let sizes: &[u32] = bytemuck::cast_slice(&back[..n * 4]);
         let row_bitmask: Vec<u32> = bytemuck::cast_slice(&back[n * 4..n * 4 + bm_len]).to_vec();
         let mut starts = Vec::with_capacity(n + 1);
@@ -363,40 +368,7 @@ impl Gpu {
         }
         starts.push(u32_of(total as usize, "compressed group")?);
         let total = total as usize;
-        let n_words = u32_of(total.div_ceil(4), "compressed group")?;
-        let out = self.zeroed(total, "condensed rows", wgpu::BufferUsages::COPY_SRC)?;
-        let starts_buf = self
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("row starts"),
-                contents: bytemuck::cast_slice(&starts),
-                usage: wgpu::BufferUsages::STORAGE,
-            });
-        let pipeline = self.pipeline(Kernel::IbpCondense, ScanPath::Workgroup)?;
-        let (gx, gy) = self.grid(n_words.div_ceil(256));
-        let p = self.uniform(&IbpCondenseParams {
-            n_rows: u32_of(n, "rows")?,
-            row_bytes: u32_of(r.row_bytes(), "row")?,
-            n_words,
-            groups_x: gx,
-            _pad: [],
-        });
-        let bind = self.bind_all(
-            &pipeline,
-            &[&pack.launch.output().buffer, &starts_buf, &out, &p],
-        );
-        let staging = self.readback_buffer(out.size());
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        if n_words > 0 {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(gx, gy, 1);
-        }
-        enc.copy_buffer_to_buffer(&out, 0, &staging, 0, out.size());
-        self.queue.submit([enc.finish()]);
-        let mut data = self.map_read(&staging);
-        data.truncate(total);
+        let data = self.condense(&pack.launch.output().buffer, &starts, r.row_bytes())?;
         let group = CompressedRows {
             layout: Layout::Condensed,
             rows: n,

@@ -274,6 +274,32 @@ impl Gpu {
         Ok(ps.iter().map(|p| p.out.clone()).collect())
     }
 
+    /// Upload `data` into a new device buffer (`STORAGE`, `COPY_SRC`, `COPY_DST`), e.g. a
+    /// tensor for the encoders.
+    pub fn upload(&self, data: &[u8]) -> Result<DeviceTensor> {
+        if data.len().div_ceil(4).max(1) as u64 * 4 > self.max_binding {
+            return Err(GpuError::Unsupported(format!(
+                "{} bytes exceed this device's storage binding limit",
+                data.len()
+            )));
+        }
+        use wgpu::util::DeviceExt;
+        let buffer = self
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("upload"),
+                contents: &crate::words(data),
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+            });
+        Ok(DeviceTensor {
+            buffer,
+            offset: 0,
+            len: data.len(),
+        })
+    }
+
     /// Copy decoded bytes back to the host (the buffer needs `COPY_SRC` usage, as the ones
     /// this crate creates have).
     pub fn read_back(&self, t: &DeviceTensor) -> Result<Vec<u8>> {

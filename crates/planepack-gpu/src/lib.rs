@@ -25,12 +25,14 @@
 //!   [`KernelConfig`] ([`Gpu::config`] is the device's default). A subgroup kernel that meets
 //!   subgroups it cannot number reports it, and the convenience decoders rerun on the
 //!   workgroup-memory kernel (and keep to it on that device).
-//! * Constants and uniform layouts shared with WGSL are defined once, in [`contract`].
+//! * Constants and uniform layouts shared with WGSL are defined once, in [`contract`]; the
+//!   stages with no CPU counterpart in the codec crates have CPU twins in [`twins`].
 //!
 //! Modules: `device` (adapter, buffers, pipelines), `launch` (prepared launches, running,
 //! status, readback), one module per codec (`bitplane`, `ibp`, `rans`), `timing`.
 
 mod bitplane;
+mod bitplane_encode;
 pub mod contract;
 mod device;
 mod ibp;
@@ -39,7 +41,9 @@ mod launch;
 mod rans;
 pub mod shaders;
 mod timing;
+pub mod twins;
 
+pub use bitplane_encode::BitplaneEncode;
 pub use contract::ERR_LAYOUT;
 pub use device::{Gpu, GpuOptions};
 pub use ibp_encode::{DeviceRows, EncodedRows, IbpPack};

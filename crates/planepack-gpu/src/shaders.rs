@@ -19,6 +19,10 @@ pub enum Kernel {
     BitPlane {
         width: u32,
     },
+    /// The bit-plane encoder for elements of `width` bits (8, 16 or 32).
+    BitPlaneEncode {
+        width: u32,
+    },
     /// The IBP decoder for chunks of `width` bits (16, 32 or 64): each width is its own
     /// pipeline, so the kernel's width tests fold away at compile time.
     Ibp {
@@ -64,6 +68,8 @@ pub enum ScanPath {
 
 const COMMON: &str = include_str!("../../../shaders/common.wgsl");
 const BITPLANE: &str = include_str!("../../../shaders/bitplane.wgsl");
+const BITPLANE_PLANES: &str = include_str!("../../../shaders/bitplane_planes.wgsl");
+const BITPLANE_ENCODE: &str = include_str!("../../../shaders/bitplane_encode.wgsl");
 const IBP: &str = include_str!("../../../shaders/ibp.wgsl");
 const RANS: &str = include_str!("../../../shaders/rans.wgsl");
 const RANS_ROWS: &str = include_str!("../../../shaders/rans_rows.wgsl");
@@ -78,15 +84,29 @@ const SCAN_WORKGROUP: &str = include_str!("../../../shaders/scan_workgroup.wgsl"
 
 /// The WGSL source of a kernel on a path (the copy kernel has no scan).
 pub fn source(kernel: Kernel, path: ScanPath) -> String {
+    let bitplane_consts = |width: u32| {
+        // RUN_BITS: the zero-run field, bits_for(W - 1).
+        format!(
+            "const W: u32 = {width}u;\nconst RUN_BITS: u32 = {}u;\n{}",
+            u32::BITS - (width - 2).leading_zeros(),
+            crate::contract::wgsl_prelude()
+        )
+    };
     let (consts, body) = match kernel {
-        Kernel::BitPlane { width } => (
-            // RUN_BITS: the zero-run field, bits_for(W - 1).
-            format!(
-                "const W: u32 = {width}u;\nconst RUN_BITS: u32 = {}u;\n",
-                u32::BITS - (width - 2).leading_zeros()
-            ),
-            BITPLANE,
-        ),
+        Kernel::BitPlane { width } => {
+            let scan = scan_of(path);
+            return format!(
+                "{}{COMMON}\n{BITPLANE_PLANES}\n{BITPLANE}\n{scan}",
+                bitplane_consts(width)
+            );
+        }
+        Kernel::BitPlaneEncode { width } => {
+            let scan = scan_of(path);
+            return format!(
+                "{}{BITPLANE_PLANES}\n{BITPLANE_ENCODE}\n{scan}",
+                bitplane_consts(width)
+            );
+        }
         Kernel::Ibp { width } => (
             format!(
                 "const W: u32 = {width}u;\nconst PER: u32 = {}u;\n",
@@ -117,14 +137,18 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
         Kernel::IbpCondense => return IBP_CONDENSE.to_owned(),
         Kernel::Copy => return COPY.to_owned(),
     };
-    let scan = match path {
-        ScanPath::Subgroup => SCAN_SUBGROUP,
-        ScanPath::Workgroup => SCAN_WORKGROUP,
-    };
+    let scan = scan_of(path);
     format!(
         "{consts}{}{COMMON}\n{body}\n{scan}",
         crate::contract::wgsl_prelude()
     )
+}
+
+fn scan_of(path: ScanPath) -> &'static str {
+    match path {
+        ScanPath::Subgroup => SCAN_SUBGROUP,
+        ScanPath::Workgroup => SCAN_WORKGROUP,
+    }
 }
 
 /// Every shader the crate builds: (name, source, needs subgroups).
@@ -133,6 +157,12 @@ pub fn all() -> Vec<(String, String, bool)> {
     let kernels = BITPLANE_WIDTHS
         .iter()
         .map(|&width| (Kernel::BitPlane { width }, format!("bitplane{width}")))
+        .chain(BITPLANE_WIDTHS.iter().map(|&width| {
+            (
+                Kernel::BitPlaneEncode { width },
+                format!("bitplane-encode{width}"),
+            )
+        }))
         .chain(
             IBP_WIDTHS
                 .iter()

@@ -2,6 +2,7 @@
 //! (column bit counts, candidate scores, packed rows with sizes and row bitmask), the whole
 //! `Ibp` stream on every dataset, and adversarial patterns in every chunk width.
 
+use planepack_bitplane::BitPlane;
 use planepack_core::{Codec, ElemType};
 use planepack_ibp::mask::{score, BitCounts, SWEEP};
 use planepack_ibp::{compress, Columns, Ibp, Layout, Mask, Rows};
@@ -191,4 +192,81 @@ fn encoder_refuses_what_it_cannot_do() {
     assert!(g.upload_rows(&data, 6, 32).is_err());
     let odd = g.upload_rows(&data[..6 * 8], 6, 16).unwrap();
     assert!(g.ibp_bit_counts(&odd).is_err());
+}
+
+/// `data` in whole words, then 8 bytes of garbage the encoder must not read as the tensor.
+fn garbage_after(data: &[u8]) -> Vec<u8> {
+    let mut v = data.to_vec();
+    v.resize((data.len().div_ceil(4) + 2) * 4, 0xCD);
+    v
+}
+
+/// The GPU bit-plane encoder on one path: upload, encode, stream back.
+fn bitplane_on(
+    g: &planepack_gpu::Gpu,
+    cfg: &planepack_gpu::KernelConfig,
+    data: &[u8],
+    elem: ElemType,
+) -> Vec<u8> {
+    use wgpu::util::DeviceExt;
+    let buf = g
+        .device()
+        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            // Whole words, and a few bytes of garbage past the tensor the encoder must ignore.
+            contents: &garbage_after(data),
+            usage: wgpu::BufferUsages::STORAGE,
+        });
+    let e = g
+        .prepare_bitplane_encode(&buf, data.len(), elem.bits(), cfg)
+        .unwrap();
+    g.run_bitplane_encode(&e).unwrap().0
+}
+
+fn paths(g: &planepack_gpu::Gpu) -> Vec<planepack_gpu::KernelConfig> {
+    let mut v = vec![g.config().with_path(planepack_gpu::ScanPath::Workgroup)];
+    if g.has_subgroups() {
+        v.push(g.config().with_path(planepack_gpu::ScanPath::Subgroup));
+    }
+    v
+}
+
+/// Every mode, width and tail length class: the GPU's bit-plane stream is the CPU's, on both
+/// scan paths, with garbage after the tensor in its buffer.
+#[test]
+fn bitplane_encoder_matches_the_cpu_on_patterns_and_tails() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(51);
+    for cfg in paths(g) {
+        for pat in Pattern::ALL {
+            for elem in [ElemType::F32, ElemType::BF16, ElemType::F16, ElemType::U8] {
+                for len in [
+                    0usize, 1, 3, 127, 128, 129, 4095, 4096, 4097, 10_001, 70_003,
+                ] {
+                    let data = generate(pat, elem, len, rng.next_u64());
+                    let cpu = BitPlane::new().encode_to_vec(&data, elem).unwrap();
+                    let got = bitplane_on(g, &cfg, &data, elem);
+                    assert!(got == cpu, "{:?} {pat:?} {elem} {len}", cfg.path);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bitplane_encoder_matches_the_cpu_on_every_dataset() {
+    let Some(g) = gpu() else { return };
+    let dir = planepack_datasets::datasets_dir();
+    let manifest = planepack_datasets::Manifest::read(&dir).unwrap();
+    let mut n = 0;
+    for d in &manifest.datasets {
+        for t in planepack_datasets::load(&dir.join(&d.file)).unwrap() {
+            let Some(elem) = t.elem() else { continue };
+            let cpu = BitPlane::new().encode_to_vec(&t.data, elem).unwrap();
+            let got = g.encode_bitplane(&t.data, elem).unwrap();
+            assert!(got == cpu, "{}: GPU bit-plane stream differs", t.name);
+            n += 1;
+        }
+    }
+    assert!(n > 1000, "{n}");
 }

@@ -72,6 +72,7 @@ fn uniform_structs_match_their_rust_twins() {
     check::<RansParams>(Kernel::Rans { width: 2 });
     check::<RansRowsParams>(Kernel::RansRows);
     check::<CopyParams>(Kernel::Copy);
+    check::<BitplaneEncodeParams>(Kernel::BitPlaneEncode { width: 8 });
     check::<IbpCountParams>(Kernel::IbpCount { width: 64 });
     check::<IbpScoreParams>(Kernel::IbpScore { width: 16 });
     check::<IbpPackParams>(Kernel::IbpPack { width: 32 });

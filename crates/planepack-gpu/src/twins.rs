@@ -1,0 +1,268 @@
+//! CPU twins of the GPU stages that have no CPU counterpart in the codec crates: the
+//! bit-plane kernel's transpose in registers (`shaders/bitplane.wgsl`: `plane_row`,
+//! `swap_bits`, `planes_to_elements`) and the IBP kernel's width pass
+//! (`shaders/ibp.wgsl`: the packed popcount table, `spread4`, `byte_sum`). Each is written
+//! step for step as the WGSL, so a test without an adapter checks the kernel's arithmetic
+//! against the codec crates (`planepack_core::transpose`, `planepack_ibp::row`); the GPU
+//! tests then check the kernels against the same references on a device.
+
+/// Exchange row-index bit `a` with column-index bit `c` over 32 words (`swap_bits`).
+pub fn swap_bits(blk: &mut [u32; 32], a: u32, c: u32) {
+    let s = 1u32 << c;
+    let m = match c {
+        0 => 0x5555_5555u32,
+        1 => 0x3333_3333,
+        2 => 0x0f0f_0f0f,
+        3 => 0x00ff_00ff,
+        _ => 0x0000_ffff,
+    };
+    for i in 0..16u32 {
+        let lo_r = (((i >> a) << (a + 1)) | (i & ((1 << a) - 1))) as usize;
+        let hi_r = lo_r + (1 << a);
+        let (lo, hi) = (blk[lo_r], blk[hi_r]);
+        let t = ((lo >> s) ^ hi) & m;
+        blk[hi_r] = hi ^ t;
+        blk[lo_r] = lo ^ (t << s);
+    }
+}
+
+/// The tile row where word `q` of plane `b` goes, for elements of `w` bits (`plane_row`).
+pub fn plane_row(w: u32, b: u32, q: u32) -> u32 {
+    match w {
+        32 => b,
+        16 => {
+            (q << 4)
+                | ((b & 1) << 3)
+                | (((b >> 3) & 1) << 2)
+                | (((b >> 2) & 1) << 1)
+                | ((b >> 1) & 1)
+        }
+        _ => {
+            ((q >> 1) << 4)
+                | ((q & 1) << 3)
+                | (((b >> 1) & 1) << 2)
+                | ((b & 1) << 1)
+                | ((b >> 2) & 1)
+        }
+    }
+}
+
+/// A block's `w` planes (plane `b`'s word `q` at `planes[b * 32 / w + q]`, 1024 / w bits
+/// each) to its elements: element `i` at word `i / (32 / w)`, bits `(i % (32 / w)) w`
+/// (`put_plane` then `planes_to_elements`).
+pub fn planes_to_elements(w: u32, planes: &[u32]) -> [u32; 32] {
+    let per = 32 / w;
+    let mut blk = [0u32; 32];
+    for b in 0..w {
+        for q in 0..per {
+            blk[plane_row(w, b, q) as usize] = planes[(b * per + q) as usize];
+        }
+    }
+    let swaps: &[(u32, u32)] = match w {
+        32 => &[(0, 0), (1, 1), (2, 2), (3, 3), (4, 4)],
+        16 => &[(3, 0), (3, 4), (2, 3), (1, 2), (0, 1)],
+        _ => &[(0, 2), (2, 1), (2, 4), (1, 0), (1, 3)],
+    };
+    for &(a, c) in swaps {
+        swap_bits(&mut blk, a, c);
+    }
+    blk
+}
+
+/// A block's elements (as [`planes_to_elements`] gives them) to its planes, in the same
+/// layout (`elements_to_planes` in bitplane_planes.wgsl, the encoder's transpose): the
+/// exchanges in reverse order, each its own inverse.
+pub fn elements_to_planes(w: u32, elems: &[u32; 32]) -> Vec<u32> {
+    let per = 32 / w;
+    let mut blk = *elems;
+    let swaps: &[(u32, u32)] = match w {
+        32 => &[(4, 4), (3, 3), (2, 2), (1, 1), (0, 0)],
+        16 => &[(0, 1), (1, 2), (2, 3), (3, 4), (3, 0)],
+        _ => &[(1, 3), (1, 0), (2, 4), (2, 1), (0, 2)],
+    };
+    for &(a, c) in swaps {
+        swap_bits(&mut blk, a, c);
+    }
+    let mut planes = vec![0u32; 32];
+    for b in 0..w {
+        for q in 0..per {
+            planes[(b * per + q) as usize] = blk[plane_row(w, b, q) as usize];
+        }
+    }
+    planes
+}
+
+/// Bytes 0..3 of `x` added (`byte_sum`).
+pub fn byte_sum(x: u32) -> u32 {
+    let y = (x & 0x00ff_00ff) + ((x >> 8) & 0x00ff_00ff);
+    (y & 0xffff) + (y >> 16)
+}
+
+/// The low 4 bits of `b` spread to bytes: 0xff in byte `i` where bit `i` is set (`spread4`).
+pub fn spread4(b: u32) -> u32 {
+    (((b & 0xf).wrapping_mul(0x0020_4081)) & 0x0101_0101).wrapping_mul(0xff)
+}
+
+/// The width pass's popcount table: byte `i` of word `q` is the popcount of column
+/// `4 q + i`'s mask (zero past the last column; rounded up to whole 32-column groups).
+pub fn popcount_table(mask: &[u64]) -> Vec<u32> {
+    let words = mask.len().div_ceil(32) * 8;
+    (0..words)
+        .map(|q| {
+            (0..4).fold(0u32, |acc, i| {
+                let pc = mask.get(4 * q + i).map_or(0, |m| m.count_ones());
+                acc | (pc << (8 * i))
+            })
+        })
+        .collect()
+}
+
+/// Field bits of 32-chunk group `q` of a packed row (`bm`: its participation bitmap word,
+/// `v` columns, `w`-bit chunks): participating chunks take `w - popcount(mask)` bits, the
+/// others `w` (the kernel's pass 1).
+pub fn group_field_bits(table: &[u32], bm: u32, q: usize, v: usize, w: u32) -> u32 {
+    let n_valid = (v - 32 * q).min(32) as u32;
+    let bm = bm
+        & if n_valid >= 32 {
+            u32::MAX
+        } else {
+            (1 << n_valid) - 1
+        };
+    let p0 = 8 * q;
+    let pops: u32 = (0..8)
+        .map(|i| byte_sum(table[p0 + i] & spread4(bm >> (4 * i))))
+        .sum();
+    n_valid * w - pops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use planepack_core::transpose;
+
+    fn rng(seed: &mut u64) -> u64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    }
+
+    #[test]
+    fn the_register_transpose_equals_the_codec_transpose() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200 {
+            let words: Vec<u32> = (0..32).map(|_| rng(&mut s) as u32).collect();
+            // 32-bit elements: plane b is one word.
+            let p32: [u32; 32] = words.clone().try_into().unwrap();
+            assert_eq!(planes_to_elements(32, &words), transpose::elems32(&p32));
+            // 16-bit: plane b is a u64, low word first.
+            let p16: [u64; 16] =
+                std::array::from_fn(|b| words[2 * b] as u64 | (words[2 * b + 1] as u64) << 32);
+            let e16 = transpose::elems16(&p16);
+            let want: Vec<u32> = e16
+                .chunks_exact(2)
+                .map(|e| e[0] as u32 | (e[1] as u32) << 16)
+                .collect();
+            assert_eq!(planes_to_elements(16, &words).to_vec(), want);
+            // 8-bit: plane b is a u128, low word first.
+            let p8: [u128; 8] = std::array::from_fn(|b| {
+                (0..4).fold(0u128, |acc, q| acc | (words[4 * b + q] as u128) << (32 * q))
+            });
+            let e8 = transpose::elems8(&p8);
+            let want: Vec<u32> = e8
+                .chunks_exact(4)
+                .map(|e| u32::from_le_bytes(e.try_into().unwrap()))
+                .collect();
+            assert_eq!(planes_to_elements(8, &words).to_vec(), want);
+        }
+    }
+
+    #[test]
+    fn the_encoder_transpose_inverts_the_decoder_transpose_and_equals_the_codec() {
+        let mut s = 0x1234_5678_9abc_def1u64;
+        for _ in 0..200 {
+            let e: [u32; 32] = std::array::from_fn(|_| rng(&mut s) as u32);
+            for w in [32u32, 16, 8] {
+                let planes = elements_to_planes(w, &e);
+                assert_eq!(planes_to_elements(w, &planes), e, "W={w}");
+            }
+            assert_eq!(elements_to_planes(32, &e), transpose::planes32(&e).to_vec());
+        }
+    }
+
+    #[test]
+    fn the_width_pass_equals_the_field_sizes() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        for &(w, v) in &[
+            (16u32, 7usize),
+            (32, 33),
+            (64, 64),
+            (16, 100),
+            (32, 5),
+            (64, 97),
+        ] {
+            for _ in 0..50 {
+                let ones = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+                let mask: Vec<u64> = (0..v).map(|_| rng(&mut s) & rng(&mut s) & ones).collect();
+                let part: Vec<bool> = (0..v).map(|_| rng(&mut s) & 1 == 1).collect();
+                let table = popcount_table(&mask);
+                let mut got = 0;
+                for q in 0..v.div_ceil(32) {
+                    let bm = (0..32)
+                        .filter(|&i| part.get(32 * q + i).copied().unwrap_or(false))
+                        .fold(0u32, |acc, i| acc | 1 << i);
+                    // Bits past the row are noise the kernel must mask off.
+                    let noise = if v - 32 * q < 32 {
+                        u32::MAX << (v - 32 * q)
+                    } else {
+                        0
+                    };
+                    got += group_field_bits(&table, bm | noise, q, v, w);
+                }
+                let want: u32 = (0..v)
+                    .map(|j| if part[j] { w - mask[j].count_ones() } else { w })
+                    .sum();
+                assert_eq!(got, want, "W={w} V={v}");
+            }
+        }
+    }
+
+    /// The same total through the IBP crate's own sizing of a real packed row.
+    #[test]
+    fn the_width_pass_sizes_rows_as_the_ibp_crate_does() {
+        let mut s = 7u64;
+        for &(w, v) in &[(32u32, 40usize), (16, 66), (64, 33)] {
+            let b = (w / 8) as usize;
+            let mut data = vec![0u8; 20 * v * b];
+            for x in data.iter_mut() {
+                *x = (rng(&mut s) & rng(&mut s)) as u8;
+            }
+            let rows = planepack_ibp::Rows::new(&data, v * b, w).unwrap();
+            let pre = planepack_ibp::preprocess(
+                &rows,
+                planepack_ibp::Threshold::Fixed(0.6),
+                planepack_ibp::Sample::All,
+            );
+            let cols = planepack_ibp::Columns::new(&pre.mask);
+            let table = popcount_table(&pre.mask.mask);
+            for r in 0..rows.count {
+                let row = &data[r * v * b..(r + 1) * v * b];
+                let mut bits = 0;
+                for q in 0..v.div_ceil(32) {
+                    let bm = (0..32usize.min(v - 32 * q)).fold(0u32, |acc, i| {
+                        let j = 32 * q + i;
+                        let x = planepack_ibp::row::chunk(row, j, b);
+                        acc | u32::from(x & pre.mask.mask[j] == pre.mask.bitval[j]) << i
+                    });
+                    bits += group_field_bits(&table, bm, q, v, w) as usize;
+                }
+                let h = v.div_ceil(8).div_ceil(b) * b;
+                assert_eq!(
+                    h + bits.div_ceil(w as usize) * b,
+                    planepack_ibp::row::packed_size(row, &cols),
+                    "W={w} row {r}"
+                );
+            }
+        }
+    }
+}
