@@ -242,17 +242,37 @@ pub fn bench(
     std::fs::write(out.join("gpu.md"), &md)?;
     // The summary goes into the README when every dataset was measured.
     if filter.is_empty() {
-        if let (Some(a), Some(b)) = (md.find("## Summary"), md.find("## Per dataset")) {
-            let section = format!(
-                "Device: {device}.\n\n{}",
+        // The decode summary, the encoders' summary table and the gathers' worst case; the
+        // per-dataset tables stay in gpu.md.
+        let end = md.find("## Encode on the GPU").or_else(|| md.find("## Per dataset"));
+        if let (Some(a), Some(b)) = (md.find("## Summary"), end) {
+            let mut section = format!(
+                "Device: {device}.\n\n{}\n",
                 md[a..b].replacen("## Summary", "", 1).trim()
             );
+            if let Some(e) = md.find("| codec | kernel / copy") {
+                let table: Vec<&str> = md[e..].lines().take_while(|l| l.starts_with('|')).collect();
+                section += &format!(
+                    "\nEncode on the GPU (offload direction; gpu.md explains the columns):\n\n{}\n",
+                    table.join("\n")
+                );
+            }
+            if let Some(worst) = gathers
+                .iter()
+                .map(|g| g.upload_bytes as f64 / g.raw_bytes as f64)
+                .max_by(f64::total_cmp)
+            {
+                section += &format!(
+                    "\nIBP gathers of 1 % of the rows upload at most {:.2} % of the tensor's raw bytes \
+                     ({} tensors; target <= 2 %).\n",
+                    100.0 * worst,
+                    gathers.len()
+                );
+            }
             // Best effort: a binary carried to another machine has no checkout to update.
             let readme = root.join("README.md");
             if let Ok(text) = std::fs::read_to_string(&readme) {
-                if let Some(new) =
-                    planepack_harness::report::splice(&text, "GPU", &format!("{section}\n"))
-                {
+                if let Some(new) = planepack_harness::report::splice(&text, "GPU", &section) {
                     std::fs::write(&readme, new)?;
                 }
             }
