@@ -244,7 +244,9 @@ pub fn bench(
     if filter.is_empty() {
         // The decode summary, the encoders' summary table and the gathers' worst case; the
         // per-dataset tables stay in gpu.md.
-        let end = md.find("## Encode on the GPU").or_else(|| md.find("## Per dataset"));
+        let end = md
+            .find("## Encode on the GPU")
+            .or_else(|| md.find("## Per dataset"));
         if let (Some(a), Some(b)) = (md.find("## Summary"), end) {
             let mut section = format!(
                 "Device: {device}.\n\n{}\n",
