@@ -31,6 +31,7 @@ mod peers;
 mod rans_study;
 mod tidy;
 mod trace;
+mod trace_paper;
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};

@@ -175,6 +175,17 @@ pub fn run(root: &Path, platform_name: Option<String>) -> Result<()> {
         serde_json::to_string_pretty(&rows)?,
     )?;
     std::fs::write(out.join("ratios.md"), ratios_md(&table, &traces))?;
+    if platform_name.is_none() {
+        let bf16: Vec<Trace> = traces
+            .iter()
+            .filter(|t| t.dtype == "bf16")
+            .cloned()
+            .collect();
+        std::fs::write(
+            out.join("paper.md"),
+            crate::trace_paper::paper_md(&bf16, &table),
+        )?;
+    }
     let md = overhead_md(&rows, &traces);
     std::fs::write(out.join("overhead.md"), &md)?;
     // The reproduction table goes into the README when every platform was run.

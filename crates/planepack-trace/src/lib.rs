@@ -26,6 +26,6 @@ pub mod sim;
 pub mod trace;
 
 pub use planner::{plan, Planned};
-pub use platform::Platform;
+pub use platform::{Assumptions, Platform};
 pub use sim::{simulate, Decision, Outcome, Plan, Setup};
 pub use trace::{Activation, Op, Phase, Trace};

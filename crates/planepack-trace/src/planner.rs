@@ -15,8 +15,10 @@
 
 use crate::sim::{simulate, Decision, Outcome, Plan, Setup};
 
-/// How many of the largest resident activations to try per step.
-pub const CANDIDATES: usize = 8;
+/// How many of the largest resident activations to try per step: 32, because widening the
+/// search from 8 to 32 lowered the mean overhead by half a point and from 32 to 128 by at most
+/// 0.1 (`bench-results/trace/paper.md`, sensitivity table).
+pub const CANDIDATES: usize = 32;
 
 /// A plan and how it did.
 #[derive(Debug, Clone)]
@@ -67,6 +69,11 @@ fn plan_of(setup: &Setup, decisions: Vec<Decision>) -> Plan {
 
 /// Plan under `budget` bytes of activation memory.
 pub fn plan(setup: &Setup, budget: u64) -> Planned {
+    plan_wide(setup, budget, CANDIDATES)
+}
+
+/// [`plan`], trying the `candidates` largest resident activations per step.
+pub fn plan_wide(setup: &Setup, budget: u64, candidates: usize) -> Planned {
     let n = setup.trace.activations.len();
     let mut current = plan_of(setup, vec![Decision::Keep; n]);
     let mut out = simulate(setup, &current);
@@ -89,7 +96,7 @@ pub fn plan(setup: &Setup, budget: u64) -> Planned {
             .filter(|&i| current.decisions[i] != Decision::Drop && out.resident_during(i, worst))
             .collect();
         resident.sort_by_key(|&i| std::cmp::Reverse(setup.trace.activations[i].bytes));
-        resident.truncate(CANDIDATES);
+        resident.truncate(candidates.max(1));
         let mut best: Option<(f64, u128, Plan, Outcome)> = None;
         for i in resident {
             let moves: &[Decision] = match current.decisions[i] {
@@ -139,7 +146,12 @@ pub fn plan(setup: &Setup, budget: u64) -> Planned {
 /// optimal, and a planner that knows the compressed costs should never do worse than the
 /// uncompressed plan with compressed transfers.
 pub fn plan_best(setup: &Setup, budget: u64, others: &[&Plan]) -> Planned {
-    let mut best = plan(setup, budget);
+    plan_best_wide(setup, budget, others, CANDIDATES)
+}
+
+/// [`plan_best`] with [`plan_wide`]'s search width.
+pub fn plan_best_wide(setup: &Setup, budget: u64, others: &[&Plan], candidates: usize) -> Planned {
+    let mut best = plan_wide(setup, budget, candidates);
     for p in others {
         let o = simulate(setup, p);
         let fits = o.peak_bytes <= budget;

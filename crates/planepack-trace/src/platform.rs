@@ -25,6 +25,34 @@ pub const COMPUTE_EFFICIENCY: f64 = 0.6;
 pub const MEMORY_EFFICIENCY: f64 = 0.8;
 pub const LAUNCH_SECONDS: f64 = 4e-6;
 
+/// The time model's assumptions, in one place so that `cargo xtask trace` can show how much
+/// each one moves the results (its sensitivity table). [`Assumptions::default`] is the model
+/// every other figure uses.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Assumptions {
+    /// Fraction of the dense tensor-core peak an op reaches.
+    pub compute_efficiency: f64,
+    /// Fraction of the HBM bandwidth a memory-bound op reaches.
+    pub memory_efficiency: f64,
+    /// A recomputation costs this many times its producer op (1: the producer alone, its
+    /// inputs assumed resident).
+    pub recompute_factor: f64,
+    /// One codec engine for both directions: each direction gets half its throughput (PlaneZip
+    /// does not say; 1 engine per direction otherwise).
+    pub shared_engine: bool,
+}
+
+impl Default for Assumptions {
+    fn default() -> Self {
+        Assumptions {
+            compute_efficiency: COMPUTE_EFFICIENCY,
+            memory_efficiency: MEMORY_EFFICIENCY,
+            recompute_factor: 1.0,
+            shared_engine: false,
+        }
+    }
+}
+
 /// A100 40GB SXM with PlaneZip's headline setting: PCIe 4.0 at 24 GB/s, a 64 GB/s engine.
 pub const A100_40GB: Platform = Platform {
     name: "A100-40GB",
@@ -60,6 +88,11 @@ pub const PRESETS: [Platform; 3] = [A100_40GB, H100, H200];
 impl Platform {
     /// Estimated seconds of one op of a step in `dtype`.
     pub fn op_seconds(&self, op: &Op, dtype: &str) -> f64 {
+        self.op_seconds_with(op, dtype, &Assumptions::default())
+    }
+
+    /// [`Platform::op_seconds`] under other assumptions.
+    pub fn op_seconds_with(&self, op: &Op, dtype: &str, a: &Assumptions) -> f64 {
         if let Some(s) = op.seconds {
             return s;
         }
@@ -68,14 +101,28 @@ impl Platform {
         } else {
             self.bf16_tflops
         };
-        let compute = op.flops as f64 / (tflops * 1e12 * COMPUTE_EFFICIENCY);
-        let memory = op.bytes as f64 / (self.hbm_gbps * 1e9 * MEMORY_EFFICIENCY);
+        let compute = op.flops as f64 / (tflops * 1e12 * a.compute_efficiency);
+        let memory = op.bytes as f64 / (self.hbm_gbps * 1e9 * a.memory_efficiency);
         compute.max(memory) + LAUNCH_SECONDS
     }
 
     /// Every op's time for a trace.
     pub fn op_times(&self, t: &Trace) -> Vec<f64> {
-        t.ops.iter().map(|o| self.op_seconds(o, &t.dtype)).collect()
+        self.op_times_with(t, &Assumptions::default())
+    }
+
+    /// [`Platform::op_times`] under other assumptions.
+    pub fn op_times_with(&self, t: &Trace, a: &Assumptions) -> Vec<f64> {
+        t.ops
+            .iter()
+            .map(|o| self.op_seconds_with(o, &t.dtype, a))
+            .collect()
+    }
+
+    /// Same platform with another engine speed.
+    pub fn with_engine(mut self, gbps: f64) -> Platform {
+        self.engine_gbps = gbps;
+        self
     }
 
     /// Same platform with another link speed.

@@ -43,24 +43,42 @@ pub struct Setup<'a> {
     pub op_seconds: Vec<f64>,
     pub d2h_seconds: Vec<f64>,
     pub h2d_seconds: Vec<f64>,
+    /// A recomputation costs this many times its producer op.
+    pub recompute_factor: f64,
 }
 
 impl<'a> Setup<'a> {
     /// Op times from `platform`; transfers by equation (2) with `ratios` (1.0 = uncompressed).
     pub fn new(trace: &'a Trace, platform: &crate::Platform, ratios: &[f64]) -> Setup<'a> {
+        Setup::with_assumptions(trace, platform, ratios, &crate::Assumptions::default())
+    }
+
+    /// [`Setup::new`] under other assumptions of the time model.
+    pub fn with_assumptions(
+        trace: &'a Trace,
+        platform: &crate::Platform,
+        ratios: &[f64],
+        a: &crate::Assumptions,
+    ) -> Setup<'a> {
+        let engine = if a.shared_engine {
+            platform.engine_gbps / 2.0
+        } else {
+            platform.engine_gbps
+        };
         let x: Vec<f64> = trace
             .activations
             .iter()
             .zip(ratios)
-            .map(|(a, &c)| {
-                crate::cost::transfer_seconds(a.bytes, c, platform.pcie_gbps, platform.engine_gbps)
+            .map(|(act, &c)| {
+                crate::cost::transfer_seconds(act.bytes, c, platform.pcie_gbps, engine)
             })
             .collect();
         Setup {
             trace,
-            op_seconds: platform.op_times(trace),
+            op_seconds: platform.op_times_with(trace, a),
             d2h_seconds: x.clone(),
             h2d_seconds: x,
+            recompute_factor: a.recompute_factor,
         }
     }
 
@@ -162,7 +180,7 @@ pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
             for &i in &needs[k] {
                 if plan.decisions[i] == Decision::Drop {
                     recompute_start[i] = s;
-                    let r = setup.op_seconds[t.activations[i].producer];
+                    let r = setup.op_seconds[t.activations[i].producer] * setup.recompute_factor;
                     s += r;
                     recompute += r;
                 }

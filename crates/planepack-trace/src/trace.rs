@@ -70,6 +70,22 @@ pub enum TraceError {
 }
 
 impl Trace {
+    /// The same step at `k` times the batch: every op's FLOPs and bytes and every activation
+    /// scaled by `k` (measured op times are dropped: the platform estimates them again).
+    pub fn scaled(&self, k: f64) -> Trace {
+        let mut t = self.clone();
+        t.batch = ((self.batch as f64) * k).round().max(1.0) as usize;
+        for o in &mut t.ops {
+            o.flops = (o.flops as f64 * k) as u64;
+            o.bytes = (o.bytes as f64 * k) as u64;
+            o.seconds = None;
+        }
+        for a in &mut t.activations {
+            a.bytes = (a.bytes as f64 * k) as u64;
+        }
+        t
+    }
+
     pub fn load(path: &Path) -> Result<Trace, TraceError> {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| TraceError::Io(name.clone(), e))?;
