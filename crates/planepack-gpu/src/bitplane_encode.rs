@@ -206,23 +206,8 @@ impl Gpu {
             groups_x: gx,
             _pad: [],
         });
-        let bind = self.bind_all(&pipeline, &[src, &starts_buf, &out, &p]);
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size: out.size(),
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        if n_words > 0 {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(gx, gy, 1);
-        }
-        enc.copy_buffer_to_buffer(&out, 0, &staging, 0, out.size());
-        self.queue.submit([enc.finish()]);
-        let mut v = self.map_read_all(&staging);
+        let grid = if n_words > 0 { (gx, gy, 1) } else { (0, 0, 0) };
+        let mut v = self.dispatch_and_read(&pipeline, &[src, &starts_buf, &out, &p], grid, &out);
         v.truncate(total);
         Ok(v)
     }

@@ -143,7 +143,7 @@ impl Gpu {
         self.storage(bytemuck::cast_slice(&words), "masks")
     }
 
-    fn readback_buffer(&self, size: u64) -> wgpu::Buffer {
+    pub(crate) fn readback_buffer(&self, size: u64) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
             size: size.max(4),
@@ -205,18 +205,12 @@ impl Gpu {
             cols_x,
             _pad: [],
         });
-        let bind = self.bind_all(&pipeline, &[&r.buffer, &counts, &p]);
-        let staging = self.readback_buffer(counts.size());
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        if r.rows > 0 {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(cols_x, strips, 1);
-        }
-        enc.copy_buffer_to_buffer(&counts, 0, &staging, 0, counts.size());
-        self.queue.submit([enc.finish()]);
-        let bytes = self.map_read_all(&staging);
+        let grid = if r.rows > 0 {
+            (cols_x, strips, 1)
+        } else {
+            (0, 0, 0)
+        };
+        let bytes = self.dispatch_and_read(&pipeline, &[&r.buffer, &counts, &p], grid, &counts);
         Ok(BitCounts {
             width: r.width,
             rows: r.rows,
@@ -257,18 +251,9 @@ impl Gpu {
             candidates: cands,
             ..Default::default()
         });
-        let bind = self.bind_all(&pipeline, &[&r.buffer, &m, &partial, &p]);
-        let staging = self.readback_buffer(partial.size());
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        if groups > 0 {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(gx, gy, 1);
-        }
-        enc.copy_buffer_to_buffer(&partial, 0, &staging, 0, partial.size());
-        self.queue.submit([enc.finish()]);
-        let bytes = self.map_read_all(&staging);
+        let grid = if groups > 0 { (gx, gy, 1) } else { (0, 0, 0) };
+        let bytes =
+            self.dispatch_and_read(&pipeline, &[&r.buffer, &m, &partial, &p], grid, &partial);
         let sums: &[u32] = bytemuck::cast_slice(&bytes[..partial.size() as usize]);
         Ok((0..masks.len())
             .map(|c| {
@@ -472,6 +457,29 @@ impl Gpu {
             planepack_ibp::write_stored(&input, &mut out);
         }
         Ok(out)
+    }
+
+    /// One dispatch of `pipeline` over `grid` workgroups (none when its x is 0) with whole
+    /// buffers bound in order, then the whole of `result` read back.
+    pub(crate) fn dispatch_and_read(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        grid: (u32, u32, u32),
+        result: &wgpu::Buffer,
+    ) -> Vec<u8> {
+        let bind = self.bind_all(pipeline, buffers);
+        let staging = self.readback_buffer(result.size());
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        if grid.0 > 0 {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(grid.0, grid.1, grid.2);
+        }
+        enc.copy_buffer_to_buffer(result, 0, &staging, 0, result.size());
+        self.queue.submit([enc.finish()]);
+        self.map_read_all(&staging)
     }
 
     /// A bind group of whole buffers in binding order.

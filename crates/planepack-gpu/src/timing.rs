@@ -118,39 +118,8 @@ impl Gpu {
         raw: &[u8],
         runs: usize,
     ) -> crate::Result<(Vec<f64>, Vec<f64>)> {
-        let stream = crate::stream_padded(compressed);
-        if stream.len() as u64 != p.input.size() {
-            return Err(crate::GpuError::Unsupported(
-                "time_transfer: these bytes are not the stream the launch was prepared from".into(),
-            ));
-        }
-        let raw_words = crate::words(raw);
-        let raw_buf = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("raw upload"),
-            size: raw_words.len() as u64,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let (mut dec, mut up) = (Vec::new(), Vec::new());
-        for i in 0..=runs.max(1) {
-            let t = Instant::now();
-            self.queue.write_buffer(&p.input, 0, &stream);
-            let mut enc = self.device.create_command_encoder(&Default::default());
-            self.record(p, &mut enc, None);
-            self.queue.submit([enc.finish()]);
-            self.wait();
-            let d = t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            self.queue.write_buffer(&raw_buf, 0, &raw_words);
-            self.queue.submit([]);
-            self.wait();
-            let u = t.elapsed().as_secs_f64();
-            if i > 0 {
-                dec.push(d);
-                up.push(u);
-            }
-        }
-        Ok((dec, up))
+        let t = self.time_pipelined(&[(p, compressed, raw)], runs)?;
+        Ok((t.compressed, t.raw))
     }
 
     /// The return trip of an offload for many tensors, pipelined as a transfer path would
