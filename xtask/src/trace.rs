@@ -56,9 +56,80 @@ fn measure_ratios() -> Result<RatioTable> {
                 c.encode_shaped(&t.data, elem, &t.shape, &mut out)?;
                 table.add(&c.name(), dtype, op, t.data.len() as u64, out.len() as u64);
             }
+            best_of(&mut table, &codecs, &t.data, elem, &t.shape, dtype, op)?;
+            // The paper's way: FP32 activations cast to BF16 (round to nearest even).
+            if elem == ElemType::F32 {
+                let cast = to_bf16(&t.data);
+                let shape = t.shape.clone();
+                for c in &codecs {
+                    let mut out = Vec::new();
+                    c.encode_shaped(&cast, ElemType::BF16, &shape, &mut out)?;
+                    table.add(
+                        &c.name(),
+                        "bf16-cast",
+                        op,
+                        cast.len() as u64,
+                        out.len() as u64,
+                    );
+                }
+                best_of(
+                    &mut table,
+                    &codecs,
+                    &cast,
+                    ElemType::BF16,
+                    &shape,
+                    "bf16-cast",
+                    op,
+                )?;
+            }
         }
     }
     Ok(table)
+}
+
+/// The GPU-decodable codecs whose best per tensor the `best` ratios take. With one engine
+/// speed for all (the paper's B_CE), equation (2) prefers the smallest payload, so per tensor
+/// the best is the smallest of their payloads.
+const GPU_CODECS: [&str; 3] = ["bitplane", "rans", "ibp"];
+
+/// Record under `best` the smallest payload of the GPU-decodable codecs for one tensor.
+fn best_of(
+    table: &mut RatioTable,
+    codecs: &[Box<dyn Codec>],
+    data: &[u8],
+    elem: ElemType,
+    shape: &[usize],
+    dtype: &str,
+    op: &str,
+) -> Result<()> {
+    let mut best = usize::MAX;
+    for c in codecs
+        .iter()
+        .filter(|c| GPU_CODECS.contains(&c.name().as_str()))
+    {
+        let mut out = Vec::new();
+        c.encode_shaped(data, elem, shape, &mut out)?;
+        best = best.min(out.len());
+    }
+    table.add("best", dtype, op, data.len() as u64, best as u64);
+    Ok(())
+}
+
+/// FP32 bytes to BF16 bytes, rounding to nearest even (NaNs stay NaNs, quietened), as
+/// PyTorch's `tensor.to(torch.bfloat16)` does.
+fn to_bf16(f32_bytes: &[u8]) -> Vec<u8> {
+    f32_bytes
+        .chunks_exact(4)
+        .flat_map(|b| {
+            let x = u32::from_le_bytes(b.try_into().unwrap());
+            let h = if (x & 0x7fff_ffff) > 0x7f80_0000 {
+                (x >> 16) | 0x40
+            } else {
+                (x + 0x7fff + ((x >> 16) & 1)) >> 16
+            };
+            (h as u16).to_le_bytes()
+        })
+        .collect()
 }
 
 #[derive(serde::Serialize)]

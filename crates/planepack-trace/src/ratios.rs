@@ -114,4 +114,13 @@ impl RatioTable {
             .map(|a| self.predict(codec, &a.dtype, &a.saved_by).0)
             .collect()
     }
+
+    /// Ratios for every activation of a trace, measured on tensors of `dtype` whatever the
+    /// trace's (the paper's way: FP32 activations cast to BF16, as `bf16-cast`).
+    pub fn for_trace_as(&self, codec: &str, dtype: &str, t: &crate::Trace) -> Vec<f64> {
+        t.activations
+            .iter()
+            .map(|a| self.predict(codec, dtype, &a.saved_by).0)
+            .collect()
+    }
 }
