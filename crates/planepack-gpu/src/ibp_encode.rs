@@ -25,7 +25,6 @@ use crate::{u32_of, Gpu, GpuError, Result};
 use planepack_core::ElemType;
 use planepack_ibp::mask::BitCounts;
 use planepack_ibp::{CompressedRows, Ibp, Layout, Mask, Preprocessed, StreamParts};
-use wgpu::util::DeviceExt;
 
 /// Raw rows in device memory: `rows` rows of `columns` chunks of `width` bits, row-major from
 /// the start of `buffer` (`STORAGE` usage; also `COPY_SRC` where a tensor IBP cannot shrink
@@ -87,21 +86,8 @@ impl Gpu {
                 "a group that is not whole rows".into(),
             ));
         }
-        if data.len() as u64 > self.max_binding {
-            return Err(GpuError::Unsupported(format!(
-                "rows of {} bytes exceed this device's storage binding limit",
-                data.len()
-            )));
-        }
-        let buffer = self
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("raw rows"),
-                contents: &crate::words(data),
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-            });
         Ok(DeviceRows {
-            buffer,
+            buffer: self.upload(data)?.buffer,
             rows: data.len() / row_bytes,
             columns: row_bytes / b,
             width,
