@@ -326,12 +326,12 @@ fn encode_direction(
                 down as u64,
             )
         } else {
-            let row_bytes = shape.last().copied().unwrap_or(0) * g.elem.size();
-            let Some(width) = planepack_ibp::Ibp::default().pick_width(row_bytes) else {
+            let row_bytes = planepack_ibp::shaped_row_bytes(data.len(), g.elem, shape);
+            let ibp = planepack_ibp::Ibp::default();
+            let Some((width, whole @ 1..)) = ibp.split_rows(data.len(), row_bytes) else {
                 continue;
             };
-            let whole = data.len() / row_bytes * row_bytes;
-            if whole == 0 || !row_bytes.is_multiple_of(4) {
+            if !row_bytes.is_multiple_of(4) {
                 continue;
             }
             let rows = gpu.upload_rows(&data[..whole], row_bytes, width)?;

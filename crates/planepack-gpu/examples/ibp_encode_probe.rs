@@ -33,12 +33,12 @@ fn main() {
         }
         for t in load(&dir.join(&d.file)).expect("dataset") {
             let Some(elem) = t.elem() else { continue };
-            let row = t.shape.last().copied().unwrap_or(0) * elem.size();
-            let Some(width) = planepack_ibp::Ibp::default().pick_width(row) else {
+            let row = planepack_ibp::shaped_row_bytes(t.data.len(), elem, &t.shape);
+            let ibp = planepack_ibp::Ibp::default();
+            let Some((width, whole)) = ibp.split_rows(t.data.len(), row) else {
                 continue;
             };
-            let whole = t.data.len() / row * row;
-            if whole < 1 << 20 || row % 4 != 0 {
+            if whole < 1 << 20 || !row.is_multiple_of(4) {
                 continue;
             }
             let rows = g.upload_rows(&t.data[..whole], row, width).unwrap();

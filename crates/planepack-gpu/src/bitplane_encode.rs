@@ -6,13 +6,13 @@
 //! packs the chunks, so only the compressed bytes come back. The header is written by
 //! `planepack_bitplane::write_header`, the CPU encoder's own.
 
-use crate::contract::{BitplaneEncodeParams, IbpCondenseParams, ERR_LAYOUT};
+use crate::contract::BitplaneEncodeParams;
+use crate::device::prefix_starts;
 use crate::launch::{Pass, Prepared};
-use crate::shaders::{Kernel, ScanPath};
+use crate::shaders::Kernel;
 use crate::{u32_of, Gpu, GpuError, KernelConfig, Result};
 
 use planepack_core::ElemType;
-use wgpu::util::DeviceExt;
 
 /// Bytes of one chunk's slot in the encoder's output (room for the largest chunk).
 const SLOT_BYTES: usize = planepack_bitplane::MAX_CHUNK_BYTES.div_ceil(4) * 4;
@@ -95,14 +95,8 @@ impl Gpu {
     /// chunk of lengths) read back. Also returns the bytes read back.
     pub fn run_bitplane_encode(&self, e: &BitplaneEncode) -> Result<(Vec<u8>, usize)> {
         let n = e.n_chunks;
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size: (8 + 4 * n) as u64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        self.queue
-            .write_buffer(&e.launch.status, 0, bytemuck::cast_slice(&[0u32, u32::MAX]));
+        let staging = self.readback_buffer((8 + 4 * n) as u64);
+        self.reset_status(&e.launch);
         let mut enc = self.device.create_command_encoder(&Default::default());
         self.record(&e.launch, &mut enc, None);
         enc.copy_buffer_to_buffer(&e.launch.status, 0, &staging, 0, 8);
@@ -111,30 +105,11 @@ impl Gpu {
         }
         self.queue.submit([enc.finish()]);
         let back = self.map_read_all(&staging);
-        let flags = u32::from_le_bytes(back[0..4].try_into().unwrap());
-        if flags != 0 {
-            return Err(GpuError::Corrupt {
-                flags,
-                what: if flags & ERR_LAYOUT != 0 {
-                    crate::contract::describe_flags(ERR_LAYOUT)
-                } else {
-                    format!(
-                        "an encoder fault ({})",
-                        crate::contract::describe_flags(flags)
-                    )
-                },
-                unit: "block",
-                at: u32::from_le_bytes(back[4..8].try_into().unwrap()),
-            });
-        }
-        let lens: &[u32] = bytemuck::cast_slice(&back[8..8 + 4 * n]);
-        let mut starts = Vec::with_capacity(n + 1);
-        let mut total = 0usize;
-        for &l in lens {
-            starts.push(u32_of(total, "stream")?);
-            total += l as usize;
-        }
-        starts.push(u32_of(total, "stream")?);
+        // Set only by a subgroup layout the kernel cannot number or by an encoder fault (a
+        // payload whose written length differs from its plan).
+        self.check(&e.launch, &back[..8])?;
+        let starts = prefix_starts(bytemuck::cast_slice(&back[8..8 + 4 * n]))?;
+        let total = starts[n] as usize;
         let chunks = self.condense(&e.launch.output().buffer, &starts, SLOT_BYTES)?;
         let mut stream = Vec::with_capacity(planepack_bitplane::HEADER_BYTES + total);
         planepack_bitplane::write_header(e.width, e.raw_len, &mut stream);
@@ -151,19 +126,10 @@ impl Gpu {
         raw_len: usize,
         width: u32,
     ) -> Result<Vec<u8>> {
-        let cfg = self.config();
-        let run = |c: &KernelConfig| {
-            self.run_bitplane_encode(&self.prepare_bitplane_encode(data, raw_len, width, c)?)
-        };
-        match run(&cfg) {
-            Err(GpuError::Corrupt { flags, .. })
-                if flags & ERR_LAYOUT != 0 && cfg.path == ScanPath::Subgroup =>
-            {
-                self.note_subgroups_fail();
-                run(&cfg.with_path(ScanPath::Workgroup)).map(|(s, _)| s)
-            }
-            r => r.map(|(s, _)| s),
-        }
+        self.with_subgroup_fallback(|c| {
+            let e = self.prepare_bitplane_encode(data, raw_len, width, c)?;
+            Ok(self.run_bitplane_encode(&e)?.0)
+        })
     }
 
     /// The bit-plane stream of `input` (upload, encode, compressed bytes back), equal to
@@ -175,40 +141,5 @@ impl Gpu {
         }
         let t = self.upload(input)?;
         self.encode_bitplane_on_device(&t.buffer, input.len(), width)
-    }
-
-    /// Rows of `row_bytes` (a multiple of 4) starting at `row * row_bytes` in `src`, the first
-    /// `starts[r + 1] - starts[r]` bytes of each, copied back to back and read back
-    /// (`ibp_condense.wgsl`).
-    pub(crate) fn condense(
-        &self,
-        src: &wgpu::Buffer,
-        starts: &[u32],
-        row_bytes: usize,
-    ) -> Result<Vec<u8>> {
-        let n = starts.len() - 1;
-        let total = starts[n] as usize;
-        let n_words = u32_of(total.div_ceil(4), "output")?;
-        let out = self.zeroed_buffer(total, "condensed", wgpu::BufferUsages::COPY_SRC)?;
-        let starts_buf = self
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("starts"),
-                contents: bytemuck::cast_slice(starts),
-                usage: wgpu::BufferUsages::STORAGE,
-            });
-        let pipeline = self.pipeline(Kernel::IbpCondense, ScanPath::Workgroup)?;
-        let (gx, gy) = self.grid(n_words.div_ceil(256));
-        let p = self.uniform(&IbpCondenseParams {
-            n_rows: u32_of(n, "rows")?,
-            row_bytes: u32_of(row_bytes, "row")?,
-            n_words,
-            groups_x: gx,
-            _pad: [],
-        });
-        let grid = if n_words > 0 { (gx, gy, 1) } else { (0, 0, 0) };
-        let mut v = self.dispatch_and_read(&pipeline, &[src, &starts_buf, &out, &p], grid, &out);
-        v.truncate(total);
-        Ok(v)
     }
 }

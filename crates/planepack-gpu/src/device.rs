@@ -3,7 +3,7 @@
 
 use crate::contract::KernelParams;
 use crate::shaders::{self, Kernel, ScanPath};
-use crate::{checked_lanes, stream_padded, words, GpuError, KernelConfig, Result};
+use crate::{checked_lanes, stream_padded, u32_of, words, GpuError, KernelConfig, Result};
 use crate::{IBP_LANES_CPU, IBP_LANES_GPU};
 
 use std::collections::HashMap;
@@ -253,6 +253,17 @@ impl Gpu {
     }
 
     pub(crate) fn storage(&self, bytes: &[u8], what: &str) -> Result<wgpu::Buffer> {
+        self.buffer_init(bytes, what, wgpu::BufferUsages::empty())
+    }
+
+    /// A `STORAGE | COPY_DST | extra` buffer holding `bytes` (zero-padded to whole words),
+    /// within the device's binding limit.
+    pub(crate) fn buffer_init(
+        &self,
+        bytes: &[u8],
+        what: &str,
+        extra: wgpu::BufferUsages,
+    ) -> Result<wgpu::Buffer> {
         let data = words(bytes);
         if data.len() as u64 > self.max_binding {
             return Err(GpuError::Unsupported(format!(
@@ -266,7 +277,7 @@ impl Gpu {
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: Some(what),
                 contents: &data,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | extra,
             }))
     }
 
@@ -280,16 +291,27 @@ impl Gpu {
     }
 
     pub(crate) fn output(&self, len: usize) -> Result<wgpu::Buffer> {
-        let size = len.div_ceil(4).max(1) as u64 * 4;
+        self.zeroed_buffer(len, "output", wgpu::BufferUsages::COPY_SRC)
+    }
+
+    /// A zeroed `STORAGE | usage` buffer of `bytes` rounded up to whole words (at least one),
+    /// within the device's binding limit (wgpu zero-initializes new buffers).
+    pub(crate) fn zeroed_buffer(
+        &self,
+        bytes: usize,
+        what: &str,
+        usage: wgpu::BufferUsages,
+    ) -> Result<wgpu::Buffer> {
+        let size = bytes.div_ceil(4).max(1) as u64 * 4;
         if size > self.max_binding {
             return Err(GpuError::Unsupported(format!(
-                "output of {len} bytes exceeds this device's storage binding limit"
+                "{what} of {bytes} bytes exceeds this device's storage binding limit"
             )));
         }
         Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("output"),
+            label: Some(what),
             size,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            usage: wgpu::BufferUsages::STORAGE | usage,
             mapped_at_creation: false,
         }))
     }
@@ -313,18 +335,7 @@ impl Gpu {
 
     /// Device-only working memory (not uploaded, not read back).
     pub(crate) fn scratch(&self, len: usize) -> Result<wgpu::Buffer> {
-        let size = len.div_ceil(4).max(1) as u64 * 4;
-        if size > self.max_binding {
-            return Err(GpuError::Unsupported(format!(
-                "decoder scratch of {len} bytes exceeds this device's storage binding limit"
-            )));
-        }
-        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("scratch"),
-            size,
-            usage: wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        }))
+        self.zeroed_buffer(len, "decoder scratch", wgpu::BufferUsages::empty())
     }
 
     pub(crate) fn wait(&self) {
@@ -338,22 +349,75 @@ impl Gpu {
     /// holds at least `offset + len` rounded up to a word.
     pub(crate) fn read_range(&self, buf: &wgpu::Buffer, offset: u64, len: usize) -> Vec<u8> {
         let size = (len.div_ceil(4).max(1) * 4) as u64;
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging = self.readback_buffer(size);
         let mut enc = self.device.create_command_encoder(&Default::default());
         enc.copy_buffer_to_buffer(buf, offset, &staging, 0, size);
         self.queue.submit([enc.finish()]);
+        let mut v = self.map_read_all(&staging);
+        v.truncate(len);
+        v
+    }
+
+    pub(crate) fn readback_buffer(&self, size: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: size.max(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    pub(crate) fn map_read_all(&self, staging: &wgpu::Buffer) -> Vec<u8> {
         staging.slice(..).map_async(wgpu::MapMode::Read, |_| {});
         self.wait();
-        let v = staging.slice(..).get_mapped_range().unwrap()[..len].to_vec();
+        let v = staging.slice(..).get_mapped_range().unwrap().to_vec();
         staging.unmap();
         v
     }
 
+    /// One dispatch of `pipeline` over `grid` workgroups (none when its x is 0) with whole
+    /// buffers bound in order, then the whole of `result` read back.
+    pub(crate) fn dispatch_and_read(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        grid: (u32, u32, u32),
+        result: &wgpu::Buffer,
+    ) -> Vec<u8> {
+        let bind = self.bind_all(pipeline, buffers);
+        let staging = self.readback_buffer(result.size());
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        if grid.0 > 0 {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(grid.0, grid.1, grid.2);
+        }
+        enc.copy_buffer_to_buffer(result, 0, &staging, 0, result.size());
+        self.queue.submit([enc.finish()]);
+        self.map_read_all(&staging)
+    }
+
+    /// A bind group of whole buffers in binding order.
+    pub(crate) fn bind_all(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+    ) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        })
+    }
     pub(crate) fn read(&self, buf: &wgpu::Buffer, len: usize) -> Vec<u8> {
         self.read_range(buf, 0, len)
     }
@@ -362,4 +426,17 @@ impl Gpu {
 fn desc_backends(opts: &GpuOptions) -> wgpu::Backends {
     opts.backends
         .unwrap_or(wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12)
+}
+
+/// Exclusive prefix sums of `lens` and the total after them (`lens.len() + 1` values): where
+/// each packed row or chunk starts when they are laid back to back.
+pub(crate) fn prefix_starts(lens: &[u32]) -> Result<Vec<u32>> {
+    let mut starts = Vec::with_capacity(lens.len() + 1);
+    let mut total = 0usize;
+    for &l in lens {
+        starts.push(u32_of(total, "packed output")?);
+        total += l as usize;
+    }
+    starts.push(u32_of(total, "packed output")?);
+    Ok(starts)
 }

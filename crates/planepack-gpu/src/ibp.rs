@@ -150,110 +150,44 @@ impl Gpu {
         // reads them with aligned loads (shaders/ibp.wgsl): rows start on 2-byte (W = 16) or
         // 4-byte boundaries, as every layout places them; a group that does not is refused.
         let align = if width == 16 { 2 } else { 4 };
-        let misaligned =
-            || GpuError::Unsupported(format!("IBP rows or masks not aligned to {align} bytes"));
-        if let (None, Some(o)) = (rows, &g.stream) {
-            // The whole stream, as it is.
-            if !o.mask.is_multiple_of(4) || !o.bitmask.is_multiple_of(4) {
-                return Err(misaligned());
-            }
-            let mut spans = Vec::with_capacity(2 * g.spans.len());
-            for &(s, e) in &g.spans {
-                if s % align != 0 {
-                    return Err(misaligned());
+        match (rows, &g.stream) {
+            // A whole stream: uploaded as it is.
+            (None, Some(o)) => {
+                if !o.mask.is_multiple_of(4) || !o.bitmask.is_multiple_of(4) {
+                    return Err(misaligned(align));
                 }
-                spans.push(u32_of(s, "stream")?);
-                spans.push(u32_of(e, "stream")?);
+                let at = Offsets {
+                    mask: o.mask,
+                    bitmask: o.bitmask,
+                    tail: o.tail,
+                    tail_len: g.tail.len(),
+                    stored_rows: g.rows,
+                };
+                let spans = span_words(&g.spans, 0, align)?;
+                self.launch_group(g, g.data, &spans, &every_row(g.rows)?, at, cfg)
             }
-            let ids = (0..g.rows)
-                .map(|r| u32_of(r, "row index"))
-                .collect::<Result<Vec<u32>>>()?;
-            let at = Offsets {
-                mask: o.mask,
-                bitmask: o.bitmask,
-                tail: o.tail,
-                tail_len: g.tail.len(),
-                stored_rows: g.rows,
-            };
-            return self.launch_group(g, g.data, &spans, &ids, at, cfg);
-        }
-        let mut bytes = Vec::with_capacity(2 * row_bytes + 64);
-        for w in g.mask.mask.iter().chain(&g.mask.bitval) {
-            bytes.extend_from_slice(&w.to_le_bytes()[..b]);
-        }
-        let bitmask_off = bytes.len();
-        let mut spans: Vec<u32> = Vec::new();
-        let (ids, stored_rows, tail_off) = match rows {
-            None => {
-                for w in g.bitmask {
-                    bytes.extend_from_slice(&w.to_le_bytes());
-                }
-                let base = bytes.len();
+            // A whole group: mask and bitval, its row bitmask, its data, its tail.
+            (None, None) => {
+                let mut bytes = column_bytes(g.mask);
+                let bitmask = bytes.len();
+                bytes.extend(g.bitmask.iter().flat_map(|w| w.to_le_bytes()));
+                let spans = span_words(&g.spans, bytes.len(), align)?;
                 bytes.extend_from_slice(g.data);
-                spans.reserve(2 * g.spans.len());
-                for &(s, e) in &g.spans {
-                    if s % align != 0 {
-                        return Err(misaligned());
-                    }
-                    spans.push(u32_of(base + s, "group")?);
-                    spans.push(u32_of(base + e, "group")?);
-                }
-                let tail_off = bytes.len();
+                let at = Offsets {
+                    mask: 0,
+                    bitmask,
+                    tail: bytes.len(),
+                    tail_len: g.tail.len(),
+                    stored_rows: g.rows,
+                };
                 bytes.extend_from_slice(g.tail);
-                let ids = (0..g.rows)
-                    .map(|r| u32_of(r, "row index"))
-                    .collect::<Result<Vec<u32>>>()?;
-                (ids, g.rows, tail_off)
+                self.launch_group(g, &bytes, &spans, &every_row(g.rows)?, at, cfg)
             }
-            Some(rs) => {
-                // Each distinct row once, in order of first request; output row k is
-                // uploaded row ids[k].
-                let mut index: HashMap<usize, u32> = HashMap::with_capacity(rs.len());
-                let mut up: Vec<usize> = Vec::new();
-                let mut ids = Vec::with_capacity(rs.len());
-                for &r in rs {
-                    if r >= g.rows {
-                        return Err(GpuError::Stream(planepack_core::Error::Unsupported(
-                            format!("row {r} of a tensor with {} rows", g.rows),
-                        )));
-                    }
-                    let next = u32_of(up.len(), "row count")?;
-                    ids.push(*index.entry(r).or_insert_with(|| {
-                        up.push(r);
-                        next
-                    }));
-                }
-                let mut bits = vec![0u32; up.len().div_ceil(32)];
-                for (k, &r) in up.iter().enumerate() {
-                    if g.is_packed(r) {
-                        bits[k / 32] |= 1 << (k % 32);
-                    }
-                }
-                for w in bits {
-                    bytes.extend_from_slice(&w.to_le_bytes());
-                }
-                let stored: usize = up.iter().map(|&r| g.spans[r].1 - g.spans[r].0 + 3).sum();
-                bytes.reserve(stored);
-                spans.reserve(2 * up.len());
-                for &r in &up {
-                    let (s, e) = g.spans[r];
-                    bytes.resize(bytes.len().next_multiple_of(4), 0);
-                    spans.push(u32_of(bytes.len(), "gather")?);
-                    bytes.extend_from_slice(&g.data[s..e]);
-                    spans.push(u32_of(bytes.len(), "gather")?);
-                }
-                let n = up.len();
-                (ids, n, bytes.len())
+            (Some(rs), _) => {
+                let u = gather_upload(g, rs)?;
+                self.launch_group(g, &u.bytes, &u.spans, &u.ids, u.at, cfg)
             }
-        };
-        let at = Offsets {
-            mask: 0,
-            bitmask: bitmask_off,
-            tail: tail_off,
-            tail_len: if rows.is_none() { g.tail.len() } else { 0 },
-            stored_rows,
-        };
-        self.launch_group(g, &bytes, &spans, &ids, at, cfg)
+        }
     }
 
     /// The launch for an assembled upload: `bytes` holds the mask and bitval words, the
@@ -339,4 +273,98 @@ impl Gpu {
     ) -> Result<Vec<u8>> {
         self.decode_with(|c| self.prepare_rows(group, mask, rows, c))
     }
+}
+
+fn misaligned(align: usize) -> GpuError {
+    GpuError::Unsupported(format!("IBP rows or masks not aligned to {align} bytes"))
+}
+
+/// The mask and bitval words as the kernel reads them: `B` bytes per column each.
+fn column_bytes(m: &Mask) -> Vec<u8> {
+    let b = (m.width / 8) as usize;
+    m.mask
+        .iter()
+        .chain(&m.bitval)
+        .flat_map(|w| w.to_le_bytes()[..b].to_vec())
+        .collect()
+}
+
+/// Row spans as the kernel reads them (start, end pairs), moved by `base`; every start must
+/// be aligned to `align` bytes.
+fn span_words(spans: &[(usize, usize)], base: usize, align: usize) -> Result<Vec<u32>> {
+    let mut v = Vec::with_capacity(2 * spans.len());
+    for &(s, e) in spans {
+        if s % align != 0 {
+            return Err(misaligned(align));
+        }
+        v.push(u32_of(base + s, "group")?);
+        v.push(u32_of(base + e, "group")?);
+    }
+    Ok(v)
+}
+
+/// Output row k is stored row k.
+fn every_row(n: usize) -> Result<Vec<u32>> {
+    (0..n).map(|r| u32_of(r, "row index")).collect()
+}
+
+/// The upload of a gather: mask and bitval, then each distinct requested row once (in order
+/// of first request, 4-byte aligned) with its participation bit renumbered; output row k is
+/// uploaded row `ids[k]`.
+fn gather_upload(g: &IbpGroup, rs: &[usize]) -> Result<Gather> {
+    let mut index: HashMap<usize, u32> = HashMap::with_capacity(rs.len());
+    let mut up: Vec<usize> = Vec::new();
+    let mut ids = Vec::with_capacity(rs.len());
+    for &r in rs {
+        if r >= g.rows {
+            return Err(GpuError::Stream(planepack_core::Error::Unsupported(
+                format!("row {r} of a tensor with {} rows", g.rows),
+            )));
+        }
+        let next = u32_of(up.len(), "row count")?;
+        ids.push(*index.entry(r).or_insert_with(|| {
+            up.push(r);
+            next
+        }));
+    }
+    let mut bits = vec![0u32; up.len().div_ceil(32)];
+    for (k, &r) in up.iter().enumerate() {
+        if g.is_packed(r) {
+            bits[k / 32] |= 1 << (k % 32);
+        }
+    }
+    let mut bytes = column_bytes(g.mask);
+    let bitmask = bytes.len();
+    bytes.extend(bits.iter().flat_map(|w| w.to_le_bytes()));
+    let stored: usize = up.iter().map(|&r| g.spans[r].1 - g.spans[r].0 + 3).sum();
+    bytes.reserve(stored);
+    let mut spans = Vec::with_capacity(2 * up.len());
+    for &r in &up {
+        let (s, e) = g.spans[r];
+        bytes.resize(bytes.len().next_multiple_of(4), 0);
+        spans.push(u32_of(bytes.len(), "gather")?);
+        bytes.extend_from_slice(&g.data[s..e]);
+        spans.push(u32_of(bytes.len(), "gather")?);
+    }
+    let at = Offsets {
+        mask: 0,
+        bitmask,
+        tail: bytes.len(),
+        tail_len: 0,
+        stored_rows: up.len(),
+    };
+    Ok(Gather {
+        bytes,
+        spans,
+        ids,
+        at,
+    })
+}
+
+/// What a gather uploads: the bytes, the rows' spans in them, the output rows' sources.
+struct Gather {
+    bytes: Vec<u8>,
+    spans: Vec<u32>,
+    ids: Vec<u32>,
+    at: Offsets,
 }

@@ -18,6 +18,7 @@
 //! writer.
 
 use crate::contract::{IbpCountParams, IbpPackParams, IbpScoreParams};
+use crate::device::prefix_starts;
 use crate::launch::{Pass, Prepared};
 use crate::shaders::{Kernel, ScanPath};
 use crate::{u32_of, Gpu, GpuError, Result};
@@ -127,44 +128,6 @@ impl Gpu {
         }
         let words: Vec<u32> = masks.iter().flat_map(|m| mask_words(m)).collect();
         self.storage(bytemuck::cast_slice(&words), "masks")
-    }
-
-    pub(crate) fn readback_buffer(&self, size: u64) -> wgpu::Buffer {
-        self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size: size.max(4),
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        })
-    }
-
-    pub(crate) fn map_read_all(&self, staging: &wgpu::Buffer) -> Vec<u8> {
-        staging.slice(..).map_async(wgpu::MapMode::Read, |_| {});
-        self.wait();
-        let v = staging.slice(..).get_mapped_range().unwrap().to_vec();
-        staging.unmap();
-        v
-    }
-
-    pub(crate) fn zeroed_buffer(
-        &self,
-        bytes: usize,
-        what: &str,
-        usage: wgpu::BufferUsages,
-    ) -> Result<wgpu::Buffer> {
-        let size = bytes.div_ceil(4).max(1) as u64 * 4;
-        if size > self.max_binding {
-            return Err(GpuError::Unsupported(format!(
-                "{what} of {bytes} bytes exceeds this device's storage binding limit"
-            )));
-        }
-        // wgpu zero-initializes new buffers.
-        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(what),
-            size,
-            usage: wgpu::BufferUsages::STORAGE | usage,
-            mapped_at_creation: false,
-        }))
     }
 
     /// Per column and bit, the rows that have it set, counted on the device.
@@ -329,16 +292,10 @@ impl Gpu {
         let back = self.map_read_all(&staging);
         let sizes: &[u32] = bytemuck::cast_slice(&back[..n * 4]);
         let row_bitmask: Vec<u32> = bytemuck::cast_slice(&back[n * 4..n * 4 + bm_len]).to_vec();
-        let mut starts = Vec::with_capacity(n + 1);
-        let mut offsets = Vec::with_capacity(n);
-        let mut total = 0u64;
-        for &s in sizes {
-            starts.push(u32_of(total as usize, "compressed group")?);
-            total += s as u64;
-            offsets.push(total);
-        }
-        starts.push(u32_of(total as usize, "compressed group")?);
-        let total = total as usize;
+        let starts = prefix_starts(sizes)?;
+        // The condensed layout's offsets are each row's inclusive end.
+        let offsets: Vec<u64> = starts[1..].iter().map(|&e| e as u64).collect();
+        let total = starts[n] as usize;
         let data = self.condense(&pack.launch.output().buffer, &starts, r.row_bytes())?;
         let group = CompressedRows {
             layout: Layout::Condensed,
@@ -388,20 +345,9 @@ impl Gpu {
     /// rows' mask search and packing on the device (the tail and a tensor IBP cannot shrink
     /// are handled on the host, as stored bytes).
     pub fn encode_ibp(&self, input: &[u8], elem: ElemType, shape: &[usize]) -> Result<Vec<u8>> {
-        let ibp = Ibp::default();
-        let row_bytes = shape
-            .last()
-            .copied()
-            .unwrap_or(input.len() / elem.size().max(1))
-            * elem.size();
-        let mut out = Vec::new();
-        let whole = input.len().checked_div(row_bytes).unwrap_or(0) * row_bytes;
-        let width = if row_bytes > 0 {
-            ibp.pick_width(row_bytes)
-        } else {
-            None
-        };
-        let (Some(width), true) = (width, whole > 0) else {
+        let row_bytes = planepack_ibp::shaped_row_bytes(input.len(), elem, shape);
+        let Some((width, whole @ 1..)) = Ibp::default().split_rows(input.len(), row_bytes) else {
+            let mut out = Vec::new();
             planepack_ibp::write_stored(input, &mut out);
             return Ok(out);
         };
@@ -443,49 +389,5 @@ impl Gpu {
             planepack_ibp::write_stored(&input, &mut out);
         }
         Ok(out)
-    }
-
-    /// One dispatch of `pipeline` over `grid` workgroups (none when its x is 0) with whole
-    /// buffers bound in order, then the whole of `result` read back.
-    pub(crate) fn dispatch_and_read(
-        &self,
-        pipeline: &wgpu::ComputePipeline,
-        buffers: &[&wgpu::Buffer],
-        grid: (u32, u32, u32),
-        result: &wgpu::Buffer,
-    ) -> Vec<u8> {
-        let bind = self.bind_all(pipeline, buffers);
-        let staging = self.readback_buffer(result.size());
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        if grid.0 > 0 {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(pipeline);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(grid.0, grid.1, grid.2);
-        }
-        enc.copy_buffer_to_buffer(result, 0, &staging, 0, result.size());
-        self.queue.submit([enc.finish()]);
-        self.map_read_all(&staging)
-    }
-
-    /// A bind group of whole buffers in binding order.
-    pub(crate) fn bind_all(
-        &self,
-        pipeline: &wgpu::ComputePipeline,
-        buffers: &[&wgpu::Buffer],
-    ) -> wgpu::BindGroup {
-        let entries: Vec<wgpu::BindGroupEntry> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: b.as_entire_binding(),
-            })
-            .collect();
-        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        })
     }
 }

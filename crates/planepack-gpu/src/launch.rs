@@ -6,9 +6,11 @@
 //! [`Gpu::decode_all_on_device`]); [`Prepared::write_into`] points the output at a buffer the
 //! caller owns (a region of a larger tensor arena, say). The status words say whether the
 //! kernel found the stream valid; they are 8 bytes per launch, and the only thing read back
-//! unless the caller asks for the data ([`Gpu::read_back`]).
+//! unless the caller asks for the data ([`Gpu::read_back`]). Here too: the status and
+//! subgroup-fallback handling every launch shares, and `condense`, which both encoders use to
+//! lay their variable-length rows or chunks back to back.
 
-use crate::contract::{describe_flags, CopyParams, ERR_LAYOUT};
+use crate::contract::{describe_flags, CopyParams, IbpCondenseParams, ERR_LAYOUT};
 use crate::shaders::{Kernel, ScanPath};
 use crate::{u32_of, Gpu, GpuError, KernelConfig, Result};
 
@@ -217,8 +219,15 @@ impl Gpu {
         }
     }
 
+    /// Clear a launch's status words before its next run (written before the submission
+    /// runs): no error yet, no failing unit yet.
+    pub(crate) fn reset_status(&self, p: &Prepared) {
+        self.queue
+            .write_buffer(&p.status, 0, bytemuck::cast_slice(&[0u32, u32::MAX]));
+    }
+
     /// The error a launch's status words report, if any.
-    fn check(&self, p: &Prepared, status: &[u8]) -> Result<()> {
+    pub(crate) fn check(&self, p: &Prepared, status: &[u8]) -> Result<()> {
         let flags = u32::from_le_bytes(status[0..4].try_into().unwrap());
         let at = u32::from_le_bytes(status[4..8].try_into().unwrap());
         if flags == 0 {
@@ -250,24 +259,14 @@ impl Gpu {
     /// in device memory. The first launch whose stream is corrupt gives the error.
     pub fn decode_all_on_device(&self, ps: &[&Prepared]) -> Result<Vec<DeviceTensor>> {
         let mut enc = self.device.create_command_encoder(&Default::default());
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("status readback"),
-            size: 8 * ps.len().max(1) as u64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging = self.readback_buffer(8 * ps.len() as u64);
         for (i, p) in ps.iter().enumerate() {
-            // Written before the submission runs: no error yet, no failing unit yet.
-            self.queue
-                .write_buffer(&p.status, 0, bytemuck::cast_slice(&[0u32, u32::MAX]));
+            self.reset_status(p);
             self.record(p, &mut enc, None);
             enc.copy_buffer_to_buffer(&p.status, 0, &staging, 8 * i as u64, 8);
         }
         self.queue.submit([enc.finish()]);
-        staging.slice(..).map_async(wgpu::MapMode::Read, |_| {});
-        self.wait();
-        let status = staging.slice(..).get_mapped_range().unwrap().to_vec();
-        staging.unmap();
+        let status = self.map_read_all(&staging);
         for (p, s) in ps.iter().zip(status.chunks_exact(8)) {
             self.check(p, s)?;
         }
@@ -277,24 +276,8 @@ impl Gpu {
     /// Upload `data` into a new device buffer (`STORAGE`, `COPY_SRC`, `COPY_DST`), e.g. a
     /// tensor for the encoders.
     pub fn upload(&self, data: &[u8]) -> Result<DeviceTensor> {
-        if data.len().div_ceil(4).max(1) as u64 * 4 > self.max_binding {
-            return Err(GpuError::Unsupported(format!(
-                "{} bytes exceed this device's storage binding limit",
-                data.len()
-            )));
-        }
-        use wgpu::util::DeviceExt;
-        let buffer = self
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("upload"),
-                contents: &crate::words(data),
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST,
-            });
         Ok(DeviceTensor {
-            buffer,
+            buffer: self.buffer_init(data, "upload", wgpu::BufferUsages::COPY_SRC)?,
             offset: 0,
             len: data.len(),
         })
@@ -321,19 +304,27 @@ impl Gpu {
         self.read_back(&t)
     }
 
-    /// Decode with the device's default configuration, read back; where the subgroup kernel
-    /// cannot run here, rerun on the workgroup path and keep to it on this device.
+    /// Decode with the device's default configuration, read back.
     pub(crate) fn decode_with(
         &self,
         prepare: impl Fn(&KernelConfig) -> Result<Prepared>,
     ) -> Result<Vec<u8>> {
+        self.with_subgroup_fallback(|c| self.run(&prepare(c)?))
+    }
+
+    /// Run `f` with the device's default configuration; where the subgroup kernel cannot run
+    /// here, rerun it on the workgroup path and keep to that path on this device.
+    pub(crate) fn with_subgroup_fallback<T>(
+        &self,
+        f: impl Fn(&KernelConfig) -> Result<T>,
+    ) -> Result<T> {
         let cfg = self.config();
-        match self.run(&prepare(&cfg)?) {
+        match f(&cfg) {
             Err(GpuError::Corrupt { flags, .. })
                 if flags & ERR_LAYOUT != 0 && cfg.path == ScanPath::Subgroup =>
             {
                 self.note_subgroups_fail();
-                self.run(&prepare(&cfg.with_path(ScanPath::Workgroup))?)
+                f(&cfg.with_path(ScanPath::Workgroup))
             }
             r => r,
         }
@@ -368,5 +359,34 @@ impl Gpu {
     /// Copy bytes through the copy kernel (tests that it is a fair reference).
     pub fn copy(&self, data: &[u8]) -> Result<Vec<u8>> {
         self.run(&self.prepare_copy(data)?)
+    }
+
+    /// Rows of `row_bytes` (a multiple of 4) starting at `row * row_bytes` in `src`, the first
+    /// `starts[r + 1] - starts[r]` bytes of each, copied back to back and read back
+    /// (`ibp_condense.wgsl`).
+    pub(crate) fn condense(
+        &self,
+        src: &wgpu::Buffer,
+        starts: &[u32],
+        row_bytes: usize,
+    ) -> Result<Vec<u8>> {
+        let n = starts.len() - 1;
+        let total = starts[n] as usize;
+        let n_words = u32_of(total.div_ceil(4), "output")?;
+        let out = self.zeroed_buffer(total, "condensed", wgpu::BufferUsages::COPY_SRC)?;
+        let starts_buf = self.storage(bytemuck::cast_slice(starts), "starts")?;
+        let pipeline = self.pipeline(Kernel::IbpCondense, ScanPath::Workgroup)?;
+        let (gx, gy) = self.grid(n_words.div_ceil(256));
+        let p = self.uniform(&IbpCondenseParams {
+            n_rows: u32_of(n, "rows")?,
+            row_bytes: u32_of(row_bytes, "row")?,
+            n_words,
+            groups_x: gx,
+            _pad: [],
+        });
+        let grid = if n_words > 0 { (gx, gy, 1) } else { (0, 0, 0) };
+        let mut v = self.dispatch_and_read(&pipeline, &[src, &starts_buf, &out, &p], grid, &out);
+        v.truncate(total);
+        Ok(v)
     }
 }

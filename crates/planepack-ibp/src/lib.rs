@@ -179,6 +179,15 @@ impl Default for Ibp {
 }
 
 impl Ibp {
+    /// How [`Ibp::encode_rows`] cuts `len` bytes into rows of `row_bytes`: the chunk width and
+    /// the bytes in whole rows (the rest are tail bytes); None when rows of that length cannot
+    /// be IBP-coded (no length, or not whole 16-bit chunks), so the tensor is stored whole.
+    /// The GPU encoder cuts with it too.
+    pub fn split_rows(&self, len: usize, row_bytes: usize) -> Option<(u32, usize)> {
+        let width = self.pick_width(row_bytes).filter(|_| row_bytes > 0)?;
+        Some((width, len / row_bytes * row_bytes))
+    }
+
     /// The chunk width for rows of `row_bytes` bytes: the configured one if it divides the
     /// row, else the widest of 64, 32, 16 that does; None: the row cannot be IBP-coded.
     pub fn pick_width(&self, row_bytes: usize) -> Option<u32> {
@@ -223,12 +232,8 @@ impl Ibp {
                 tried: vec![],
             });
         }
-        let whole = input.len() / row_bytes * row_bytes;
         // A row that is not whole chunks cannot be IBP-coded: store everything as tail bytes.
-        let (width, whole) = match self.pick_width(row_bytes) {
-            Some(w) => (w, whole),
-            None => (16, 0),
-        };
+        let (width, whole) = self.split_rows(input.len(), row_bytes).unwrap_or((16, 0));
         let rows = if whole > 0 {
             Rows::new(&input[..whole], row_bytes, width)?
         } else {
@@ -264,6 +269,12 @@ impl Ibp {
         );
         Ok(pre)
     }
+}
+
+/// The row length `encode_shaped` uses for `len` bytes of `elem`s shaped `shape`: the last
+/// dimension in bytes (the whole tensor for a shape without dimensions).
+pub fn shaped_row_bytes(len: usize, elem: ElemType, shape: &[usize]) -> usize {
+    shape.last().copied().unwrap_or(len / elem.size().max(1)) * elem.size()
 }
 
 /// Whether a stream of `stream_len` bytes with rows coded under `mask` is kept, or the whole
@@ -497,11 +508,8 @@ impl Codec for Ibp {
         shape: &[usize],
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        let last = shape
-            .last()
-            .copied()
-            .unwrap_or(input.len() / elem.size().max(1));
-        self.encode_rows(input, last * elem.size(), out).map(|_| ())
+        self.encode_rows(input, shaped_row_bytes(input.len(), elem, shape), out)
+            .map(|_| ())
     }
 
     fn decoded_len(&self, compressed: &[u8]) -> Result<usize> {
