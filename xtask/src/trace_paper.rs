@@ -13,6 +13,17 @@ use planepack_trace::sim::{simulate, Setup};
 use planepack_trace::{Decision, Plan, Trace};
 use std::fmt::Write as _;
 
+/// One row of the sensitivity table: the default model with one thing changed.
+#[derive(Clone, Copy)]
+struct Variant {
+    name: &'static str,
+    /// Batch relative to the traces'.
+    batch: f64,
+    a: Assumptions,
+    /// Candidates the planner tries per step.
+    width: usize,
+}
+
 /// Mean over `traces` of (none, fixed plan + bit-plane, replanned + bit-plane) overheads in
 /// percent at `budget` (fraction of the all-kept peak).
 fn study(
@@ -173,103 +184,103 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
          | assumption | none 50 % | full 50 % | cut 50 % | fixed gain 30 % | full gain 30 % |\n|---|---|---|---|---|---|"
     );
     let d = Assumptions::default();
-    let scaled = |k: f64| traces.iter().map(|t| t.scaled(k)).collect::<Vec<_>>();
-    let variants: Vec<(String, Vec<Trace>, Assumptions, usize)> = vec![
-        (
-            "default (the model of overhead.md)".into(),
-            traces.to_vec(),
-            d,
-            CANDIDATES,
-        ),
-        (
-            "recompute costs 2 x its producer op".into(),
-            traces.to_vec(),
-            Assumptions {
+    let base = Variant {
+        name: "default (the model of overhead.md)",
+        batch: 1.0,
+        a: d,
+        width: CANDIDATES,
+    };
+    let with = |a: Assumptions| Variant { a, ..base };
+    let variants = [
+        base,
+        Variant {
+            name: "recompute costs 2 x its producer op",
+            ..with(Assumptions {
                 recompute_factor: 2.0,
                 ..d
-            },
-            CANDIDATES,
-        ),
-        (
-            "recompute costs 3 x its producer op".into(),
-            traces.to_vec(),
-            Assumptions {
+            })
+        },
+        Variant {
+            name: "recompute costs 3 x its producer op",
+            ..with(Assumptions {
                 recompute_factor: 3.0,
                 ..d
-            },
-            CANDIDATES,
-        ),
-        (
-            "compute efficiency 0.4 (default 0.6)".into(),
-            traces.to_vec(),
-            Assumptions {
+            })
+        },
+        Variant {
+            name: "compute efficiency 0.4 (default 0.6)",
+            ..with(Assumptions {
                 compute_efficiency: 0.4,
                 ..d
-            },
-            CANDIDATES,
-        ),
-        (
-            "compute efficiency 0.8".into(),
-            traces.to_vec(),
-            Assumptions {
+            })
+        },
+        Variant {
+            name: "compute efficiency 0.8",
+            ..with(Assumptions {
                 compute_efficiency: 0.8,
                 ..d
-            },
-            CANDIDATES,
-        ),
-        (
-            "HBM efficiency 0.6 (default 0.8)".into(),
-            traces.to_vec(),
-            Assumptions {
+            })
+        },
+        Variant {
+            name: "HBM efficiency 0.6 (default 0.8)",
+            ..with(Assumptions {
                 memory_efficiency: 0.6,
                 ..d
-            },
-            CANDIDATES,
-        ),
-        (
-            "HBM efficiency 1.0".into(),
-            traces.to_vec(),
-            Assumptions {
+            })
+        },
+        Variant {
+            name: "HBM efficiency 1.0",
+            ..with(Assumptions {
                 memory_efficiency: 1.0,
                 ..d
-            },
-            CANDIDATES,
-        ),
-        ("batch x 0.5".into(), scaled(0.5), d, CANDIDATES),
-        ("batch x 2".into(), scaled(2.0), d, CANDIDATES),
-        (
-            "one engine shared by both directions".into(),
-            traces.to_vec(),
-            Assumptions {
+            })
+        },
+        Variant {
+            name: "batch x 0.5",
+            batch: 0.5,
+            ..base
+        },
+        Variant {
+            name: "batch x 2",
+            batch: 2.0,
+            ..base
+        },
+        Variant {
+            name: "one engine shared by both directions",
+            ..with(Assumptions {
                 shared_engine: true,
                 ..d
-            },
-            CANDIDATES,
-        ),
-        (
-            "planner tries 2 candidates per step (default 32)".into(),
-            traces.to_vec(),
-            d,
-            2,
-        ),
-        (
-            "planner tries 8 candidates per step (the default until now)".into(),
-            traces.to_vec(),
-            d,
-            8,
-        ),
-        (
-            "planner tries 128 candidates per step".into(),
-            traces.to_vec(),
-            d,
-            128,
-        ),
+            })
+        },
+        Variant {
+            name: "planner tries 2 candidates per step (default 32)",
+            width: 2,
+            ..base
+        },
+        Variant {
+            name: "planner tries 8 candidates per step (the default until now)",
+            width: 8,
+            ..base
+        },
+        Variant {
+            name: "planner tries 128 candidates per step",
+            width: 128,
+            ..base
+        },
     ];
     // (none 50 %, full 50 %, cut %, fixed gain 30 %, full gain 30 %) per variant.
     let mut got = Vec::new();
-    for (name, ts, a, width) in &variants {
-        let (n5, _, r5) = study(ts, table, &pf, a, *width, 0.5);
-        let (n3, f3, r3) = study(ts, table, &pf, a, *width, 0.3);
+    for v in &variants {
+        let scaled: Vec<Trace>;
+        let ts: &[Trace] = if v.batch == 1.0 {
+            traces
+        } else {
+            scaled = traces.iter().map(|t| t.scaled(v.batch)).collect();
+            &scaled
+        };
+        let name = v.name;
+        let (n5, _, r5) = study(ts, table, &pf, &v.a, v.width, 0.5);
+        let (n3, f3, r3) = study(ts, table, &pf, &v.a, v.width, 0.3);
         let cut = 100.0 * (n5 - r5) / n5;
         let _ = writeln!(
             s,
@@ -277,7 +288,7 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
             n3 - f3,
             n3 - r3
         );
-        got.push((name.clone(), n5, r5, cut, n3 - f3));
+        got.push((name, n5, r5, cut, n3 - f3));
     }
     let row = |prefix: &str| {
         got.iter()
