@@ -6,8 +6,12 @@
 // bitmask) and placed every stored row (`row_span`: byte start and end of row `i` at `2 i`,
 // `2 i + 1`; rows may be back to back, as in the condensed layout and the `Ibp` stream, or in
 // fixed slots, as in the in-place layout). Rows and column arrays start on 4-byte boundaries
-// for W >= 32 and on 2-byte boundaries for W = 16. Output row `r` is stored row `row_ids[r]`:
-// the identity for a whole tensor, any list of row indices for a gather.
+// for W >= 32 and on 2-byte boundaries for W = 16. A pass decodes entries `first ..
+// first + count` of `row_ids`: with `id_stride` 1, output row `e` is stored row `row_ids[e]`
+// (the identity for a whole tensor, any list of row indices for a gather); with `id_stride` 2,
+// entry `e` is the pair (stored row, output row) at `2 e`. A stream with several masks (one
+// per cluster of rows) is decoded in one pass per cluster, `mask_off` pointing at that
+// cluster's mask, so that the rows of a workgroup always share one mask.
 //
 // A raw row is copied. A packed row is split into runs of whole 32-chunk groups (one word of
 // its participation bitmap each), one run per invocation. Pass 1: each invocation adds up its
@@ -40,6 +44,9 @@ struct Params {
     // Invocations per row (a power of two dividing WG); a workgroup decodes WG / lanes rows,
     // each invocation a run of whole 32-chunk groups of its row.
     lanes: u32,
+    first: u32,
+    count: u32,
+    id_stride: u32,
 }
 
 @group(0) @binding(0) var<storage, read> stream: array<u32>;
@@ -241,7 +248,7 @@ fn run(wg: vec3<u32>) {
     let g = wg.y * params.rows_x + wg.x;
     let lanes = params.lanes;
     let rpg = WG / lanes;
-    let body_groups = (params.n_out + rpg - 1u) / rpg;
+    let body_groups = (params.count + rpg - 1u) / rpg;
     let has_tail = params.tail_len > 0u;
     if (g > body_groups || (g == body_groups && !has_tail)) {
         return;
@@ -263,17 +270,23 @@ fn run(wg: vec3<u32>) {
     let gpl = (groups + lanes - 1u) / lanes;
     let q_lo = min(l * gpl, groups);
     let q_hi = min(q_lo + gpl, groups);
-    let r = g * rpg + k;
-    let mine = r < params.n_out;
+    let e = g * rpg + k;
+    var r = e;
+    var mine = e < params.count;
     var row = 0u;
     var start = 0u;
     var stored = 0u;
     var packed = false;
     if (mine) {
-        row = row_ids[r];
-        if (row >= params.n_rows) {
+        let at = params.id_stride * (params.first + e);
+        row = row_ids[at];
+        if (params.id_stride == 2u) {
+            r = row_ids[at + 1u];
+        }
+        if (row >= params.n_rows || r >= params.n_out) {
             err = err | ERR_ROW;
             row = 0u;
+            mine = r < params.n_out;
         }
         start = row_span[2u * row];
         stored = row_span[2u * row + 1u] - start;

@@ -23,7 +23,8 @@ pub struct CompressArgs {
     /// Codec for every tensor, or `auto` to choose per tensor.
     ///
     /// Any codec `planepack bench` measures, by the name its table prints: `bitplane`, `ibp`,
-    /// `zstd` (level 3) or `zstd-1` .. `zstd-22`, `lz4`, `zvc`, `raw`, `blosc2-shuffle-zstd`
+    /// `ibp-clusters` (IBP with a mask per k-means cluster of rows, at most 4) or
+    /// `ibp-clusters-2` .. `ibp-clusters-16`, `rans`, `zstd` (level 3) or `zstd-1` .. `zstd-22`, `lz4`, `zvc`, `raw`, `blosc2-shuffle-zstd`
     /// (level 5) or `blosc2-shuffle-zstd-9`, `blosc2-bitshuffle-zstd[-L]`,
     /// `blosc2-shuffle-lz4[-L]`, `blosc2-bitshuffle-lz4[-L]`.
     #[arg(long, default_value = "auto")]
@@ -50,8 +51,8 @@ pub struct CompressArgs {
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
-    /// Where the codecs run: `gpu` encodes bit-plane and IBP on the GPU (byte-identical to the
-    /// CPU; the other codecs' encoders run on the CPU) through wgpu (Vulkan, Metal, DX12).
+    /// Where the codecs run: `gpu` encodes bit-plane and IBP (one mask) on the GPU
+    /// (byte-identical to the CPU; the other codecs' encoders run on the CPU) through wgpu (Vulkan, Metal, DX12).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: Device,
 }

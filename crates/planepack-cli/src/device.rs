@@ -1,6 +1,7 @@
 //! `--device gpu`: the codecs that have GPU kernels run there (through `planepack-gpu`), the
-//! others on the CPU. Encoders: bit-plane and IBP (byte-identical to the CPU's; the rANS
-//! encoder has no GPU version). Decoders: bit-plane, IBP, rANS. A tensor a kernel cannot
+//! others on the CPU. Encoders: bit-plane and IBP with one mask (byte-identical to the CPU's;
+//! the rANS encoder and IBP's k-means clustering have no GPU version). Decoders: bit-plane,
+//! IBP (one mask or clusters), rANS. A tensor a kernel cannot
 //! take (IBP rows of an odd number of 16-bit chunks) goes to the CPU. The command says how many
 //! parts ran where.
 
@@ -100,7 +101,7 @@ impl Engine for GpuEngine {
     ) -> Option<planepack_core::Result<()>> {
         let got = match codec.id {
             CodecId::BitPlane => self.gpu.decode_bitplane(payload),
-            CodecId::Ibp => self.gpu.decode_ibp(payload),
+            CodecId::Ibp | CodecId::IbpClusters => self.gpu.decode_ibp(payload),
             CodecId::Rans => self.gpu.decode_rans(payload),
             _ => return None,
         };

@@ -51,6 +51,7 @@ fn every_dataset_file_round_trips_through_every_codec() {
         "rans",
         "bitplane",
         "ibp",
+        "ibp-clusters-4",
         "zstd",
         "zstd --level 1",
         "lz4",
@@ -131,10 +132,10 @@ fn auto_with_a_link_and_inspect_json() {
     let plain: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(plain["kind"], "safetensors");
     // Each tensor lists what every codec would give.
-    // (raw, rans, bitplane, ibp, zstd, lz4, zvc: auto's candidates)
+    // (raw, bitplane, ibp, ibp-clusters-2/4/8, rans, zstd, lz4, zvc: auto's candidates)
     assert_eq!(
         plain["tensors"][0]["candidates"].as_array().unwrap().len(),
-        7
+        10
     );
 }
 
@@ -146,7 +147,7 @@ fn unknown_codecs_and_levels_are_usage_errors() {
     for (args, needle) in [
         (
             vec!["--codec", "zst"],
-            "codecs are: auto, raw, bitplane, ibp, rans, zstd[-1..22]",
+            "codecs are: auto, raw, bitplane, ibp, ibp-clusters[-2..16], rans, zstd[-1..22]",
         ),
         (
             vec!["--codec", "zstd", "--level", "30"],
@@ -558,7 +559,7 @@ fn the_gpu_device_writes_and_reads_the_cpu_bytes() {
             );
         }
     }
-    for codec in ["bitplane", "ibp", "rans"] {
+    for codec in ["bitplane", "ibp", "ibp-clusters-4", "rans"] {
         let packed = t.path().join(format!("p-{codec}"));
         let back = t.path().join(format!("b-{codec}"));
         let o = planepack(&[

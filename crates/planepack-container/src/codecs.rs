@@ -15,6 +15,11 @@ use planepack_rans::Rans;
 
 /// zstd level used by `--codec zstd` and by `auto`.
 pub const ZSTD_LEVEL: u8 = 3;
+/// Clusters of `--codec ibp-clusters` (`ibp-clusters-N` for others).
+pub const IBP_CLUSTERS: u8 = 4;
+/// The cluster counts `auto` tries besides one mask (`cargo xtask ibp-clusters`: the best C
+/// per dataset was 2, 4 or 8 where more than one mask paid).
+pub const AUTO_IBP_CLUSTERS: [u8; 3] = [2, 4, 8];
 
 /// Codec family of one container entry (the level, where one applies, is stored beside it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,14 +38,17 @@ pub enum CodecId {
     Blosc2BitShuffleZstd = 9,
     /// The byte-plane rANS codec (`planepack-rans`).
     Rans = 10,
+    /// IBP with one mask per k-means cluster of rows; the level is the most clusters.
+    IbpClusters = 11,
 }
 
 impl CodecId {
     /// Every id, in the order `auto` and tables list them (raw first, so it wins ties).
-    pub const ALL: [CodecId; 11] = [
+    pub const ALL: [CodecId; 12] = [
         CodecId::Raw,
         CodecId::BitPlane,
         CodecId::Ibp,
+        CodecId::IbpClusters,
         CodecId::Rans,
         CodecId::Zstd,
         CodecId::Lz4,
@@ -61,6 +69,7 @@ impl CodecId {
             CodecId::Raw => "raw",
             CodecId::BitPlane => "bitplane",
             CodecId::Ibp => "ibp",
+            CodecId::IbpClusters => "ibp-clusters",
             CodecId::Rans => "rans",
             CodecId::Zstd => "zstd",
             CodecId::Lz4 => "lz4",
@@ -76,6 +85,8 @@ impl CodecId {
     pub fn levels(self) -> Option<(u8, u8, u8)> {
         match self {
             CodecId::Zstd => Some((ZSTD_LEVEL, 1, 22)),
+            // Clusters: 2 to 16 (more have not paid on any of our datasets).
+            CodecId::IbpClusters => Some((IBP_CLUSTERS, 2, 16)),
             CodecId::Blosc2ShuffleLz4
             | CodecId::Blosc2BitShuffleLz4
             | CodecId::Blosc2ShuffleZstd
@@ -119,20 +130,19 @@ impl From<CodecId> for CodecSpec {
 }
 
 impl CodecSpec {
-    /// The codecs `auto` tries, in order (raw first, so it wins ties).
+    /// The codecs `auto` tries, in order (raw first, so it wins ties; IBP with one mask before
+    /// IBP with clusters, so clusters are chosen only where they are smaller).
     pub fn auto_candidates() -> Vec<CodecSpec> {
-        [
-            CodecId::Raw,
-            CodecId::BitPlane,
-            CodecId::Ibp,
-            CodecId::Rans,
-            CodecId::Zstd,
-            CodecId::Lz4,
-            CodecId::Zvc,
-        ]
-        .into_iter()
-        .map(CodecSpec::from)
-        .collect()
+        let mut v: Vec<CodecSpec> = [CodecId::Raw, CodecId::BitPlane, CodecId::Ibp]
+            .into_iter()
+            .map(CodecSpec::from)
+            .collect();
+        v.extend(AUTO_IBP_CLUSTERS.map(|level| CodecSpec {
+            id: CodecId::IbpClusters,
+            level,
+        }));
+        v.extend([CodecId::Rans, CodecId::Zstd, CodecId::Lz4, CodecId::Zvc].map(CodecSpec::from));
+        v
     }
 
     /// The codecs the comparison harness measures, in table order: ours, then what users
@@ -200,6 +210,10 @@ impl CodecSpec {
             CodecId::Raw => Box::new(Raw),
             CodecId::BitPlane => Box::new(BitPlane::new()),
             CodecId::Ibp => Box::new(Ibp::default()),
+            CodecId::IbpClusters => Box::new(Ibp {
+                clusters: self.level.into(),
+                ..Ibp::default()
+            }),
             CodecId::Rans => Box::new(Rans::default()),
             CodecId::Zstd => Box::new(Zstd {
                 level: self.level as i32,
@@ -215,7 +229,10 @@ impl CodecSpec {
 
     /// Whether planepack has a GPU decoder for this codec.
     pub fn gpu_decoder(self) -> bool {
-        matches!(self.id, CodecId::BitPlane | CodecId::Ibp | CodecId::Rans)
+        matches!(
+            self.id,
+            CodecId::BitPlane | CodecId::Ibp | CodecId::IbpClusters | CodecId::Rans
+        )
     }
 }
 

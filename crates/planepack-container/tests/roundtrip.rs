@@ -536,6 +536,46 @@ fn payload_checksum_failure_names_the_tensor() {
     );
 }
 
+/// `auto` adopts IBP with clusters where it is the smallest: rows of two families (each
+/// column's sign, exponent and top mantissa bits constant within a family, the low 12 bits
+/// noise), interleaved. One mask finds little that both families share; a mask per family
+/// finds 20 bits a column, which no byte-oriented coder matches on these rows. The container
+/// entry names `ibp-clusters` and gives the bytes back. (A ratio test, not a figure: the
+/// figures on real data are `cargo xtask ibp-clusters`.)
+#[test]
+fn auto_adopts_ibp_clusters_where_they_win() {
+    let (rows, cols) = (512usize, 64usize);
+    let mut rng = planepack_testkit::Rng(5);
+    let heads: Vec<[u32; 2]> = (0..cols)
+        .map(|_| {
+            [
+                rng.next_u64() as u32 & !0xFFF,
+                rng.next_u64() as u32 & !0xFFF,
+            ]
+        })
+        .collect();
+    let mut data = Vec::with_capacity(rows * cols * 4);
+    for r in 0..rows {
+        for head in &heads {
+            let x = head[r % 2] | (rng.next_u64() as u32 & 0xFFF);
+            data.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    let file = npy("<f4", &[rows, cols], &data);
+    let packed = pack(&file, Policy::BestRatio).unwrap();
+    let c = Container::parse(&packed[..], "array").unwrap();
+    assert_eq!(c.entries.len(), 1);
+    assert_eq!(
+        c.entries[0].codec,
+        CodecId::IbpClusters,
+        "auto chose otherwise"
+    );
+    assert_eq!(unpack(&packed).unwrap(), file);
+    // And one mask alone is not what won: its stream is larger.
+    let one = pack(&file, Policy::Fixed(CodecId::Ibp.into())).unwrap();
+    assert!(one.len() > packed.len());
+}
+
 /// One catalogue: every spelling the command takes names the codec it builds, and every
 /// codec the harness measures can be written by `compress --codec <its name>`.
 #[test]

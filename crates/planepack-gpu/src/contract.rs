@@ -126,7 +126,12 @@ kernel_params! {
         rows_x,
         /// Invocations per row (a power of two up to 64).
         lanes,
-    } pad 2
+        /// This pass's entries of `row_ids`: `count` of them from entry `first`. An entry is
+        /// one word (the stored row; output row = entry index) when `id_stride` is 1, or two
+        /// (stored row, output row) when it is 2: a stream with clusters is decoded in one
+        /// pass per cluster, each pass's rows sharing its mask.
+        first, count, id_stride,
+    } pad 3
 }
 
 kernel_params! {

@@ -1,6 +1,8 @@
 //! The IBP decoder's launch (`shaders/ibp.wgsl`): the host places every row (each row's
-//! participation bitmap gives its stored size) and uploads one buffer: mask and bitval, the
-//! rows' participation bits, the rows' stored bytes, the tail.
+//! participation bitmap gives its stored size) and uploads one buffer: mask and bitval (one
+//! pair per cluster in a stream with clusters), the rows' participation bits, the rows' stored
+//! bytes, the tail. A stream with clusters is decoded in one pass per cluster, each pass
+//! given its cluster's rows as (stored row, output row) pairs.
 //!
 //! A gather of some rows uploads only those rows (each once, however often it is asked for),
 //! with their participation bits renumbered: rows that stay compressed in host memory cross
@@ -16,7 +18,10 @@ use std::collections::HashMap;
 
 /// What the IBP kernel needs to know of a group of rows, whatever it came from.
 struct IbpGroup<'a> {
-    mask: &'a Mask,
+    /// One per cluster; all of one width and length.
+    masks: &'a [Mask],
+    /// Every row's cluster; empty: all in cluster 0.
+    row_cluster: &'a [u8],
     rows: usize,
     /// Bit `i` set: row `i` is stored packed (else raw).
     bitmask: &'a [u32],
@@ -50,6 +55,10 @@ impl IbpGroup<'_> {
     fn is_packed(&self, row: usize) -> bool {
         (self.bitmask[row / 32] >> (row % 32)) & 1 == 1
     }
+
+    fn cluster(&self, row: usize) -> usize {
+        self.row_cluster.get(row).map_or(0, |&k| k as usize)
+    }
 }
 
 impl Gpu {
@@ -68,7 +77,8 @@ impl Gpu {
             Some(_) => &[],
         };
         let group = IbpGroup {
-            mask: &l.mask,
+            masks: &l.masks,
+            row_cluster: &l.row_cluster,
             rows: l.rows,
             bitmask: &l.bitmask,
             data: stream,
@@ -120,7 +130,8 @@ impl Gpu {
             spans.push((start, start + len));
         }
         let g = IbpGroup {
-            mask,
+            masks: std::slice::from_ref(mask),
+            row_cluster: &[],
             rows: group.rows,
             bitmask: &group.row_bitmask,
             data: &group.data,
@@ -137,8 +148,8 @@ impl Gpu {
         rows: Option<&[usize]>,
         cfg: &KernelConfig,
     ) -> Result<Prepared> {
-        let width = g.mask.width;
-        let columns = g.mask.mask.len();
+        let width = g.masks[0].width;
+        let columns = g.masks[0].mask.len();
         let b = (width / 8) as usize;
         let row_bytes = columns * b;
         if !row_bytes.is_multiple_of(4) {
@@ -164,11 +175,12 @@ impl Gpu {
                     stored_rows: g.rows,
                 };
                 let spans = span_words(&g.spans, 0, align)?;
-                self.launch_group(g, g.data, &spans, &every_row(g.rows)?, at, cfg)
+                let every = every_row(g.rows)?;
+                self.launch_group(g, g.data, &spans, &every, |u| g.cluster(u), at, cfg)
             }
             // A whole group: mask and bitval, its row bitmask, its data, its tail.
             (None, None) => {
-                let mut bytes = column_bytes(g.mask);
+                let mut bytes = column_bytes(g.masks);
                 let bitmask = bytes.len();
                 bytes.extend(g.bitmask.iter().flat_map(|w| w.to_le_bytes()));
                 let spans = span_words(&g.spans, bytes.len(), align)?;
@@ -181,29 +193,33 @@ impl Gpu {
                     stored_rows: g.rows,
                 };
                 bytes.extend_from_slice(g.tail);
-                self.launch_group(g, &bytes, &spans, &every_row(g.rows)?, at, cfg)
+                let every = every_row(g.rows)?;
+                self.launch_group(g, &bytes, &spans, &every, |u| g.cluster(u), at, cfg)
             }
             (Some(rs), _) => {
                 let u = gather_upload(g, rs)?;
-                self.launch_group(g, &u.bytes, &u.spans, &u.ids, u.at, cfg)
+                let of = |k: usize| g.cluster(u.rows[k]);
+                self.launch_group(g, &u.bytes, &u.spans, &u.ids, of, u.at, cfg)
             }
         }
     }
 
-    /// The launch for an assembled upload: `bytes` holds the mask and bitval words, the
-    /// participation bits, the rows (`spans`) and the tail at `at`; output row k is row
-    /// `ids[k]` of the upload.
+    /// The launch for an assembled upload: `bytes` holds the mask and bitval words (every
+    /// cluster's), the participation bits, the rows (`spans`) and the tail at `at`; output row
+    /// k is row `ids[k]` of the upload, whose cluster is `cluster_of(ids[k])`.
+    #[allow(clippy::too_many_arguments)]
     fn launch_group(
         &self,
         g: &IbpGroup,
         bytes: &[u8],
         spans: &[u32],
         ids: &[u32],
+        cluster_of: impl Fn(usize) -> usize,
         at: Offsets,
         cfg: &KernelConfig,
     ) -> Result<Prepared> {
-        let width = g.mask.width;
-        let columns = g.mask.mask.len();
+        let width = g.masks[0].width;
+        let columns = g.masks[0].mask.len();
         let row_bytes = columns * (width / 8) as usize;
         let lanes_max = checked_lanes(cfg.ibp_lanes)?;
         let n_out = u32_of(ids.len(), "row count")?;
@@ -213,43 +229,66 @@ impl Gpu {
         let chunk_groups = (columns.div_ceil(32)).max(1) as u32;
         let lanes = chunk_groups.next_power_of_two().min(lanes_max);
         let rows_per_group = 64 / lanes;
-        let groups = n_out.div_ceil(rows_per_group) + u32::from(tail_len > 0);
         let kernel = Kernel::Ibp { width };
         let pipeline = self.pipeline(kernel, cfg.path)?;
-        let (gx, gy) = self.grid(groups);
+        // One pass per cluster that has output rows, given (stored row, output row) pairs;
+        // without clusters, one pass over `ids` as they are.
+        let Passes {
+            entries,
+            stride,
+            runs,
+        } = cluster_entries(ids, g.masks.len(), cluster_of)?;
         let s = self.stream(bytes)?;
         let o = self.storage(bytemuck::cast_slice(spans), "row spans")?;
-        let r = self.storage(bytemuck::cast_slice(ids), "row ids")?;
+        let r = self.storage(bytemuck::cast_slice(&entries), "row ids")?;
         let out_len = ids.len() * row_bytes + tail_len;
         let out = self.output(out_len)?;
-        let p = self.uniform(&IbpParams {
-            columns: u32_of(columns, "columns")?,
-            width,
-            n_out,
-            n_rows: u32_of(at.stored_rows, "rows")?,
-            mask_off: u32_of(at.mask, "group")?,
-            bitmask_off: u32_of(at.bitmask, "group")?,
-            tail_off: u32_of(at.tail, "group")?,
-            tail_len: u32_of(tail_len, "tail")?,
-            rows_x: gx,
-            lanes,
-            ..Default::default()
-        });
         let status = self.status();
-        let pass = Pass::new(
-            pipeline,
-            vec![s.clone(), o, r, out.clone(), p, status.clone()],
-            Some(3),
-            if groups == 0 { (0, 0) } else { (gx, gy) },
-        );
+        let mask_bytes = 2 * row_bytes;
+        let mut passes = Vec::with_capacity(runs.len());
+        for (i, &(cluster, first, count)) in runs.iter().enumerate() {
+            // The last pass also copies the tail.
+            let tail = if i + 1 == runs.len() { tail_len } else { 0 };
+            let groups = count.div_ceil(rows_per_group) + u32::from(tail > 0);
+            let (gx, gy) = self.grid(groups);
+            let p = self.uniform(&IbpParams {
+                columns: u32_of(columns, "columns")?,
+                width,
+                n_out,
+                n_rows: u32_of(at.stored_rows, "rows")?,
+                mask_off: u32_of(at.mask + cluster * mask_bytes, "group")?,
+                bitmask_off: u32_of(at.bitmask, "group")?,
+                tail_off: u32_of(at.tail, "group")?,
+                tail_len: u32_of(tail, "tail")?,
+                rows_x: gx,
+                lanes,
+                first,
+                count,
+                id_stride: stride,
+                ..Default::default()
+            });
+            passes.push(Pass::new(
+                pipeline.clone(),
+                vec![
+                    s.clone(),
+                    o.clone(),
+                    r.clone(),
+                    out.clone(),
+                    p,
+                    status.clone(),
+                ],
+                Some(3),
+                if groups == 0 { (0, 0) } else { (gx, gy) },
+            ));
+        }
         Ok(Prepared::new(
             self,
-            vec![pass],
+            passes,
             out,
             out_len,
             status,
             s,
-            bytes.len() + spans.len() * 4 + ids.len() * 4,
+            bytes.len() + spans.len() * 4 + entries.len() * 4,
             kernel,
         ))
     }
@@ -279,14 +318,69 @@ fn misaligned(align: usize) -> GpuError {
     GpuError::Unsupported(format!("IBP rows or masks not aligned to {align} bytes"))
 }
 
-/// The mask and bitval words as the kernel reads them: `B` bytes per column each.
-fn column_bytes(m: &Mask) -> Vec<u8> {
-    let b = (m.width / 8) as usize;
-    m.mask
+/// The mask and bitval words as the kernel reads them: `B` bytes per column each, cluster
+/// after cluster (as an `Ibp` stream stores them).
+fn column_bytes(masks: &[Mask]) -> Vec<u8> {
+    masks
         .iter()
-        .chain(&m.bitval)
-        .flat_map(|w| w.to_le_bytes()[..b].to_vec())
+        .flat_map(|m| {
+            let b = (m.width / 8) as usize;
+            m.mask
+                .iter()
+                .chain(&m.bitval)
+                .flat_map(move |w| w.to_le_bytes()[..b].to_vec())
+        })
         .collect()
+}
+
+/// The kernel's `row_ids` and its passes.
+struct Passes {
+    entries: Vec<u32>,
+    /// Words per entry: 1 (stored row) or 2 (stored row, output row).
+    stride: u32,
+    /// Per pass: (cluster, first entry, entries).
+    runs: Vec<(usize, u32, u32)>,
+}
+
+/// The passes for output rows `ids` (rows of the upload) among `clusters` clusters. One
+/// cluster: `ids` as they are, one pass. Several: (stored row, output row) pairs grouped by
+/// cluster, a pass per cluster that has rows (at least one pass, for the tail).
+fn cluster_entries(
+    ids: &[u32],
+    clusters: usize,
+    cluster_of: impl Fn(usize) -> usize,
+) -> Result<Passes> {
+    let n = u32_of(ids.len(), "row count")?;
+    if clusters <= 1 {
+        return Ok(Passes {
+            entries: ids.to_vec(),
+            stride: 1,
+            runs: vec![(0, 0, n)],
+        });
+    }
+    let mut by_cluster: Vec<Vec<u32>> = vec![Vec::new(); clusters];
+    for (out_row, &u) in ids.iter().enumerate() {
+        let k = cluster_of(u as usize);
+        by_cluster[k].push(u);
+        by_cluster[k].push(out_row as u32);
+    }
+    let mut entries = Vec::with_capacity(2 * ids.len());
+    let mut runs = Vec::new();
+    for (k, pairs) in by_cluster.iter().enumerate() {
+        if !pairs.is_empty() {
+            let first = u32_of(entries.len() / 2, "row count")?;
+            runs.push((k, first, u32_of(pairs.len() / 2, "row count")?));
+            entries.extend_from_slice(pairs);
+        }
+    }
+    if runs.is_empty() {
+        runs.push((0, 0, 0));
+    }
+    Ok(Passes {
+        entries,
+        stride: 2,
+        runs,
+    })
 }
 
 /// Row spans as the kernel reads them (start, end pairs), moved by `base`; every start must
@@ -333,7 +427,7 @@ fn gather_upload(g: &IbpGroup, rs: &[usize]) -> Result<Gather> {
             bits[k / 32] |= 1 << (k % 32);
         }
     }
-    let mut bytes = column_bytes(g.mask);
+    let mut bytes = column_bytes(g.masks);
     let bitmask = bytes.len();
     bytes.extend(bits.iter().flat_map(|w| w.to_le_bytes()));
     let stored: usize = up.iter().map(|&r| g.spans[r].1 - g.spans[r].0 + 3).sum();
@@ -357,6 +451,7 @@ fn gather_upload(g: &IbpGroup, rs: &[usize]) -> Result<Gather> {
         bytes,
         spans,
         ids,
+        rows: up,
         at,
     })
 }
@@ -366,5 +461,7 @@ struct Gather {
     bytes: Vec<u8>,
     spans: Vec<u32>,
     ids: Vec<u32>,
+    /// The stored row behind each uploaded row.
+    rows: Vec<usize>,
     at: Offsets,
 }

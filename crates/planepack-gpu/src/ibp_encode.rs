@@ -369,7 +369,8 @@ impl Gpu {
                 &StreamParts {
                     columns: rows.columns,
                     rows: rows.rows,
-                    mask: &pre.mask,
+                    masks: std::slice::from_ref(&pre.mask),
+                    row_cluster: &[],
                     row_bitmask: &enc.group.row_bitmask,
                     condensed: &enc.group.data,
                     tail,
@@ -377,7 +378,7 @@ impl Gpu {
                 &mut out,
             );
         }
-        if !planepack_ibp::keeps_rows(out.len(), raw_len, &pre.mask) {
+        if !planepack_ibp::keeps_rows(out.len(), raw_len, std::slice::from_ref(&pre.mask)) {
             // Not worth it: the tensor stored whole, which needs its raw bytes here.
             out.clear();
             let mut input = self.read_back(&crate::DeviceTensor {

@@ -215,16 +215,28 @@ fn rans_patterns_tails_widths_and_rows() {
     });
 }
 
+/// Whole streams and gathers, with one mask and with clusters (three masks, one pass each:
+/// the cases with clusters must include some).
 #[test]
 fn ibp_streams_and_gathers() {
     let Some(g) = gpu() else { return };
-    let codec = Ibp::default();
     let mut rng = Rng(3);
+    let mut clustered = 0;
     on_each_path(g, |d| {
         let p = d.cfg.path;
-        for (data, elem, shape) in ibp_cases() {
+        for ((data, elem, shape), clusters) in ibp_cases()
+            .into_iter()
+            .flat_map(|c| [(c.clone(), 1), (c, 3)])
+        {
+            let codec = Ibp {
+                clusters,
+                ..Ibp::default()
+            };
             let mut enc = Vec::new();
             codec.encode_shaped(&data, elem, &shape, &mut enc).unwrap();
+            if enc[4] == 2 {
+                clustered += 1;
+            }
             let row = shape[1] * elem.size();
             match d.decode_ibp(&enc) {
                 Ok(got) => assert!(got == data, "{p:?} {elem} {shape:?}"),
@@ -250,11 +262,12 @@ fn ibp_streams_and_gathers() {
                 assert_eq!(
                     &got[k * rb..(k + 1) * rb],
                     &data[r * rb..(r + 1) * rb],
-                    "{p:?} row {r}"
+                    "{p:?} row {r} clusters {clusters}"
                 );
             }
         }
     });
+    assert!(clustered > 0, "no case was coded with clusters");
 }
 
 /// Every chunk width that divides a row (the stream codec takes only the widest, so 16-bit

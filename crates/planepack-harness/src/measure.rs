@@ -275,11 +275,10 @@ pub fn annotate(rec: &mut Record, g: &Group) -> Result<()> {
             for (shape, data) in &g.tensors {
                 let mut out = Vec::new();
                 let row = shape.last().copied().unwrap_or(1) * g.elem.size();
-                let p = planepack_ibp::Ibp::default().encode_rows(data, row, &mut out)?;
-                let key = if p.mask.invariant_bits() == 0 {
-                    "empty".to_string()
-                } else {
-                    format!("{:.2}", p.threshold)
+                let pre = planepack_ibp::Ibp::default().encode_rows(data, row, &mut out)?;
+                let key = match pre.first() {
+                    Some(p) if p.mask.invariant_bits() > 0 => format!("{:.2}", p.threshold),
+                    _ => "empty".to_string(),
                 };
                 *thresholds.entry(key).or_default() += 1;
             }

@@ -38,7 +38,17 @@ pub struct CompressedRows {
 
 /// Compress every row of `rows` with `cols`.
 pub fn compress(rows: &Rows, cols: &Columns, layout: Layout) -> CompressedRows {
-    let rb = cols.row_bytes();
+    compress_each(rows, |_| cols, layout)
+}
+
+/// Compress every row of `rows`, row `i` with `cols_of(i)` (the clustered stream gives each
+/// row its cluster's columns). Panics if a `Columns` is for rows of another length.
+pub fn compress_each<'c>(
+    rows: &Rows,
+    cols_of: impl Fn(usize) -> &'c Columns,
+    layout: Layout,
+) -> CompressedRows {
+    let rb = rows.row_bytes();
     let mut out = CompressedRows {
         layout,
         rows: rows.count,
@@ -53,6 +63,8 @@ pub fn compress(rows: &Rows, cols: &Columns, layout: Layout) -> CompressedRows {
         out.data = vec![0u8; rows.count * rb];
     }
     for i in 0..rows.count {
+        let cols = cols_of(i);
+        assert_eq!(cols.row_bytes(), rb, "columns for rows of another length");
         let (n, packed) = encode_row(rows.row(i), cols, &mut scratch);
         out.row_bitmask[i / 32] |= (packed as u32) << (i % 32);
         out.payload_bytes += n;

@@ -158,13 +158,18 @@ const HEADER: usize = 32;
 /// `default_row_bytes`. The chunk width is the widest of 64, 32, 16 bits that divides the row,
 /// unless fixed. Everything the decoder needs travels in the stream and counts in the ratio:
 /// mask, bitval, row bitmask, the rows (condensed, no offsets: a reader walks them), and the
-/// bytes after the last whole row.
+/// bytes after the last whole row; with clusters, every cluster's mask and bitval and each
+/// row's cluster id.
 #[derive(Debug, Clone, Copy)]
 pub struct Ibp {
     pub width: Option<u32>,
     pub threshold: Threshold,
     pub sample: Sample,
     pub default_row_bytes: usize,
+    /// Masks per group: above 1, rows are clustered by Hamming k-means into at most this many
+    /// clusters ([`cluster::assign`]), each with its own mask (stream version 2); 1 writes the
+    /// one-mask stream (version 1). Decoding reads whichever the stream holds.
+    pub clusters: usize,
 }
 
 impl Default for Ibp {
@@ -174,6 +179,7 @@ impl Default for Ibp {
             threshold: Threshold::Sweep,
             sample: Sample::All,
             default_row_bytes: 1024,
+            clusters: 1,
         }
     }
 }
@@ -201,16 +207,18 @@ impl Ibp {
 
     /// Encode with rows of `row_bytes` bytes. When IBP would not shrink the tensor (no mask
     /// worth keeping, or metadata larger than what the rows save), the stream holds no rows
-    /// and the whole tensor as tail bytes: 32 bytes over raw.
+    /// and the whole tensor as tail bytes: 32 bytes over raw. Returns what preprocessing
+    /// chose for each cluster (one entry without clusters), whether or not rows were kept.
     pub fn encode_rows(
         &self,
         input: &[u8],
         row_bytes: usize,
         out: &mut Vec<u8>,
-    ) -> Result<Preprocessed> {
+    ) -> Result<Vec<Preprocessed>> {
         let start = out.len();
         let pre = self.encode_rows_as_given(input, row_bytes, out)?;
-        if !keeps_rows(out.len() - start, input.len(), &pre.mask) {
+        let masks: Vec<Mask> = pre.iter().map(|p| p.mask.clone()).collect();
+        if !keeps_rows(out.len() - start, input.len(), &masks) {
             out.truncate(start);
             self.encode_rows_as_given(input, 0, out)?;
         }
@@ -222,15 +230,10 @@ impl Ibp {
         input: &[u8],
         row_bytes: usize,
         out: &mut Vec<u8>,
-    ) -> Result<Preprocessed> {
+    ) -> Result<Vec<Preprocessed>> {
         if row_bytes == 0 {
             write_stored(input, out);
-            return Ok(Preprocessed {
-                mask: Mask::empty(64, 0),
-                threshold: 0.0,
-                score: 0,
-                tried: vec![],
-            });
+            return Ok(vec![]);
         }
         // A row that is not whole chunks cannot be IBP-coded: store everything as tail bytes.
         let (width, whole) = self.split_rows(input.len(), row_bytes).unwrap_or((16, 0));
@@ -244,23 +247,37 @@ impl Ibp {
                 width,
             }
         };
-        let pre = if rows.count > 0 {
-            preprocess(&rows, self.threshold, self.sample)
+        let (cluster, used) = if self.clusters > 1 && rows.count > 1 {
+            cluster::assign(&rows, self.clusters)
         } else {
-            Preprocessed {
+            (vec![], 1)
+        };
+        let pre = if rows.count == 0 {
+            vec![Preprocessed {
                 mask: Mask::empty(width, 0),
                 threshold: 0.0,
                 score: 0,
                 tried: vec![],
-            }
+            }]
+        } else if used > 1 {
+            cluster::masks(&rows, &cluster, used, self.threshold, self.sample)
+        } else {
+            vec![preprocess(&rows, self.threshold, self.sample)]
         };
-        let cols = Columns::new(&pre.mask);
-        let packed = compress(&rows, &cols, Layout::Condensed);
+        let masks: Vec<Mask> = pre.iter().map(|p| p.mask.clone()).collect();
+        let cols: Vec<Columns> = masks.iter().map(Columns::new).collect();
+        let cluster = if used > 1 { cluster } else { vec![] };
+        let packed = layout::compress_each(
+            &rows,
+            |i| &cols[cluster.get(i).map_or(0, |&k| k as usize)],
+            Layout::Condensed,
+        );
         write_stream(
             &StreamParts {
                 columns: rows.columns,
                 rows: rows.count,
-                mask: &pre.mask,
+                masks: &masks,
+                row_cluster: &cluster,
                 row_bitmask: &packed.row_bitmask,
                 condensed: &packed.data,
                 tail: &input[whole..],
@@ -277,11 +294,12 @@ pub fn shaped_row_bytes(len: usize, elem: ElemType, shape: &[usize]) -> usize {
     shape.last().copied().unwrap_or(len / elem.size().max(1)) * elem.size()
 }
 
-/// Whether a stream of `stream_len` bytes with rows coded under `mask` is kept, or the whole
-/// input of `input_len` bytes is stored as tail bytes instead ([`write_stored`]): rows are kept
-/// only when the mask has invariant bits and the stream is smaller than header + input.
-pub fn keeps_rows(stream_len: usize, input_len: usize, mask: &Mask) -> bool {
-    stream_len < HEADER + input_len && mask.invariant_bits() > 0
+/// Whether a stream of `stream_len` bytes with rows coded under `masks` (one per cluster) is
+/// kept, or the whole input of `input_len` bytes is stored as tail bytes instead
+/// ([`write_stored`]): rows are kept only when a mask has invariant bits and the stream is
+/// smaller than header + input.
+pub fn keeps_rows(stream_len: usize, input_len: usize, masks: &[Mask]) -> bool {
+    stream_len < HEADER + input_len && masks.iter().any(|m| m.invariant_bits() > 0)
 }
 
 /// The stream that holds `input` entirely as tail bytes.
@@ -297,8 +315,10 @@ pub fn write_stored(input: &[u8], out: &mut Vec<u8>) {
 pub struct StreamParts<'a> {
     pub columns: usize,
     pub rows: usize,
-    /// Its width is the stream's `W`.
-    pub mask: &'a Mask,
+    /// One mask per cluster (one: a version-1 stream); their width is the stream's `W`.
+    pub masks: &'a [Mask],
+    /// Every row's cluster, below `masks.len()`; empty with one mask.
+    pub row_cluster: &'a [u8],
     pub row_bitmask: &'a [u32],
     /// The rows, condensed, without offsets.
     pub condensed: &'a [u8],
@@ -307,17 +327,31 @@ pub struct StreamParts<'a> {
 
 /// Write an `Ibp` stream from its parts: the one writer of the layout, for the CPU encoder and
 /// the GPU encoder (`planepack-gpu`) alike.
+/// Panics if `masks` is empty or longer than [`cluster::MAX_CLUSTERS`], or if clusters do not
+/// come with one id per row.
 pub fn write_stream(p: &StreamParts, out: &mut Vec<u8>) {
-    let width = p.mask.width;
+    let c = p.masks.len();
+    assert!((1..=cluster::MAX_CLUSTERS).contains(&c), "{c} masks");
+    assert!(
+        c == 1 || p.row_cluster.len() == p.rows,
+        "a cluster id per row"
+    );
+    let width = p.masks[0].width;
     let b = (width / 8) as usize;
     let raw_len = p.rows * p.columns * b + p.tail.len();
+    let (version, clusters) = if c == 1 { (1, 0) } else { (2, c as u8) };
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&[1, width as u8, 0, 0]);
+    out.extend_from_slice(&[version, width as u8, clusters, 0]);
     out.extend_from_slice(&(p.columns as u64).to_le_bytes());
     out.extend_from_slice(&(p.rows as u64).to_le_bytes());
     out.extend_from_slice(&(raw_len as u64).to_le_bytes());
-    for v in p.mask.mask.iter().chain(&p.mask.bitval) {
-        out.extend_from_slice(&v.to_le_bytes()[..b]);
+    for m in p.masks {
+        for v in m.mask.iter().chain(&m.bitval) {
+            out.extend_from_slice(&v.to_le_bytes()[..b]);
+        }
+    }
+    if c > 1 {
+        cluster::pack_ids(p.row_cluster, c, out);
     }
     for w in p.row_bitmask {
         out.extend_from_slice(&w.to_le_bytes());
@@ -331,12 +365,21 @@ struct StreamHeader {
     columns: usize,
     rows: usize,
     raw_len: usize,
+    /// Masks in the stream: 1 (version 1) or 2..=255 (version 2).
+    clusters: usize,
 }
 
 fn parse(input: &[u8]) -> Result<StreamHeader> {
-    let h = stream_header(input, HEADER, MAGIC, 1, "IBP")?;
+    // Version 2 (clusters) or 1; anything else is refused as version 1 would be.
+    let version = if input.get(4) == Some(&2) { 2 } else { 1 };
+    let h = stream_header(input, HEADER, MAGIC, version, "IBP")?;
     let width = h[5] as u32;
-    if !matches!(width, 16 | 32 | 64) || h[6] != 0 || h[7] != 0 {
+    let clusters = match (version, h[6]) {
+        (1, 0) => 1,
+        (2, c) if c >= 2 => c as usize,
+        _ => return Err(Error::corrupt_at("bad cluster count", 6)),
+    };
+    if !matches!(width, 16 | 32 | 64) || h[7] != 0 {
         return Err(Error::corrupt_at("bad chunk width or reserved bytes", 5));
     }
     let field = |i: usize| usize::try_from(u64::from_le_bytes(h[i..i + 8].try_into().unwrap()));
@@ -360,36 +403,73 @@ fn parse(input: &[u8]) -> Result<StreamHeader> {
         columns,
         rows,
         raw_len,
+        clusters,
     })
 }
 
 /// Everything of a stream before its rows, checked.
 struct StreamMeta {
     header: StreamHeader,
-    mask: Mask,
+    /// One per cluster.
+    masks: Vec<Mask>,
+    /// Every row's cluster; empty with one mask.
+    row_cluster: Vec<u8>,
     bitmask: Vec<u32>,
     rows_offset: usize,
+}
+
+impl StreamMeta {
+    fn columns(&self) -> Vec<Columns> {
+        self.masks.iter().map(Columns::new).collect()
+    }
 }
 
 fn read_meta(compressed: &[u8]) -> Result<StreamMeta> {
     let h = parse(compressed)?;
     let b = (h.width / 8) as usize;
     let mut pos = HEADER;
-    let meta = take(compressed, pos, 2 * h.columns * b, "IBP mask and bitval")?;
-    let word = |i: usize| {
-        let mut w = [0u8; 8];
-        w[..b].copy_from_slice(&meta[i * b..i * b + b]);
-        u64::from_le_bytes(w)
-    };
-    let mask = Mask {
-        width: h.width,
-        mask: (0..h.columns).map(word).collect(),
-        bitval: (h.columns..2 * h.columns).map(word).collect(),
-    };
-    if mask.mask.iter().zip(&mask.bitval).any(|(m, v)| v & !m != 0) {
-        return Err(Error::corrupt("bitval has bits outside the mask"));
+    // At most 255 x (mask and bitval): the bytes must be there before anything is allocated.
+    let mask_bytes = 2 * h.columns * b;
+    let meta = take(
+        compressed,
+        pos,
+        h.clusters * mask_bytes,
+        "IBP masks and bitvals",
+    )?;
+    let mut masks = Vec::with_capacity(h.clusters);
+    for one in meta.chunks_exact(mask_bytes.max(1)).take(h.clusters) {
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w[..b].copy_from_slice(&one[i * b..i * b + b]);
+            u64::from_le_bytes(w)
+        };
+        let mask = Mask {
+            width: h.width,
+            mask: (0..h.columns).map(word).collect(),
+            bitval: (h.columns..2 * h.columns).map(word).collect(),
+        };
+        if mask.mask.iter().zip(&mask.bitval).any(|(m, v)| v & !m != 0) {
+            return Err(Error::corrupt("bitval has bits outside the mask"));
+        }
+        masks.push(mask);
     }
+    // Columns of zero chunks (no rows, the whole tensor in the tail): every cluster's empty.
+    masks.resize(h.clusters, Mask::empty(h.width, h.columns));
     pos += meta.len();
+    // Every stored row takes at least one byte: a row count beyond the bytes left is a lie
+    // (checked before allocating for the rows).
+    if h.rows > compressed.len() - pos {
+        return Err(Error::corrupt("more rows than bytes left in the stream"));
+    }
+    let row_cluster = if h.clusters > 1 {
+        let len = cluster::ids_bytes(h.rows, h.clusters)
+            .ok_or_else(|| Error::corrupt("cluster ids do not fit in memory"))?;
+        let ids = take(compressed, pos, len, "IBP cluster ids")?;
+        pos += len;
+        cluster::unpack_ids(ids, h.rows, h.clusters).map_err(|e| Error::corrupt_at(e, pos))?
+    } else {
+        vec![]
+    };
     let bm = take(compressed, pos, h.rows.div_ceil(32) * 4, "IBP row bitmask")?;
     let bitmask: Vec<u32> = bm
         .chunks_exact(4)
@@ -401,7 +481,8 @@ fn read_meta(compressed: &[u8]) -> Result<StreamMeta> {
     pos += bm.len();
     Ok(StreamMeta {
         header: h,
-        mask,
+        masks,
+        row_cluster,
         bitmask,
         rows_offset: pos,
     })
@@ -419,8 +500,12 @@ pub struct StreamLayout {
     pub columns: usize,
     pub rows: usize,
     pub raw_len: usize,
-    pub mask: Mask,
-    /// Byte offset of the mask words (the bitval words follow).
+    /// One mask per cluster (one for a version-1 stream).
+    pub masks: Vec<Mask>,
+    /// Every row's cluster (an index into `masks`); empty for a version-1 stream.
+    pub row_cluster: Vec<u8>,
+    /// Byte offset of cluster 0's mask words (its bitval words follow, then cluster 1's mask
+    /// words, and so on: `2 V B` bytes per cluster).
     pub mask_offset: usize,
     /// Byte offset of the row bitmask (`ceil(N/32)` u32 words).
     pub bitmask_offset: usize,
@@ -431,20 +516,26 @@ pub struct StreamLayout {
     pub tail_offset: usize,
 }
 
+impl StreamLayout {
+    /// Row `i`'s cluster (0 in a version-1 stream).
+    pub fn cluster(&self, i: usize) -> usize {
+        self.row_cluster.get(i).map_or(0, |&k| k as usize)
+    }
+}
+
 /// Parse and check an `Ibp` stream's layout.
 pub fn stream_layout(compressed: &[u8]) -> Result<StreamLayout> {
     let m = read_meta(compressed)?;
-    let cols = Columns::new(&m.mask);
-    let (row_offsets, tail_offset) = place_rows(compressed, &m, &cols)?;
-    let b = (m.header.width / 8) as usize;
+    let (row_offsets, tail_offset) = place_rows(compressed, &m, &m.columns())?;
     Ok(StreamLayout {
         width: m.header.width,
         columns: m.header.columns,
         rows: m.header.rows,
         raw_len: m.header.raw_len,
-        mask: m.mask,
         mask_offset: HEADER,
-        bitmask_offset: HEADER + 2 * m.header.columns * b,
+        bitmask_offset: m.rows_offset - m.header.rows.div_ceil(32) * 4,
+        masks: m.masks,
+        row_cluster: m.row_cluster,
         bitmask: m.bitmask,
         row_offsets,
         tail_offset,
@@ -452,23 +543,21 @@ pub fn stream_layout(compressed: &[u8]) -> Result<StreamLayout> {
 }
 
 /// Every row's byte offset (`rows + 1` of them) and the tail's, from the rows' bitmaps alone,
-/// with the structural checks of the decoder; the tail must end the stream.
-fn place_rows(compressed: &[u8], m: &StreamMeta, cols: &Columns) -> Result<(Vec<usize>, usize)> {
-    // Every stored row takes at least one byte: a row count beyond the bytes left is a lie
-    // (checked before allocating for it).
-    if m.header.rows > compressed.len() - m.rows_offset {
-        return Err(Error::corrupt("more rows than bytes left in the stream"));
-    }
+/// with the structural checks of the decoder; the tail must end the stream. `cols` has one
+/// entry per cluster.
+fn place_rows(compressed: &[u8], m: &StreamMeta, cols: &[Columns]) -> Result<(Vec<usize>, usize)> {
     let mut row_offsets = Vec::with_capacity(m.header.rows + 1);
     let mut pos = m.rows_offset;
     row_offsets.push(pos);
     for i in 0..m.header.rows {
         let packed = m.bitmask[i / 32] >> (i % 32) & 1 == 1;
-        pos += row::stored_len(&compressed[pos..], packed, cols)
+        let c = &cols[m.row_cluster.get(i).map_or(0, |&k| k as usize)];
+        pos += row::stored_len(&compressed[pos..], packed, c)
             .map_err(|e| Error::corrupt_at(format!("row {i}: {e}"), pos))?;
         row_offsets.push(pos);
     }
-    let tail = m.header.raw_len - m.header.rows * cols.row_bytes();
+    let row_bytes = m.header.columns * (m.header.width / 8) as usize;
+    let tail = m.header.raw_len - m.header.rows * row_bytes;
     take(compressed, pos, tail, "IBP tail bytes")?;
     if pos + tail != compressed.len() {
         return Err(Error::TrailingBytes {
@@ -480,11 +569,15 @@ fn place_rows(compressed: &[u8], m: &StreamMeta, cols: &Columns) -> Result<(Vec<
 
 impl Codec for Ibp {
     fn name(&self) -> String {
-        match (self.width, self.threshold) {
+        let base = match (self.width, self.threshold) {
             (None, Threshold::Sweep) => "ibp".into(),
             (Some(w), Threshold::Sweep) => format!("ibp-w{w}"),
             (None, Threshold::Fixed(t)) => format!("ibp-t{t}"),
             (Some(w), Threshold::Fixed(t)) => format!("ibp-w{w}-t{t}"),
+        };
+        match self.clusters {
+            0 | 1 => base,
+            c => format!("{base}-clusters-{c}"),
         }
     }
 
@@ -519,18 +612,22 @@ impl Codec for Ibp {
     fn decode(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
         let m = read_meta(compressed)?;
         check_output_len(m.header.raw_len, out)?;
-        let cols = Columns::new(&m.mask);
+        let all_cols = m.columns();
+        if all_cols.len() > 1 {
+            return decode_clustered(compressed, &m, &all_cols, out);
+        }
+        let cols = &all_cols[0];
         let body = m.header.rows * cols.row_bytes();
-        if wide::pays(&cols) {
+        if wide::pays(cols) {
             // Rows placed first (from their bitmaps), so that the group decoder can take
             // packed rows several at a time.
-            let (row_offsets, tail_offset) = place_rows(compressed, &m, &cols)?;
+            let (row_offsets, tail_offset) = place_rows(compressed, &m, &all_cols)?;
             let placed = StreamRows {
                 data: compressed,
                 row_offsets: &row_offsets,
                 bitmask: &m.bitmask,
             };
-            layout::decode_rows(&placed, &cols, 0..m.header.rows, &mut out[..body])?;
+            layout::decode_rows(&placed, cols, 0..m.header.rows, &mut out[..body])?;
             out[body..].copy_from_slice(&compressed[tail_offset..]);
             return Ok(());
         }
@@ -541,7 +638,7 @@ impl Codec for Ibp {
             .enumerate()
         {
             let packed = m.bitmask[i / 32] >> (i % 32) & 1 == 1;
-            let used = row::decode_row(&compressed[pos..], packed, &cols, dst)
+            let used = row::decode_row(&compressed[pos..], packed, cols, dst)
                 .map_err(|e| Error::corrupt_at(format!("row {i}: {e}"), pos))?;
             pos += used;
         }
@@ -555,6 +652,39 @@ impl Codec for Ibp {
         }
         Ok(())
     }
+}
+
+/// A stream with clusters: rows placed first, then each cluster's rows decoded together by the
+/// group decoder with that cluster's columns (so the AVX2 lockstep path takes them several at
+/// a time) into scratch, and copied to their places.
+fn decode_clustered(
+    compressed: &[u8],
+    m: &StreamMeta,
+    cols: &[Columns],
+    out: &mut [u8],
+) -> Result<()> {
+    let rb = cols[0].row_bytes();
+    let body = m.header.rows * rb;
+    let (row_offsets, tail_offset) = place_rows(compressed, m, cols)?;
+    let placed = StreamRows {
+        data: compressed,
+        row_offsets: &row_offsets,
+        bitmask: &m.bitmask,
+    };
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); cols.len()];
+    for (i, &k) in m.row_cluster.iter().enumerate() {
+        members[k as usize].push(i);
+    }
+    let mut scratch = Vec::new();
+    for (k, rows) in members.iter().enumerate() {
+        scratch.resize(rows.len() * rb, 0);
+        layout::decode_rows(&placed, &cols[k], rows.iter().copied(), &mut scratch)?;
+        for (&i, row) in rows.iter().zip(scratch.chunks_exact(rb.max(1))) {
+            out[i * rb..(i + 1) * rb].copy_from_slice(row);
+        }
+    }
+    out[body..].copy_from_slice(&compressed[tail_offset..]);
+    Ok(())
 }
 
 /// The rows of an `Ibp` stream, placed by [`place_rows`], for the group decoder.

@@ -146,39 +146,46 @@ fn codec_stream_round_trips_every_pattern() {
                 (6000, 3),
             ] {
                 let data = generate(p, elem, len, len as u64);
-                let codec = Ibp::default();
-                let mut enc = Vec::new();
-                codec
-                    .encode_shaped(
-                        &data,
-                        elem,
-                        &[len / elem.size() / last.max(1), last],
-                        &mut enc,
-                    )
-                    .unwrap();
-                assert_eq!(
-                    codec.decode_to_vec(&enc).unwrap(),
-                    data,
-                    "{elem} {p:?} {len}"
-                );
-                // The layout a parallel decoder uses places every row where the sequential
-                // decoder finds it: rows tile the body, the tail runs to the end.
-                let l = planepack_ibp::stream_layout(&enc).unwrap();
-                let rb = l.columns * (l.width / 8) as usize;
-                let cols = planepack_ibp::Columns::new(&l.mask);
-                for i in 0..l.rows {
-                    let (s, e) = (l.row_offsets[i], l.row_offsets[i + 1]);
-                    let mut row = vec![0u8; rb];
-                    let packed = l.bitmask[i / 32] >> (i % 32) & 1 == 1;
-                    let used =
-                        planepack_ibp::row::decode_row(&enc[s..], packed, &cols, &mut row).unwrap();
-                    assert_eq!(used, e - s);
-                    assert_eq!(row, data[i * rb..(i + 1) * rb]);
+                for clusters in [1, 3] {
+                    let codec = Ibp {
+                        clusters,
+                        ..Ibp::default()
+                    };
+                    let mut enc = Vec::new();
+                    codec
+                        .encode_shaped(
+                            &data,
+                            elem,
+                            &[len / elem.size() / last.max(1), last],
+                            &mut enc,
+                        )
+                        .unwrap();
+                    assert_eq!(
+                        codec.decode_to_vec(&enc).unwrap(),
+                        data,
+                        "{elem} {p:?} {len}"
+                    );
+                    // The layout a parallel decoder uses places every row where the sequential
+                    // decoder finds it: rows tile the body, the tail runs to the end.
+                    let l = planepack_ibp::stream_layout(&enc).unwrap();
+                    let rb = l.columns * (l.width / 8) as usize;
+                    let cols: Vec<_> = l.masks.iter().map(planepack_ibp::Columns::new).collect();
+                    for i in 0..l.rows {
+                        let cols = &cols[l.cluster(i)];
+                        let (s, e) = (l.row_offsets[i], l.row_offsets[i + 1]);
+                        let mut row = vec![0u8; rb];
+                        let packed = l.bitmask[i / 32] >> (i % 32) & 1 == 1;
+                        let used =
+                            planepack_ibp::row::decode_row(&enc[s..], packed, cols, &mut row)
+                                .unwrap();
+                        assert_eq!(used, e - s);
+                        assert_eq!(row, data[i * rb..(i + 1) * rb]);
+                    }
+                    assert_eq!(l.tail_offset, l.row_offsets[l.rows]);
+                    assert_eq!(enc.len() - l.tail_offset, l.raw_len - l.rows * rb);
+                    let enc = codec.encode_to_vec(&data, elem).unwrap();
+                    assert_eq!(codec.decode_to_vec(&enc).unwrap(), data);
                 }
-                assert_eq!(l.tail_offset, l.row_offsets[l.rows]);
-                assert_eq!(enc.len() - l.tail_offset, l.raw_len - l.rows * rb);
-                let enc = codec.encode_to_vec(&data, elem).unwrap();
-                assert_eq!(codec.decode_to_vec(&enc).unwrap(), data);
             }
         }
     }
@@ -187,14 +194,24 @@ fn codec_stream_round_trips_every_pattern() {
 #[test]
 fn mutated_streams_and_bad_metadata_are_errors_not_panics() {
     // 24 chunks a row decode one row after the other; 40 and 48 take the lockstep path where
-    // the CPU has it (rows placed first).
-    for (v, width) in [(24usize, 32u32), (40, 32), (48, 64)] {
+    // the CPU has it (rows placed first); the last two are streams with clusters.
+    for (v, width, clusters) in [
+        (24usize, 32u32, 1),
+        (40, 32, 1),
+        (48, 64, 1),
+        (24, 32, 4),
+        (48, 64, 3),
+    ] {
         let data = structured_rows(200, v, width, 5);
-        let codec = Ibp::default();
+        let codec = Ibp {
+            clusters,
+            ..Ibp::default()
+        };
         let mut enc = Vec::new();
         codec
             .encode_rows(&data, v * width as usize / 8, &mut enc)
             .unwrap();
+        assert_eq!(enc[4], if clusters > 1 { 2 } else { 1 }, "stream version");
         let mut rng = Rng(8);
         let mut caught = 0;
         planepack_testkit::finishes_within(60, move || {
@@ -240,6 +257,52 @@ fn mutated_streams_and_bad_metadata_are_errors_not_panics() {
     inplace.data.truncate(100);
     assert!(inplace.validate().is_err());
     assert!(inplace.decode_all(&cols, &mut out).is_err());
+}
+
+/// Rows of two families (different sign, exponent and leading mantissa bits per column) and a
+/// third of noise: one mask per family saves what one mask for all cannot, the stream with
+/// clusters is smaller, decodes bit-exactly, and every row's cluster follows its family.
+#[test]
+fn clusters_pay_on_rows_of_two_families() {
+    let (n, v) = (300usize, 32usize);
+    let mut rng = Rng(21);
+    let mut data = Vec::with_capacity(n * v * 4);
+    for r in 0..n {
+        for j in 0..v {
+            let x: u32 = match r % 3 {
+                0 => 0x3F80_0000 | (j as u32) << 16 | (rng.next_u64() as u32 & 0x3FF),
+                1 => 0xC2C0_0000 ^ (j as u32) << 14 | (rng.next_u64() as u32 & 0x3FF),
+                _ => rng.next_u64() as u32,
+            };
+            data.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    let one = Ibp::default();
+    let two = Ibp {
+        clusters: 3,
+        ..Ibp::default()
+    };
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    one.encode_rows(&data, 4 * v, &mut a).unwrap();
+    let pre = two.encode_rows(&data, 4 * v, &mut b).unwrap();
+    assert_eq!(b[4], 2);
+    assert!(pre.len() >= 2, "{} clusters", pre.len());
+    assert!(
+        b.len() < a.len(),
+        "clusters {} bytes, one mask {}",
+        b.len(),
+        a.len()
+    );
+    assert_eq!(one.decode_to_vec(&b).unwrap(), data);
+    let l = planepack_ibp::stream_layout(&b).unwrap();
+    assert_eq!(l.masks.len(), pre.len());
+    for family in 0..2 {
+        let k = l.cluster(family);
+        assert!(
+            (family..n).step_by(3).all(|r| l.cluster(r) == k),
+            "family {family} split"
+        );
+    }
 }
 
 /// The four-row AVX2 path (`Columns` with the CPU's bit instructions) and the scalar path
