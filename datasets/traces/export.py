@@ -14,6 +14,14 @@ How a trace is made:
   own `torch.utils.flop_counter` formulas) and the bytes it reads and writes. View ops (outputs
   aliasing an input) and bare allocations (`empty`, filled by the next op) cost nothing and are
   not logged.
+* A storage's producer is the op that created it as a fresh output; an in-place op (or an
+  `out=` variant) writing into it later does not change it, so an in-place ReLU is folded into
+  the op before it. (A storage freed and reallocated at the same address gets the producer of
+  its new tensor.)
+* Every forward op lists its inputs: the producers of the storages it reads (parameters,
+  buffers and the model input have none and are left out). With them the simulator can charge
+  a recomputation the whole chain of ops back to tensors that are still resident, as Checkmate
+  and DTR do, instead of only the producer.
 * `saved_tensors_hooks` report every tensor autograd saves for the backward pass. A saved
   tensor's identity is its storage: the producer is the forward op that wrote that storage, the
   saving op the op being dispatched when autograd saved it (the name our activation datasets
@@ -111,6 +119,7 @@ class Recorder(TorchDispatchMode):
         self.ops = []  # dicts
         self.phase = "forward"
         self.producer = {}  # storage key -> op index
+        self.exclude = set()  # parameters, buffers, the model input: never an op's input edge
         self.last_read = {}  # storage key -> last forward op index reading it
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -132,13 +141,22 @@ class Recorder(TorchDispatchMode):
                 flops = int(f(*args, **kwargs))
         nbytes = sum(t.numel() * t.element_size() for t in ins + outs)
         i = len(self.ops)
+        inputs = []
+        if self.phase == "forward":
+            inputs = sorted({self.producer[_key(t)] for t in ins
+                             if _key(t) in self.producer and _key(t) not in self.exclude})
         self.ops.append({"name": _norm(func), "phase": self.phase, "flops": flops, "bytes": nbytes,
-                         "float_bytes": sum(t.numel() * t.element_size() for t in ins + outs if t.is_floating_point())})
+                         "float_bytes": sum(t.numel() * t.element_size() for t in ins + outs if t.is_floating_point()),
+                         "inputs": inputs})
         if self.phase == "forward":
             for t in ins:
                 self.last_read[_key(t)] = i
+            in_place = any(r.alias_info is not None and r.alias_info.is_write for r in schema.returns)
             for t in outs:
-                self.producer.setdefault(_key(t), i)
+                if in_place:
+                    self.producer.setdefault(_key(t), i)
+                else:
+                    self.producer[_key(t)] = i
         return out
 
 
@@ -170,6 +188,7 @@ def trace(model_name):
             r["last_bw"] = i if r["last_bw"] is None else max(r["last_bw"], i)
         return t
 
+    rec.exclude = params | {_key(x)}
     with rec, torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         if labels is not None:
             loss = model(x, labels=labels).loss
@@ -187,7 +206,10 @@ def write(model_name, rec, saved, dtype):
     ops = []
     for i, o in enumerate(rec.ops):
         b = o["bytes"] - (o["float_bytes"] // 2 if dtype == "bf16" else 0)
-        ops.append({"id": i, "name": o["name"], "phase": o["phase"], "flops": int(o["flops"] * scale), "bytes": int(b * scale)})
+        op = {"id": i, "name": o["name"], "phase": o["phase"], "flops": int(o["flops"] * scale), "bytes": int(b * scale)}
+        if o["inputs"]:
+            op["inputs"] = o["inputs"]
+        ops.append(op)
     acts = []
     for r in saved.values():
         k = r["key"]

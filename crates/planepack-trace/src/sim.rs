@@ -10,7 +10,14 @@
 //! * its H2D transfer is issued when compute reaches the plan's prefetch op, and starts when
 //!   the link is free and the D2H copy is complete; memory is taken from the start;
 //! * a backward op waits for every swapped tensor it needs (the wait is a *stall*) and first
-//!   recomputes every dropped one (its producer's time, on the compute stream);
+//!   recomputes every dropped one on the compute stream. With op input edges in the trace, a
+//!   recomputation is the whole chain (Checkmate, DTR): the producer, and before it every
+//!   input op whose output is not resident at that moment (an unsaved intermediate, a tensor
+//!   past its last backward use, a dropped tensor not yet recomputed), back to resident
+//!   tensors; a swapped tensor a chain reads is waited for (its prefetch issued at once if it
+//!   was not yet). A dropped tensor a chain regenerates is resident from then on; an unsaved
+//!   intermediate lives only for the chain and is not counted in memory. Without edges, the
+//!   producer alone is charged, its inputs taken as resident;
 //! * every tensor occupies memory from the start of its producer to the end of its last
 //!   backward use, except while swapped out or dropped.
 //!
@@ -134,6 +141,42 @@ impl Outcome {
     }
 }
 
+/// Where the output of forward op `u` stands when a recomputation at backward op `k` reads it.
+enum InputState {
+    Resident,
+    /// Swapped out: wait for activation `j` to come back.
+    Swapped(usize),
+    /// Must be recomputed.
+    Missing,
+}
+
+fn input_state(
+    t: &Trace,
+    plan: &Plan,
+    made_by: &[Vec<usize>],
+    regenerated: &[bool],
+    recomputed_in: &[usize],
+    u: usize,
+    k: usize,
+) -> InputState {
+    if recomputed_in[u] == k {
+        return InputState::Resident;
+    }
+    let mut swapped = None;
+    for &j in &made_by[u] {
+        if k > t.activations[j].last_backward_use {
+            continue; // freed
+        }
+        match plan.decisions[j] {
+            Decision::Keep => return InputState::Resident,
+            Decision::Drop if regenerated[j] => return InputState::Resident,
+            Decision::Swap => swapped = Some(j),
+            Decision::Drop => {}
+        }
+    }
+    swapped.map_or(InputState::Missing, InputState::Swapped)
+}
+
 /// Simulate one step.
 pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
     let t = setup.trace;
@@ -158,17 +201,30 @@ pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
         p.sort_by_key(|&i| (t.activations[i].first_backward_use, i));
     }
     let (mut d2h_end, mut h2d_start, mut h2d_end) = (vec![0.0; na], vec![0.0; na], vec![0.0; na]);
+    let mut h2d_issued = vec![false; na];
     let mut recompute_start = vec![0.0; na];
+    // Dropped activations already regenerated (resident until their last backward use).
+    let mut regenerated = vec![false; na];
+    // The backward op during whose preamble an op was last recomputed (usize::MAX: never).
+    let mut recomputed_in = vec![usize::MAX; n];
+    let mut made_by: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, a) in t.activations.iter().enumerate() {
+        made_by[a.producer].push(i);
+    }
     let (mut start, mut end) = (vec![0.0; n], vec![0.0; n]);
     let (mut now, mut d2h_free, mut h2d_free) = (0.0f64, 0.0f64, 0.0f64);
     let (mut stall, mut recompute) = (0.0, 0.0);
     for k in 0..n {
         let mut s = now;
         for &i in &prefetches[k] {
+            if h2d_issued[i] {
+                continue; // a recomputation chain needed it earlier
+            }
             let st = s.max(h2d_free).max(d2h_end[i]);
             h2d_start[i] = st;
             h2d_end[i] = st + setup.h2d_seconds[i];
             h2d_free = h2d_end[i];
+            h2d_issued[i] = true;
         }
         if t.ops[k].phase == Phase::Backward {
             for &i in &needs[k] {
@@ -178,11 +234,49 @@ pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
                 }
             }
             for &i in &needs[k] {
-                if plan.decisions[i] == Decision::Drop {
-                    recompute_start[i] = s;
-                    let r = setup.op_seconds[t.activations[i].producer] * setup.recompute_factor;
+                if plan.decisions[i] != Decision::Drop || regenerated[i] {
+                    continue;
+                }
+                // Post-order walk of the chain: an op runs after every input it is missing.
+                let mut stack = vec![(t.activations[i].producer, false)];
+                while let Some((q, expanded)) = stack.pop() {
+                    if recomputed_in[q] == k {
+                        continue;
+                    }
+                    if !expanded {
+                        stack.push((q, true));
+                        for &u in &t.ops[q].inputs {
+                            match input_state(t, plan, &made_by, &regenerated, &recomputed_in, u, k)
+                            {
+                                InputState::Resident => {}
+                                InputState::Missing => stack.push((u, false)),
+                                InputState::Swapped(j) => {
+                                    if !h2d_issued[j] {
+                                        let st = s.max(h2d_free).max(d2h_end[j]);
+                                        h2d_start[j] = st;
+                                        h2d_end[j] = st + setup.h2d_seconds[j];
+                                        h2d_free = h2d_end[j];
+                                        h2d_issued[j] = true;
+                                    }
+                                    if h2d_end[j] > s {
+                                        stall += h2d_end[j] - s;
+                                        s = h2d_end[j];
+                                    }
+                                }
+                            }
+                        }
+                        continue;
+                    }
+                    for &j in &made_by[q] {
+                        if plan.decisions[j] == Decision::Drop && !regenerated[j] {
+                            regenerated[j] = true;
+                            recompute_start[j] = s;
+                        }
+                    }
+                    let r = setup.op_seconds[q] * setup.recompute_factor;
                     s += r;
                     recompute += r;
+                    recomputed_in[q] = k;
                 }
             }
         }

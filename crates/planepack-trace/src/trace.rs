@@ -25,6 +25,10 @@ pub struct Op {
     /// Measured duration, when the trace comes from a profiler; else the platform estimates it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// Forward ops only: the earlier forward ops whose outputs this op reads (ascending). Empty
+    /// in a trace without edges, where a recomputation is charged its producer alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<usize>,
 }
 
 /// One tensor saved for the backward pass.
@@ -106,6 +110,19 @@ impl Trace {
             if op.id != i {
                 return bad(format!("op {i} has id {}", op.id));
             }
+            let edges_ok = op.inputs.windows(2).all(|w| w[0] < w[1])
+                && op
+                    .inputs
+                    .iter()
+                    .all(|&j| j < i && self.ops[j].phase == Phase::Forward)
+                && (op.inputs.is_empty() || op.phase == Phase::Forward);
+            if !edges_ok {
+                return bad(format!(
+                    "op {i}: inputs {:?} are not earlier forward ops in ascending order (or the \
+                     op is a backward op)",
+                    op.inputs
+                ));
+            }
             match op.phase {
                 Phase::Backward => seen_backward = true,
                 Phase::Forward if seen_backward => {
@@ -128,6 +145,11 @@ impl Trace {
             }
         }
         Ok(())
+    }
+
+    /// Whether the ops carry input edges (recomputation chains can be followed).
+    pub fn has_edges(&self) -> bool {
+        self.ops.iter().any(|o| !o.inputs.is_empty())
     }
 
     /// Total bytes of all saved activations.

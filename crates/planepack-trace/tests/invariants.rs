@@ -138,6 +138,7 @@ fn tiny() -> Trace {
         flops: 0,
         bytes: 0,
         seconds: Some(1e-3),
+        inputs: vec![],
     };
     Trace {
         format: "planepack-trace/1".into(),
@@ -216,6 +217,109 @@ fn hand_checked_swap_and_drop() {
     assert!(!p.feasible, "a budget of 0 cannot hold op 0's output");
     let p = plan(&setup, 23_999_999);
     assert!(!p.feasible);
+}
+
+/// Four forward ops in a chain (0 -> 1 -> 2 -> 3) and three backward ops, 1 ms each. Op 0's
+/// output `a0` is saved until backward op 6, op 2's output `a1` until backward op 4; op 1's
+/// output is an unsaved intermediate. With the input edges a recomputation is the chain back to
+/// resident tensors; without them, the producer alone.
+fn chain() -> Trace {
+    let op = |id, phase, inputs: Vec<usize>| Op {
+        id,
+        name: "mm".into(),
+        phase,
+        flops: 0,
+        bytes: 0,
+        seconds: Some(1e-3),
+        inputs,
+    };
+    let act = |id, producer, last_forward_use, backward| Activation {
+        id,
+        bytes: 24_000_000,
+        dtype: "bf16".into(),
+        producer,
+        last_forward_use,
+        first_backward_use: backward,
+        last_backward_use: backward,
+        saved_by: "mm".into(),
+    };
+    Trace {
+        format: "planepack-trace/1".into(),
+        model: "chain".into(),
+        description: String::new(),
+        dtype: "bf16".into(),
+        batch: 1,
+        ops: vec![
+            op(0, Phase::Forward, vec![]),
+            op(1, Phase::Forward, vec![0]),
+            op(2, Phase::Forward, vec![1]),
+            op(3, Phase::Forward, vec![2]),
+            op(4, Phase::Backward, vec![]),
+            op(5, Phase::Backward, vec![]),
+            op(6, Phase::Backward, vec![]),
+        ],
+        activations: vec![act(0, 0, 1, 6), act(1, 2, 3, 4)],
+    }
+}
+
+#[test]
+fn recomputation_follows_input_edges_back_to_resident_tensors() {
+    let t = chain();
+    t.validate().unwrap();
+    assert!(t.has_edges());
+    let setup = Setup::new(&t, &A100_40GB, &[1.0, 1.0]);
+    let run = |d: [Decision; 2], prefetch: [usize; 2]| {
+        simulate(
+            &setup,
+            &Plan {
+                decisions: d.to_vec(),
+                prefetch_at: prefetch.to_vec(),
+            },
+        )
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    // a1 dropped, a0 kept: op 2 needs op 1's unsaved output, which needs a0 (resident): 2 ms.
+    let o = run([Decision::Keep, Decision::Drop], [0, 0]);
+    assert!(close(o.recompute_seconds, 2e-3), "{}", o.recompute_seconds);
+    assert!(close(o.step_seconds, 9e-3));
+    // Both dropped: the chain reaches op 0 (3 ms) and regenerates a0 on the way, which is
+    // then resident until op 6 and not recomputed again.
+    let o = run([Decision::Drop, Decision::Drop], [0, 0]);
+    assert!(close(o.recompute_seconds, 3e-3), "{}", o.recompute_seconds);
+    assert_eq!(
+        o.memory_per_op[5], 24_000_000,
+        "a0 back since op 4's recomputation"
+    );
+    // a0 swapped (prefetch planned at op 5), a1 dropped: the chain needs a0 at op 4, so its
+    // H2D is issued then (D2H ended at 2 ms; H2D 4-5 ms: a 1 ms stall), then 2 ms of
+    // recomputation; the planned prefetch at op 5 finds it issued.
+    let o = run([Decision::Swap, Decision::Drop], [5, 0]);
+    assert!(close(o.stall_seconds, 1e-3), "{}", o.stall_seconds);
+    assert!(close(o.recompute_seconds, 2e-3));
+    assert!(close(o.step_seconds, 10e-3));
+    assert!(o.h2d_end[0] <= o.first_use_start[0]);
+    // The same trace without edges: the producer alone.
+    let mut bare = chain();
+    bare.ops.iter_mut().for_each(|op| op.inputs.clear());
+    let setup = Setup::new(&bare, &A100_40GB, &[1.0, 1.0]);
+    let o = simulate(
+        &setup,
+        &Plan {
+            decisions: vec![Decision::Drop, Decision::Drop],
+            prefetch_at: vec![0, 0],
+        },
+    );
+    assert!(
+        close(o.recompute_seconds, 2e-3),
+        "op 2 at op 4, op 0 at op 6"
+    );
+    // Edges must point back to forward ops.
+    let mut bad = chain();
+    bad.ops[1].inputs = vec![2];
+    assert!(bad.validate().is_err());
+    let mut bad = chain();
+    bad.ops[4].inputs = vec![0];
+    assert!(bad.validate().is_err());
 }
 
 #[test]
