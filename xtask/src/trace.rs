@@ -459,8 +459,9 @@ each a large share of the total.\n\
 * **The planner is a reconstruction** (`crates/planepack-trace/src/planner.rs`): greedy, the \
 cheapest move per byte of excess memory, latest-possible prefetch; the replanned result is the \
 better of the greedy plan made with compressed costs and the uncompressed plan run with them. The paper's planner is \
-described only in a secondary summary. Recomputing a dropped tensor costs its producer's time \
-(its inputs are assumed resident).\n\
+described only in a secondary summary. Recomputing a dropped tensor costs the whole chain: its \
+producer and every input op whose output is not resident then, back to resident tensors (op \
+input edges recorded in the traces; Checkmate's and DTR's model).\n\
 * **The engine is one per direction at 64 GB/s**, as the paper's B_CE; whether the paper's \
 engine is shared between directions is not known. Compression is bypassed per tensor when it \
 does not pay (eq. 2).\n";

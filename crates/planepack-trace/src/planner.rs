@@ -15,10 +15,10 @@
 
 use crate::sim::{simulate, Decision, Outcome, Plan, Setup};
 
-/// How many of the largest resident activations to try per step: 32, because widening the
-/// search from 8 to 32 lowered the mean overhead by half a point and from 32 to 128 by at most
-/// 0.1 (`bench-results/trace/paper.md`, sensitivity table).
-pub const CANDIDATES: usize = 32;
+/// How many of the largest resident activations to try per step: 64. With recomputation
+/// chains, 32 left the mean overhead at 50 % 0.2 points above 128; the sensitivity table of
+/// `bench-results/trace/paper.md` shows 8, 32, 128 and 256 beside this default.
+pub const CANDIDATES: usize = 64;
 
 /// A plan and how it did.
 #[derive(Debug, Clone)]
