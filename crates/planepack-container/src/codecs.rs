@@ -130,18 +130,26 @@ impl From<CodecId> for CodecSpec {
 }
 
 impl CodecSpec {
-    /// The codecs `auto` tries, in order (raw first, so it wins ties; IBP with one mask before
-    /// IBP with clusters, so clusters are chosen only where they are smaller).
+    /// The codecs `auto` tries, in order (raw first, so it wins ties; IBP with clusters last,
+    /// after IBP with one mask, so clusters are chosen only where they are smaller, and
+    /// `select` can skip them where one mask is far from the best).
     pub fn auto_candidates() -> Vec<CodecSpec> {
-        let mut v: Vec<CodecSpec> = [CodecId::Raw, CodecId::BitPlane, CodecId::Ibp]
-            .into_iter()
-            .map(CodecSpec::from)
-            .collect();
+        let mut v: Vec<CodecSpec> = [
+            CodecId::Raw,
+            CodecId::BitPlane,
+            CodecId::Ibp,
+            CodecId::Rans,
+            CodecId::Zstd,
+            CodecId::Lz4,
+            CodecId::Zvc,
+        ]
+        .into_iter()
+        .map(CodecSpec::from)
+        .collect();
         v.extend(AUTO_IBP_CLUSTERS.map(|level| CodecSpec {
             id: CodecId::IbpClusters,
             level,
         }));
-        v.extend([CodecId::Rans, CodecId::Zstd, CodecId::Lz4, CodecId::Zvc].map(CodecSpec::from));
         v
     }
 

@@ -10,9 +10,12 @@
 //!   measured single-core decode throughput of that codec on that tensor. Raw (`m/γ`) is
 //!   a candidate like any other, so compression is bypassed when it does not pay.
 //!
-//! IBP with clusters is tried by doubling: C = 2 after one mask, 4 only if 2 was smaller than
+//! IBP with clusters comes last and is tried only where IBP with one mask came within
+//! [`CLUSTER_MARGIN`] of the smallest payload so far (clusters gained at most 2 % of the raw
+//! size over one mask on our datasets), then by doubling: C = 2, 4 only if 2 was smaller than
 //! one mask, 8 only if 4 was smaller than 2 (on every dataset of ours this finds the best of
-//! 1, 2, 4, 8, and where clusters do not help it costs one extra IBP encode, not three).
+//! 1, 2, 4, 8). Each clustered encode costs about what an IBP encode does, the slowest of
+//! `auto`'s candidates, so they are spent only where they can win.
 //!
 //! B is measured on this machine's CPU unless the caller states an engine speed: a single CPU
 //! core decodes at about 1 GB/s, so on a PCIe link of 24 GB/s the measured B says compression
@@ -26,6 +29,10 @@ use crate::source::TensorSpan;
 use crate::{Error, Result};
 use planepack_core::{transfer, ElemType};
 use std::time::Instant;
+
+/// IBP with clusters is tried only where one mask's payload is at most this factor above the
+/// smallest payload of the codecs tried before it.
+pub const CLUSTER_MARGIN: f64 = 1.1;
 
 /// How the writer picks a codec.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -125,12 +132,20 @@ pub fn choose(
     // Payload of the last IBP variant tried, and whether it beat the one before.
     let mut ibp_last: Option<(usize, bool)> = None;
     for codec in candidates {
-        if codec.id == CodecId::IbpClusters
-            && !matches!(policy, Policy::Fixed(_))
-            && codec.level > 2
-            && !ibp_last.is_some_and(|(_, improved)| improved)
-        {
-            continue;
+        if codec.id == CodecId::IbpClusters && !matches!(policy, Policy::Fixed(_)) {
+            let smallest = tried.iter().map(|c: &Candidate| c.payload_len).min();
+            let worth = match (ibp_last, smallest) {
+                // C = 2: one mask must have come close to the best so far.
+                (Some((len, _)), Some(best)) if codec.level <= 2 => {
+                    len as f64 <= CLUSTER_MARGIN * best as f64
+                }
+                // C = 4, 8: only while doubling kept paying.
+                (Some((_, improved)), _) => improved,
+                _ => false,
+            };
+            if !worth {
+                continue;
+            }
         }
         payload.clear();
         let elem = match encode(engine, codec, span, data, &mut payload) {
