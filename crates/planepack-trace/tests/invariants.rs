@@ -129,17 +129,22 @@ fn a_faster_link_never_makes_a_plan_slower() {
     }
 }
 
-/// Two forward ops, two backward ops, one 24 MB activation: times by hand.
-fn tiny() -> Trace {
-    let op = |id, phase| Op {
+/// A 1 ms op reading the outputs of `inputs`.
+fn ms_op(id: usize, phase: Phase, inputs: Vec<usize>) -> Op {
+    Op {
         id,
         name: "mm".into(),
         phase,
         flops: 0,
         bytes: 0,
         seconds: Some(1e-3),
-        inputs: vec![],
-    };
+        inputs,
+    }
+}
+
+/// Two forward ops, two backward ops, one 24 MB activation: times by hand.
+fn tiny() -> Trace {
+    let op = |id, phase| ms_op(id, phase, vec![]);
     Trace {
         format: "planepack-trace/1".into(),
         model: "tiny".into(),
@@ -224,15 +229,7 @@ fn hand_checked_swap_and_drop() {
 /// output is an unsaved intermediate. With the input edges a recomputation is the chain back to
 /// resident tensors; without them, the producer alone.
 fn chain() -> Trace {
-    let op = |id, phase, inputs: Vec<usize>| Op {
-        id,
-        name: "mm".into(),
-        phase,
-        flops: 0,
-        bytes: 0,
-        seconds: Some(1e-3),
-        inputs,
-    };
+    let op = ms_op;
     let act = |id, producer, last_forward_use, backward| Activation {
         id,
         bytes: 24_000_000,
