@@ -57,7 +57,7 @@ impl IbpGroup<'_> {
     }
 
     fn cluster(&self, row: usize) -> usize {
-        self.row_cluster.get(row).map_or(0, |&k| k as usize)
+        planepack_ibp::cluster::cluster_of(self.row_cluster, row)
     }
 }
 
@@ -321,16 +321,9 @@ fn misaligned(align: usize) -> GpuError {
 /// The mask and bitval words as the kernel reads them: `B` bytes per column each, cluster
 /// after cluster (as an `Ibp` stream stores them).
 fn column_bytes(masks: &[Mask]) -> Vec<u8> {
-    masks
-        .iter()
-        .flat_map(|m| {
-            let b = (m.width / 8) as usize;
-            m.mask
-                .iter()
-                .chain(&m.bitval)
-                .flat_map(move |w| w.to_le_bytes()[..b].to_vec())
-        })
-        .collect()
+    let mut v = Vec::new();
+    planepack_ibp::cluster::write_masks(masks, &mut v);
+    v
 }
 
 /// The kernel's `row_ids` and its passes.

@@ -11,7 +11,7 @@
 //! cluster id per row; `Ibp { clusters, .. }` writes it. Whether more clusters pay is measured
 //! (`cargo xtask ibp-clusters`), and `auto` in the container chooses per tensor.
 
-use crate::{preprocess, Preprocessed, Rows, Sample, Threshold};
+use crate::{preprocess, Mask, Preprocessed, Rows, Sample, Threshold};
 
 /// k-means rounds of the clustered encoder (the reference's `preprocess_kmeans` runs 10).
 pub const ITERATIONS: usize = 10;
@@ -88,6 +88,23 @@ pub fn masks(
             preprocess(&group, threshold, sample)
         })
         .collect()
+}
+
+/// Row `i`'s cluster in `row_cluster` (every row's cluster; empty: one mask, cluster 0).
+#[inline]
+pub fn cluster_of(row_cluster: &[u8], i: usize) -> usize {
+    row_cluster.get(i).map_or(0, |&k| k as usize)
+}
+
+/// Append every mask's words and then its bitval's, `W / 8` bytes each, cluster after cluster:
+/// the layout of a stream's masks, which the GPU decoder uploads as it is.
+pub fn write_masks(masks: &[Mask], out: &mut Vec<u8>) {
+    for m in masks {
+        let b = (m.width / 8) as usize;
+        for v in m.mask.iter().chain(&m.bitval) {
+            out.extend_from_slice(&v.to_le_bytes()[..b]);
+        }
+    }
 }
 
 /// Bits of one cluster id in a stream of `c >= 2` clusters: `ceil(log2 c)`.

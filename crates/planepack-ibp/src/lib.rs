@@ -269,7 +269,7 @@ impl Ibp {
         let cluster = if used > 1 { cluster } else { vec![] };
         let packed = layout::compress_each(
             &rows,
-            |i| &cols[cluster.get(i).map_or(0, |&k| k as usize)],
+            |i| &cols[cluster::cluster_of(&cluster, i)],
             Layout::Condensed,
         );
         write_stream(
@@ -345,11 +345,7 @@ pub fn write_stream(p: &StreamParts, out: &mut Vec<u8>) {
     out.extend_from_slice(&(p.columns as u64).to_le_bytes());
     out.extend_from_slice(&(p.rows as u64).to_le_bytes());
     out.extend_from_slice(&(raw_len as u64).to_le_bytes());
-    for m in p.masks {
-        for v in m.mask.iter().chain(&m.bitval) {
-            out.extend_from_slice(&v.to_le_bytes()[..b]);
-        }
-    }
+    cluster::write_masks(p.masks, out);
     if c > 1 {
         cluster::pack_ids(p.row_cluster, c, out);
     }
@@ -519,7 +515,7 @@ pub struct StreamLayout {
 impl StreamLayout {
     /// Row `i`'s cluster (0 in a version-1 stream).
     pub fn cluster(&self, i: usize) -> usize {
-        self.row_cluster.get(i).map_or(0, |&k| k as usize)
+        cluster::cluster_of(&self.row_cluster, i)
     }
 }
 
@@ -551,7 +547,7 @@ fn place_rows(compressed: &[u8], m: &StreamMeta, cols: &[Columns]) -> Result<(Ve
     row_offsets.push(pos);
     for i in 0..m.header.rows {
         let packed = m.bitmask[i / 32] >> (i % 32) & 1 == 1;
-        let c = &cols[m.row_cluster.get(i).map_or(0, |&k| k as usize)];
+        let c = &cols[cluster::cluster_of(&m.row_cluster, i)];
         pos += row::stored_len(&compressed[pos..], packed, c)
             .map_err(|e| Error::corrupt_at(format!("row {i}: {e}"), pos))?;
         row_offsets.push(pos);
