@@ -17,11 +17,14 @@ How a trace is made:
 * A storage's producer is the op that created it as a fresh output; an in-place op (or an
   `out=` variant) writing into it later does not change it, so an in-place ReLU is folded into
   the op before it. (A storage freed and reallocated at the same address gets the producer of
-  its new tensor.)
+  its new tensor, also when the new tensor is a bare allocation filled in place.)
 * Every forward op lists its inputs: the producers of the storages it reads (parameters,
   buffers and the model input have none and are left out). With them the simulator can charge
   a recomputation the whole chain of ops back to tensors that are still resident, as Checkmate
   and DTR do, instead of only the producer.
+* Every forward op records the bytes of the fresh tensors it returns (`output_bytes`; an
+  in-place op returns none): what a recomputation of it holds while the chain runs, even
+  where the output is not saved for backward.
 * `saved_tensors_hooks` report every tensor autograd saves for the backward pass. A saved
   tensor's identity is its storage: the producer is the forward op that wrote that storage, the
   saving op the op being dispatched when autograd saved it (the name our activation datasets
@@ -129,7 +132,12 @@ class Recorder(TorchDispatchMode):
         if schema.returns and schema.returns[0].alias_info is not None and not schema.returns[0].alias_info.is_write:
             return out  # a view: no work
         if _norm(func) in ALLOCATIONS:
-            return out  # an allocation the next op fills: not work, and not the producer
+            # An allocation the next op fills: not work, and not the producer. Its storage is
+            # new, whatever an earlier tensor at the same address was: forget that producer, so
+            # an in-place op filling it (dropout's `bernoulli_`) becomes the producer.
+            for t in _tensors(out):
+                self.producer.pop(_key(t), None)
+            return out
         ins = list(_tensors((args, kwargs)))
         outs = list(_tensors(out))
         flops = 0
@@ -145,13 +153,16 @@ class Recorder(TorchDispatchMode):
         if self.phase == "forward":
             inputs = sorted({self.producer[_key(t)] for t in ins
                              if _key(t) in self.producer and _key(t) not in self.exclude})
+        in_place = any(r.alias_info is not None and r.alias_info.is_write for r in schema.returns)
+        fresh = [] if in_place else outs
         self.ops.append({"name": _norm(func), "phase": self.phase, "flops": flops, "bytes": nbytes,
                          "float_bytes": sum(t.numel() * t.element_size() for t in ins + outs if t.is_floating_point()),
+                         "out_bytes": sum(t.numel() * t.element_size() for t in fresh),
+                         "out_float_bytes": sum(t.numel() * t.element_size() for t in fresh if t.is_floating_point()),
                          "inputs": inputs})
         if self.phase == "forward":
             for t in ins:
                 self.last_read[_key(t)] = i
-            in_place = any(r.alias_info is not None and r.alias_info.is_write for r in schema.returns)
             for t in outs:
                 if in_place:
                     self.producer.setdefault(_key(t), i)
@@ -209,6 +220,9 @@ def write(model_name, rec, saved, dtype):
         op = {"id": i, "name": o["name"], "phase": o["phase"], "flops": int(o["flops"] * scale), "bytes": int(b * scale)}
         if o["inputs"]:
             op["inputs"] = o["inputs"]
+        out = o["out_bytes"] - (o["out_float_bytes"] // 2 if dtype == "bf16" else 0)
+        if o["phase"] == "forward" and out > 0:
+            op["output_bytes"] = int(out * scale)
         ops.append(op)
     acts = []
     for r in saved.values():

@@ -6,7 +6,7 @@
 //! Nothing here is tuned to the paper: every row is the model with the stated assumption
 //! changed, and the default row is the one `overhead.md` reports.
 
-use planepack_trace::planner::{plan_best_wide, plan_wide, CANDIDATES};
+use planepack_trace::planner::{plan_best_with, plan_with, Search};
 use planepack_trace::platform::{Assumptions, Platform, A100_40GB};
 use planepack_trace::ratios::RatioTable;
 use planepack_trace::sim::{simulate, Setup};
@@ -20,8 +20,8 @@ struct Variant {
     /// Batch relative to the traces'.
     batch: f64,
     a: Assumptions,
-    /// Candidates the planner tries per step.
-    width: usize,
+    /// The planner's search.
+    search: Search,
 }
 
 /// ResNet-50 v1.5 training throughput on one A100 80GB with mixed precision, as NVIDIA measured
@@ -62,6 +62,40 @@ fn calibrated(traces: &[Trace], pf: &Platform) -> Option<(f64, f64, f64, Assumpt
     Some((f, roofline, measured, scaled(f)))
 }
 
+/// Mean overheads in percent of one study, over the models whose three plans all meet the
+/// budget (a plan that does not fit is cheaper than it may be, so it is left out of the
+/// comparison rather than averaged in).
+struct Means {
+    none: f64,
+    fixed: f64,
+    full: f64,
+    /// Models left out because some plan could not meet the budget.
+    left_out: Vec<String>,
+    /// Models averaged.
+    models: usize,
+}
+
+impl Means {
+    /// `*` where the mean leaves models out (see the reports' footnote).
+    fn mark(&self) -> &'static str {
+        if self.left_out.is_empty() {
+            ""
+        } else {
+            "*"
+        }
+    }
+
+    /// `v` (one of this study's figures or a difference of them) with its mark, or `-` where
+    /// no model met the budget.
+    fn show(&self, v: f64) -> String {
+        if self.models == 0 {
+            "-".into()
+        } else {
+            format!("{v:.1}{}", self.mark())
+        }
+    }
+}
+
 /// Mean over `traces` of (none, fixed plan + bit-plane, replanned + bit-plane) overheads in
 /// percent at `budget` (fraction of the all-kept peak).
 fn study(
@@ -69,10 +103,10 @@ fn study(
     table: &RatioTable,
     pf: &Platform,
     a: &Assumptions,
-    width: usize,
+    search: Search,
     budget: f64,
-) -> (f64, f64, f64) {
-    study_with(traces, pf, a, width, budget, |t| {
+) -> Means {
+    study_with(traces, pf, a, search, budget, |t| {
         table.for_trace("bitplane", t)
     })
 }
@@ -82,11 +116,12 @@ fn study_with(
     traces: &[Trace],
     pf: &Platform,
     a: &Assumptions,
-    width: usize,
+    search: Search,
     budget: f64,
     ratios: impl Fn(&Trace) -> Vec<f64>,
-) -> (f64, f64, f64) {
-    let (mut n, mut f, mut r) = (0.0, 0.0, 0.0);
+) -> Means {
+    let (mut n, mut f, mut r, mut k) = (0.0, 0.0, 0.0, 0usize);
+    let mut left_out = Vec::new();
     for t in traces {
         let ones = vec![1.0; t.activations.len()];
         let raw = Setup::with_assumptions(t, pf, &ones, a);
@@ -96,17 +131,45 @@ fn study_with(
         };
         let peak = simulate(&raw, &keep).peak_bytes;
         let b = (peak as f64 * budget) as u64;
-        let base = plan_wide(&raw, b, width);
+        let base = plan_with(&raw, b, search);
         let rs = ratios(t);
         let comp = Setup::with_assumptions(t, pf, &rs, a);
         let fixed = simulate(&comp, &base.plan);
-        let re = plan_best_wide(&comp, b, &[&base.plan], width);
+        let re = plan_best_with(&comp, b, &[&base.plan], search);
+        if !(base.feasible && fixed.peak_bytes <= b && re.feasible) {
+            left_out.push(t.model.clone());
+            continue;
+        }
         n += base.outcome.overhead;
         f += fixed.overhead;
         r += re.outcome.overhead;
+        k += 1;
     }
-    let k = 100.0 / traces.len().max(1) as f64;
-    (n * k, f * k, r * k)
+    let scale = 100.0 / k.max(1) as f64;
+    Means {
+        none: n * scale,
+        fixed: f * scale,
+        full: r * scale,
+        left_out,
+        models: k,
+    }
+}
+
+/// The footnote for `*` marks: which models each marked mean leaves out.
+fn left_out_note(all: &[&Means]) -> String {
+    let mut names: Vec<&str> = all
+        .iter()
+        .flat_map(|m| m.left_out.iter().map(|s| s.as_str()))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n`*`: the mean leaves out {} (a plan for it could not meet that budget).\n\n",
+        names.join(", ")
+    )
 }
 
 /// The report: `traces` are the BF16 traces (the paper's headline dtype).
@@ -125,30 +188,37 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
          secondary summary and issue 19); its study is a simulation with platform presets too.\n"
     );
     // §V-C
-    let (n50, f50, r50) = study(traces, table, &pf, &a, CANDIDATES, 0.5);
+    let m50 = study(traces, table, &pf, &a, Search::default(), 0.5);
+    let (n50, f50, r50) = (m50.none, m50.fixed, m50.full);
     let _ = writeln!(
         s,
         "## §V-C: 50 % budget, A100 setting\n\n| | none (BW) | full scheme | relative cut |\n|---|---|---|---|\n\
-         | PlaneZip (paper) | 13.0 | 9.0 | 31 % |\n| ours | {n50:.1} | {r50:.1} | {:.0} % |\n",
-        100.0 * (n50 - r50) / n50
+         | PlaneZip (paper) | 13.0 | 9.0 | 31 % |\n| ours{} | {n50:.1} | {r50:.1} | {:.0} % |\n{}",
+        m50.mark(),
+        100.0 * (n50 - r50) / n50,
+        left_out_note(&[&m50])
     );
     // §V-D
-    let (n30, f30, r30) = study(traces, table, &pf, &a, CANDIDATES, 0.3);
+    let m30 = study(traces, table, &pf, &a, Search::default(), 0.3);
+    let (n30, f30, r30) = (m30.none, m30.fixed, m30.full);
     let _ = writeln!(
         s,
         "## §V-D: 30 % budget, gains over the uncompressed plan (points)\n\n\
          | | fixed plan + compression | full scheme |\n|---|---|---|\n\
          | PlaneZip, platform A (parameters not known to us) | 0.3 | 5.2 |\n\
          | PlaneZip, platform B (the A100 setting) | 0.2 | 9.5 |\n\
-         | ours, A100 setting | {:.1} | {:.1} |\n\
-         | ours at 50 % (for reference) | {:.1} | {:.1} |\n\n\
+         | ours, A100 setting{} | {:.1} | {:.1} |\n\
+         | ours at 50 % (for reference){} | {:.1} | {:.1} |\n\n{}\
          Our fixed plan gains nothing: none of its swaps stalls (every budget is met by \
          dropping and recomputing, and the swaps it keeps are hidden behind compute), so faster \
          transfers change no step time; the paper's model has stalls that compression shortens.\n",
+        m30.mark(),
         n30 - f30,
         n30 - r30,
+        m50.mark(),
         n50 - f50,
-        n50 - r50
+        n50 - r50,
+        left_out_note(&[&m30, &m50])
     );
     // §V-E
     let _ = writeln!(
@@ -157,20 +227,33 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
          The paper reports 5.7 points at 24 GB/s; the budget of that sweep is not stated in what we \
          have, so ours is shown at 30 % and 50 %.\n\n| link GB/s | engine GB/s | none 30 % | full 30 % | gain 30 % | none 50 % | full 50 % | gain 50 % |\n|---|---|---|---|---|---|---|---|"
     );
+    let mut sweep = Vec::new();
     for link in [8.0, 16.0, 24.0, 32.0, 48.0, 64.0] {
         let p = pf.with_link(link).with_engine(4.0 * link);
-        let (a30, _, b30) = study(traces, table, &p, &a, CANDIDATES, 0.3);
-        let (a50, _, b50) = study(traces, table, &p, &a, CANDIDATES, 0.5);
+        let m3 = study(traces, table, &p, &a, Search::default(), 0.3);
+        let m5 = study(traces, table, &p, &a, Search::default(), 0.5);
         let mark = if link == 24.0 { " (paper: 5.7)" } else { "" };
         let _ = writeln!(
             s,
-            "| {link:.0}{mark} | {:.0} | {a30:.1} | {b30:.1} | {:.1} | {a50:.1} | {b50:.1} | {:.1} |",
+            "| {link:.0}{mark} | {:.0} | {:.1}{} | {:.1}{} | {:.1} | {:.1}{} | {:.1}{} | {:.1} |",
             4.0 * link,
-            a30 - b30,
-            a50 - b50
+            m3.none,
+            m3.mark(),
+            m3.full,
+            m3.mark(),
+            m3.none - m3.full,
+            m5.none,
+            m5.mark(),
+            m5.full,
+            m5.mark(),
+            m5.none - m5.full
         );
+        sweep.push(m3);
+        sweep.push(m5);
     }
+    s += &left_out_note(&sweep.iter().collect::<Vec<_>>());
     // Ratios the paper's way
+    let mut ways = Vec::new();
     let _ = writeln!(
         s,
         "## Ratios the paper's way\n\nThe paper measures its ratios on FP32 activations cast to \
@@ -201,15 +284,23 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
     ] {
         let ratio = table.predict(codec, dtype, "*").0;
         let by = |t: &Trace| table.for_trace_as(codec, dtype, t);
-        let (n5, _, r5) = study_with(traces, &pf, &a, CANDIDATES, 0.5, by);
-        let (n3, _, r3) = study_with(traces, &pf, &a, CANDIDATES, 0.3, by);
+        let m5 = study_with(traces, &pf, &a, Search::default(), 0.5, by);
+        let m3 = study_with(traces, &pf, &a, Search::default(), 0.3, by);
         let _ = writeln!(
             s,
-            "| {label} | {ratio:.3} | {n5:.1} | {r5:.1} | {:.0} % | {:.1} |",
-            100.0 * (n5 - r5) / n5,
-            n3 - r3
+            "| {label} | {ratio:.3} | {:.1}{} | {:.1}{} | {:.0} % | {:.1}{} |",
+            m5.none,
+            m5.mark(),
+            m5.full,
+            m5.mark(),
+            100.0 * (m5.none - m5.full) / m5.none,
+            m3.none - m3.full,
+            m3.mark()
         );
+        ways.push(m5);
+        ways.push(m3);
     }
+    s += &left_out_note(&ways.iter().collect::<Vec<_>>());
     let _ = writeln!(s);
     // Sensitivity
     let _ = writeln!(
@@ -226,7 +317,7 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
         name: "default (the model of overhead.md)",
         batch: 1.0,
         a: d,
-        width: CANDIDATES,
+        search: Search::default(),
     };
     let with = |a: Assumptions| Variant { a, ..base };
     let calibration = calibrated(traces, &pf);
@@ -299,23 +390,43 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
             })
         },
         Variant {
+            name: "no recomputation: plans keep or swap only",
+            search: Search {
+                recompute: false,
+                ..Search::default()
+            },
+            ..base
+        },
+        Variant {
             name: "planner tries 8 candidates per step (default 64)",
-            width: 8,
+            search: Search {
+                candidates: 8,
+                recompute: true,
+            },
             ..base
         },
         Variant {
             name: "planner tries 32 candidates per step (the default until now)",
-            width: 32,
+            search: Search {
+                candidates: 32,
+                recompute: true,
+            },
             ..base
         },
         Variant {
             name: "planner tries 128 candidates per step",
-            width: 128,
+            search: Search {
+                candidates: 128,
+                recompute: true,
+            },
             ..base
         },
         Variant {
             name: "planner tries 256 candidates per step",
-            width: 256,
+            search: Search {
+                candidates: 256,
+                recompute: true,
+            },
             ..base
         },
     ];
@@ -325,6 +436,7 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
     }
     // (none 50 %, full 50 %, cut %, fixed gain 30 %, full gain 30 %) per variant.
     let mut got = Vec::new();
+    let mut sensitivity = Vec::new();
     for v in &variants {
         let scaled: Vec<Trace>;
         let ts: &[Trace] = if v.batch == 1.0 {
@@ -334,17 +446,30 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
             &scaled
         };
         let name = v.name;
-        let (n5, _, r5) = study(ts, table, &pf, &v.a, v.width, 0.5);
-        let (n3, f3, r3) = study(ts, table, &pf, &v.a, v.width, 0.3);
+        let m5 = study(ts, table, &pf, &v.a, v.search, 0.5);
+        let m3 = study(ts, table, &pf, &v.a, v.search, 0.3);
+        let (n5, r5) = (m5.none, m5.full);
         let cut = 100.0 * (n5 - r5) / n5;
         let _ = writeln!(
             s,
-            "| {name} | {n5:.1} | {r5:.1} | {cut:.0} % | {:.1} | {:.1} |",
-            n3 - f3,
-            n3 - r3
+            "| {name} | {} | {} | {} | {} | {} |",
+            m5.show(n5),
+            m5.show(r5),
+            if m5.models == 0 {
+                "-".to_string()
+            } else {
+                format!("{cut:.0} %")
+            },
+            m3.show(m3.none - m3.fixed),
+            m3.show(m3.none - m3.full),
         );
-        got.push((name, n5, r5, cut, n3 - f3));
+        if m5.models > 0 && m3.models > 0 {
+            got.push((name, n5, r5, cut, m3.none - m3.fixed));
+        }
+        sensitivity.push(m5);
+        sensitivity.push(m3);
     }
+    s += &left_out_note(&sensitivity.iter().collect::<Vec<_>>());
     let row = |prefix: &str| {
         got.iter()
             .find(|g| g.0.starts_with(prefix))
@@ -417,9 +542,11 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
          \n{calibration_text}\n\
          \nRecomputation follows the traces' op input edges: a dropped tensor costs its \
          producer and every input op whose output is not resident then, back to resident \
-         tensors. What is not modelled yet (issue 19): per-op measured times (the calibration \
-         above is one whole-step figure; the efficiency rows bound the rest), and the memory of \
-         unsaved intermediates a recomputation chain holds for a moment.",
+         tensors; the outputs a chain recomputes without keeping them (unsaved intermediates, \
+         tensors past their last use) are held until the chain's last op that reads them and \
+         count in the window's memory (the traces' `output_bytes`). What is not modelled \
+         (issue 19): per-op measured times (the calibration above is one whole-step figure; the \
+         efficiency rows bound the rest).",
         w32.1 - def.1,
         w32.2 - def.2,
         (w128.1 - def.1).abs(),

@@ -20,6 +20,25 @@ use crate::sim::{simulate, Decision, Outcome, Plan, Setup};
 /// `bench-results/trace/paper.md` shows 8, 32, 128 and 256 beside this default.
 pub const CANDIDATES: usize = 64;
 
+/// How widely the planner searches and which moves it may make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Search {
+    /// How many of the largest resident activations to try per step.
+    pub candidates: usize,
+    /// Whether a tensor may be dropped and recomputed; without it plans keep or swap only (an
+    /// offloading system without recomputation), so a budget is met by swaps, stalls and all.
+    pub recompute: bool,
+}
+
+impl Default for Search {
+    fn default() -> Search {
+        Search {
+            candidates: CANDIDATES,
+            recompute: true,
+        }
+    }
+}
+
 /// A plan and how it did.
 #[derive(Debug, Clone)]
 pub struct Planned {
@@ -69,11 +88,11 @@ fn plan_of(setup: &Setup, decisions: Vec<Decision>) -> Plan {
 
 /// Plan under `budget` bytes of activation memory.
 pub fn plan(setup: &Setup, budget: u64) -> Planned {
-    plan_wide(setup, budget, CANDIDATES)
+    plan_with(setup, budget, Search::default())
 }
 
-/// [`plan`], trying the `candidates` largest resident activations per step.
-pub fn plan_wide(setup: &Setup, budget: u64, candidates: usize) -> Planned {
+/// [`plan`] with another search.
+pub fn plan_with(setup: &Setup, budget: u64, search: Search) -> Planned {
     let n = setup.trace.activations.len();
     let mut current = plan_of(setup, vec![Decision::Keep; n]);
     let mut out = simulate(setup, &current);
@@ -96,13 +115,14 @@ pub fn plan_wide(setup: &Setup, budget: u64, candidates: usize) -> Planned {
             .filter(|&i| current.decisions[i] != Decision::Drop && out.resident_during(i, worst))
             .collect();
         resident.sort_by_key(|&i| std::cmp::Reverse(setup.trace.activations[i].bytes));
-        resident.truncate(candidates.max(1));
+        resident.truncate(search.candidates.max(1));
         let mut best: Option<(f64, u128, Plan, Outcome)> = None;
         for i in resident {
             let moves: &[Decision] = match current.decisions[i] {
-                Decision::Keep => &[Decision::Swap, Decision::Drop],
-                Decision::Swap => &[Decision::Drop],
-                Decision::Drop => &[],
+                Decision::Keep if search.recompute => &[Decision::Swap, Decision::Drop],
+                Decision::Keep => &[Decision::Swap],
+                Decision::Swap if search.recompute => &[Decision::Drop],
+                Decision::Swap | Decision::Drop => &[],
             };
             for &m in moves {
                 let mut d = current.decisions.clone();
@@ -146,12 +166,12 @@ pub fn plan_wide(setup: &Setup, budget: u64, candidates: usize) -> Planned {
 /// optimal, and a planner that knows the compressed costs should never do worse than the
 /// uncompressed plan with compressed transfers.
 pub fn plan_best(setup: &Setup, budget: u64, others: &[&Plan]) -> Planned {
-    plan_best_wide(setup, budget, others, CANDIDATES)
+    plan_best_with(setup, budget, others, Search::default())
 }
 
-/// [`plan_best`] with [`plan_wide`]'s search width.
-pub fn plan_best_wide(setup: &Setup, budget: u64, others: &[&Plan], candidates: usize) -> Planned {
-    let mut best = plan_wide(setup, budget, candidates);
+/// [`plan_best`] with another search.
+pub fn plan_best_with(setup: &Setup, budget: u64, others: &[&Plan], search: Search) -> Planned {
+    let mut best = plan_with(setup, budget, search);
     for p in others {
         let o = simulate(setup, p);
         let fits = o.peak_bytes <= budget;

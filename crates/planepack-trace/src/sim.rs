@@ -15,9 +15,12 @@
 //!   input op whose output is not resident at that moment (an unsaved intermediate, a tensor
 //!   past its last backward use, a dropped tensor not yet recomputed), back to resident
 //!   tensors; a swapped tensor a chain reads is waited for (its prefetch issued at once if it
-//!   was not yet). A dropped tensor a chain regenerates is resident from then on; an unsaved
-//!   intermediate lives only for the chain and is not counted in memory. Without edges, the
-//!   producer alone is charged, its inputs taken as resident;
+//!   was not yet). A dropped tensor a chain regenerates is resident from then on; any other
+//!   output of a recomputed op (an unsaved intermediate, a tensor past its last use) is held
+//!   from its recomputation until the last op of the window's chains that reads it, and the
+//!   largest sum of such outputs held at once is added to the window's memory (the trace's
+//!   `output_bytes`; 0 where a trace does not record them). Without edges, the producer alone
+//!   is charged, its inputs taken as resident;
 //! * every tensor occupies memory from the start of its producer to the end of its last
 //!   backward use, except while swapped out or dropped.
 //!
@@ -105,6 +108,9 @@ pub struct Outcome {
     /// (step - ideal) / ideal.
     pub overhead: f64,
     pub peak_bytes: u64,
+    /// The most bytes of transient recomputation outputs held in one window (included in
+    /// `memory_per_op` and `peak_bytes`).
+    pub peak_transient_bytes: u64,
     #[serde(skip)]
     pub memory_per_op: Vec<u64>,
     /// Per activation: resident intervals (seconds).
@@ -177,6 +183,30 @@ fn input_state(
     swapped.map_or(InputState::Missing, InputState::Swapped)
 }
 
+/// The most bytes that `chain` (ops recomputed in one window, in order, each with the bytes of
+/// its outputs that are not regenerated activations) holds at once: an output is held from its
+/// op until the last op of the chain that reads it (or its own op, if none does).
+fn transient_peak(t: &Trace, chain: &[(usize, u64)]) -> u64 {
+    let mut diff = vec![0i128; chain.len() + 1];
+    for (p, &(q, bytes)) in chain.iter().enumerate() {
+        if bytes == 0 {
+            continue;
+        }
+        let last = (p..chain.len())
+            .rev()
+            .find(|&r| t.ops[chain[r].0].inputs.binary_search(&q).is_ok())
+            .unwrap_or(p);
+        diff[p] += bytes as i128;
+        diff[last + 1] -= bytes as i128;
+    }
+    let (mut cur, mut peak) = (0i128, 0i128);
+    for d in &diff {
+        cur += d;
+        peak = peak.max(cur);
+    }
+    peak as u64
+}
+
 /// Simulate one step.
 pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
     let t = setup.trace;
@@ -214,6 +244,8 @@ pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
     let (mut start, mut end) = (vec![0.0; n], vec![0.0; n]);
     let (mut now, mut d2h_free, mut h2d_free) = (0.0f64, 0.0f64, 0.0f64);
     let (mut stall, mut recompute) = (0.0, 0.0);
+    // Per window: the most bytes of transient recomputation outputs held at once.
+    let mut transient = vec![0u64; n];
     for k in 0..n {
         let mut s = now;
         for &i in &prefetches[k] {
@@ -233,6 +265,8 @@ pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
                     s = h2d_end[i];
                 }
             }
+            // Ops recomputed in this window in order, each with the bytes it holds transiently.
+            let mut chain: Vec<(usize, u64)> = Vec::new();
             for &i in &needs[k] {
                 if plan.decisions[i] != Decision::Drop || regenerated[i] {
                     continue;
@@ -267,18 +301,22 @@ pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
                         }
                         continue;
                     }
+                    let mut kept = 0u64;
                     for &j in &made_by[q] {
                         if plan.decisions[j] == Decision::Drop && !regenerated[j] {
                             regenerated[j] = true;
                             recompute_start[j] = s;
+                            kept += t.activations[j].bytes;
                         }
                     }
+                    chain.push((q, t.ops[q].output_bytes.saturating_sub(kept)));
                     let r = setup.op_seconds[q] * setup.recompute_factor;
                     s += r;
                     recompute += r;
                     recomputed_in[q] = k;
                 }
             }
+            transient[k] = transient_peak(t, &chain);
         }
         start[k] = s;
         end[k] = s + setup.op_seconds[k];
@@ -330,9 +368,9 @@ pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
     }
     let mut memory_per_op = Vec::with_capacity(n);
     let mut cur = 0i128;
-    for d in diff.iter().take(n) {
+    for (d, extra) in diff.iter().zip(&transient) {
         cur += d;
-        memory_per_op.push(cur as u64);
+        memory_per_op.push(cur as u64 + extra);
     }
     let ideal = setup.ideal_seconds();
     let step = now;
@@ -343,6 +381,7 @@ pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
         recompute_seconds: recompute,
         overhead: (step - ideal) / ideal,
         peak_bytes: memory_per_op.iter().copied().max().unwrap_or(0),
+        peak_transient_bytes: transient.iter().copied().max().unwrap_or(0),
         memory_per_op,
         resident,
         h2d_end,

@@ -29,6 +29,15 @@ pub struct Op {
     /// in a trace without edges, where a recomputation is charged its producer alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<usize>,
+    /// Forward ops only: bytes of the fresh tensors it returns (0 for an in-place op, or in a
+    /// trace that does not record them). A recomputation holds them while its chain runs,
+    /// saved for backward or not.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub output_bytes: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// One tensor saved for the backward pass.
@@ -82,6 +91,7 @@ impl Trace {
         for o in &mut t.ops {
             o.flops = (o.flops as f64 * k) as u64;
             o.bytes = (o.bytes as f64 * k) as u64;
+            o.output_bytes = (o.output_bytes as f64 * k) as u64;
             o.seconds = None;
         }
         for a in &mut t.activations {
@@ -116,6 +126,9 @@ impl Trace {
                     .iter()
                     .all(|&j| j < i && self.ops[j].phase == Phase::Forward)
                 && (op.inputs.is_empty() || op.phase == Phase::Forward);
+            if op.output_bytes != 0 && op.phase != Phase::Forward {
+                return bad(format!("backward op {i} has output_bytes"));
+            }
             if !edges_ok {
                 return bad(format!(
                     "op {i}: inputs {:?} are not earlier forward ops in ascending order (or the \

@@ -139,6 +139,7 @@ fn ms_op(id: usize, phase: Phase, inputs: Vec<usize>) -> Op {
         bytes: 0,
         seconds: Some(1e-3),
         inputs,
+        output_bytes: 0,
     }
 }
 
@@ -226,8 +227,8 @@ fn hand_checked_swap_and_drop() {
 
 /// Four forward ops in a chain (0 -> 1 -> 2 -> 3) and three backward ops, 1 ms each. Op 0's
 /// output `a0` is saved until backward op 6, op 2's output `a1` until backward op 4; op 1's
-/// output is an unsaved intermediate. With the input edges a recomputation is the chain back to
-/// resident tensors; without them, the producer alone.
+/// output (10 MB) is an unsaved intermediate. With the input edges a recomputation is the chain
+/// back to resident tensors; without them, the producer alone.
 fn chain() -> Trace {
     let op = ms_op;
     let act = |id, producer, last_forward_use, backward| Activation {
@@ -240,7 +241,7 @@ fn chain() -> Trace {
         last_backward_use: backward,
         saved_by: "mm".into(),
     };
-    Trace {
+    let mut t = Trace {
         format: "planepack-trace/1".into(),
         model: "chain".into(),
         description: String::new(),
@@ -256,7 +257,11 @@ fn chain() -> Trace {
             op(6, Phase::Backward, vec![]),
         ],
         activations: vec![act(0, 0, 1, 6), act(1, 2, 3, 4)],
+    };
+    for (op, bytes) in t.ops.iter_mut().zip([24_000_000, 10_000_000, 24_000_000]) {
+        op.output_bytes = bytes;
     }
+    t
 }
 
 #[test]
@@ -279,10 +284,15 @@ fn recomputation_follows_input_edges_back_to_resident_tensors() {
     let o = run([Decision::Keep, Decision::Drop], [0, 0]);
     assert!(close(o.recompute_seconds, 2e-3), "{}", o.recompute_seconds);
     assert!(close(o.step_seconds, 9e-3));
+    // Op 4's window holds a0, the regenerated a1 and, while op 2 recomputes, op 1's 10 MB.
+    assert_eq!(o.peak_transient_bytes, 10_000_000);
+    assert_eq!(o.memory_per_op[4], 58_000_000);
+    assert_eq!(o.memory_per_op[5], 24_000_000, "the intermediate is gone");
     // Both dropped: the chain reaches op 0 (3 ms) and regenerates a0 on the way, which is
     // then resident until op 6 and not recomputed again.
     let o = run([Decision::Drop, Decision::Drop], [0, 0]);
     assert!(close(o.recompute_seconds, 3e-3), "{}", o.recompute_seconds);
+    assert_eq!(o.memory_per_op[4], 58_000_000, "a0, a1 and op 1's output");
     assert_eq!(
         o.memory_per_op[5], 24_000_000,
         "a0 back since op 4's recomputation"
@@ -317,6 +327,12 @@ fn recomputation_follows_input_edges_back_to_resident_tensors() {
     let mut bad = chain();
     bad.ops[4].inputs = vec![0];
     assert!(bad.validate().is_err());
+    let mut bad = chain();
+    bad.ops[5].output_bytes = 1;
+    assert!(
+        bad.validate().is_err(),
+        "only forward ops have outputs to recompute"
+    );
 }
 
 #[test]
