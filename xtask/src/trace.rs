@@ -171,6 +171,7 @@ pub fn run(root: &Path, platform_name: Option<String>) -> Result<()> {
                 &planepack_trace::Plan {
                     decisions: vec![planepack_trace::Decision::Keep; t.activations.len()],
                     prefetch_at: vec![0; t.activations.len()],
+                    memory_budget: None,
                 },
             )
             .peak_bytes;

@@ -128,6 +128,7 @@ fn study_with(
         let keep = Plan {
             decisions: vec![Decision::Keep; t.activations.len()],
             prefetch_at: vec![0; t.activations.len()],
+            memory_budget: None,
         };
         let peak = simulate(&raw, &keep).peak_bytes;
         let b = (peak as f64 * budget) as u64;
@@ -390,9 +391,9 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
             })
         },
         Variant {
-            name: "no recomputation: plans keep or swap only",
+            name: "the runtime never waits for memory (the model before this row)",
             search: Search {
-                recompute: false,
+                wait_for_memory: false,
                 ..Search::default()
             },
             ..base
@@ -401,7 +402,7 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
             name: "planner tries 8 candidates per step (default 64)",
             search: Search {
                 candidates: 8,
-                recompute: true,
+                ..Search::default()
             },
             ..base
         },
@@ -409,7 +410,7 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
             name: "planner tries 32 candidates per step (the default until now)",
             search: Search {
                 candidates: 32,
-                recompute: true,
+                ..Search::default()
             },
             ..base
         },
@@ -417,7 +418,7 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
             name: "planner tries 128 candidates per step",
             search: Search {
                 candidates: 128,
-                recompute: true,
+                ..Search::default()
             },
             ..base
         },
@@ -425,7 +426,7 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
             name: "planner tries 256 candidates per step",
             search: Search {
                 candidates: 256,
-                recompute: true,
+                ..Search::default()
             },
             ..base
         },

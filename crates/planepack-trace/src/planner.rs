@@ -8,6 +8,12 @@
 //! go first, then cheap recomputations, then swaps that stall. Compression enters through the
 //! transfer times: cheaper transfers make more swaps free, and the planner picks them.
 //!
+//! A plan carries its budget, and the simulated runtime holds a forward op back until the D2H
+//! copies in flight have freed enough memory ([`crate::sim`]): a swap whose copy is slow then
+//! still meets the budget, at the price of a stall that compression shortens. The greedy
+//! search runs once with those waits and once without them, and keeps the better plan
+//! ([`plan_with`]).
+//!
 //! Prefetches are scheduled as late as possible on the ideal timeline: going through the
 //! swapped tensors from the last deadline back, each H2D must end before its first backward
 //! use and before the next transfer in the queue starts; it is issued at the last op that
@@ -20,21 +26,22 @@ use crate::sim::{simulate, Decision, Outcome, Plan, Setup};
 /// `bench-results/trace/paper.md` shows 8, 32, 128 and 256 beside this default.
 pub const CANDIDATES: usize = 64;
 
-/// How widely the planner searches and which moves it may make.
+/// How widely the planner searches, and the runtime it plans for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Search {
     /// How many of the largest resident activations to try per step.
     pub candidates: usize,
-    /// Whether a tensor may be dropped and recomputed; without it plans keep or swap only (an
-    /// offloading system without recomputation), so a budget is met by swaps, stalls and all.
-    pub recompute: bool,
+    /// Whether the plans' runtime waits for memory held by D2H copies in flight before a
+    /// forward op (`Plan::memory_budget`); without it a swap frees memory only when its copy
+    /// happens to end in time.
+    pub wait_for_memory: bool,
 }
 
 impl Default for Search {
     fn default() -> Search {
         Search {
             candidates: CANDIDATES,
-            recompute: true,
+            wait_for_memory: true,
         }
     }
 }
@@ -78,11 +85,12 @@ pub fn schedule_prefetch(setup: &Setup, decisions: &[Decision]) -> Vec<usize> {
     prefetch
 }
 
-fn plan_of(setup: &Setup, decisions: Vec<Decision>) -> Plan {
+fn plan_of(setup: &Setup, decisions: Vec<Decision>, budget: u64, search: Search) -> Plan {
     let prefetch_at = schedule_prefetch(setup, &decisions);
     Plan {
         decisions,
         prefetch_at,
+        memory_budget: search.wait_for_memory.then_some(budget),
     }
 }
 
@@ -91,10 +99,50 @@ pub fn plan(setup: &Setup, budget: u64) -> Planned {
     plan_with(setup, budget, Search::default())
 }
 
-/// [`plan`] with another search.
+/// [`plan`] with another search. Where the runtime waits for memory, the greedy search runs
+/// twice: once weighing those waits (a swap then frees memory at the price of a stall), once
+/// as if they did not exist (a swap frees memory only when its copy ends in time, so budgets
+/// are met by recomputation and hidden swaps); both plans run on the waiting runtime and the
+/// better one that meets the budget wins. A greedy choice that a wait makes look cheap can
+/// lead the first search astray; the second keeps the result from being worse than a planner
+/// that ignores waits (a plan that fits without waiting never waits).
 pub fn plan_with(setup: &Setup, budget: u64, search: Search) -> Planned {
+    let waiting = greedy(setup, budget, search);
+    if !search.wait_for_memory {
+        return waiting;
+    }
+    let blind = greedy(
+        setup,
+        budget,
+        Search {
+            wait_for_memory: false,
+            ..search
+        },
+    );
+    let plan = Plan {
+        memory_budget: Some(budget),
+        ..blind.plan
+    };
+    let outcome = simulate(setup, &plan);
+    let fits = outcome.peak_bytes <= budget;
+    if (fits && !waiting.feasible)
+        || (fits == waiting.feasible && outcome.step_seconds < waiting.outcome.step_seconds)
+    {
+        Planned {
+            plan,
+            outcome,
+            feasible: fits,
+            iterations: waiting.iterations + blind.iterations,
+        }
+    } else {
+        waiting
+    }
+}
+
+/// One greedy search (see the module docs).
+fn greedy(setup: &Setup, budget: u64, search: Search) -> Planned {
     let n = setup.trace.activations.len();
-    let mut current = plan_of(setup, vec![Decision::Keep; n]);
+    let mut current = plan_of(setup, vec![Decision::Keep; n], budget, search);
     let mut out = simulate(setup, &current);
     let mut iterations = 0;
     loop {
@@ -119,15 +167,14 @@ pub fn plan_with(setup: &Setup, budget: u64, search: Search) -> Planned {
         let mut best: Option<(f64, u128, Plan, Outcome)> = None;
         for i in resident {
             let moves: &[Decision] = match current.decisions[i] {
-                Decision::Keep if search.recompute => &[Decision::Swap, Decision::Drop],
-                Decision::Keep => &[Decision::Swap],
-                Decision::Swap if search.recompute => &[Decision::Drop],
-                Decision::Swap | Decision::Drop => &[],
+                Decision::Keep => &[Decision::Swap, Decision::Drop],
+                Decision::Swap => &[Decision::Drop],
+                Decision::Drop => &[],
             };
             for &m in moves {
                 let mut d = current.decisions.clone();
                 d[i] = m;
-                let p = plan_of(setup, d);
+                let p = plan_of(setup, d, budget, search);
                 let o = simulate(setup, &p);
                 let e = o.excess(budget);
                 if e >= excess {

@@ -22,11 +22,16 @@
 //!   `output_bytes`; 0 where a trace does not record them). Without edges, the producer alone
 //!   is charged, its inputs taken as resident;
 //! * every tensor occupies memory from the start of its producer to the end of its last
-//!   backward use, except while swapped out or dropped.
+//!   backward use, except while swapped out or dropped;
+//! * with a memory budget in the plan, a forward op that would start over it, counting the
+//!   swapped tensors whose D2H copy is still in flight, waits for those copies to end until it
+//!   fits (a *stall*, as an allocator waits for offloads to release memory; if it cannot fit
+//!   however long it waits, it does not wait). H2D prefetches are not held back this way.
 //!
-//! Memory is accounted per op window (from the end of the previous op to the end of this one,
-//! stalls and recomputation included); a tensor resident at any moment of a window counts for
-//! the whole window, which is the conservative reading of a budget.
+//! Memory is accounted per op window (from the end of the previous op, or of a forward op's
+//! wait for memory, to the end of this one, backward stalls and recomputation included); a
+//! tensor resident at any moment of a window counts for the whole window, which is the
+//! conservative reading of a budget.
 
 use crate::trace::{Phase, Trace};
 use serde::Serialize;
@@ -44,6 +49,10 @@ pub enum Decision {
 pub struct Plan {
     pub decisions: Vec<Decision>,
     pub prefetch_at: Vec<usize>,
+    /// The memory the runtime may use (the budget the plan was made for): a forward op whose
+    /// window would exceed it waits for offloads in flight to free memory, as an allocator
+    /// must (a stall). `None`: never waits (memory is only measured).
+    pub memory_budget: Option<u64>,
 }
 
 /// A trace with its op times and per-activation transfer times (each direction).
@@ -121,9 +130,13 @@ pub struct Outcome {
     pub h2d_end: Vec<f64>,
     #[serde(skip)]
     pub first_use_start: Vec<f64>,
-    /// Op windows' end times.
+    /// Op windows' start and end times.
+    #[serde(skip)]
+    pub window_start: Vec<f64>,
     #[serde(skip)]
     pub op_end: Vec<f64>,
+    /// Of `stall_seconds`, the forward ops' waits for memory held by D2H copies in flight.
+    pub memory_wait_seconds: f64,
     pub swapped_bytes: u64,
     pub dropped_bytes: u64,
 }
@@ -139,7 +152,7 @@ impl Outcome {
 
     /// Does activation `a`'s residency overlap op window `k`?
     pub fn resident_during(&self, a: usize, k: usize) -> bool {
-        let lo = if k == 0 { 0.0 } else { self.op_end[k - 1] };
+        let lo = self.window_start[k];
         let hi = self.op_end[k];
         self.resident[a]
             .iter()
@@ -242,12 +255,59 @@ pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
         made_by[a.producer].push(i);
     }
     let (mut start, mut end) = (vec![0.0; n], vec![0.0; n]);
+    let mut window_start = vec![0.0; n];
+    // For the memory wait: bytes surely resident during forward op k (kept tensors, tensors
+    // not past their last forward use, op k's outputs), and per op the swapped tensors whose
+    // last forward use ended just before it (from then on only their D2H copy holds them).
+    let mut sure = vec![0i128; n + 1];
+    let mut released_at: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
+    for (i, a) in t.activations.iter().enumerate() {
+        let until = match plan.decisions[i] {
+            Decision::Keep => n,
+            _ => a.last_forward_use + 1,
+        };
+        sure[a.producer] += a.bytes as i128;
+        sure[until] -= a.bytes as i128;
+        if plan.decisions[i] == Decision::Swap {
+            released_at[a.last_forward_use + 1].push(i);
+        }
+    }
+    let mut sure_now = 0i128;
+    let mut in_flight: Vec<usize> = Vec::new();
+    let mut memory_wait = 0.0;
     let (mut now, mut d2h_free, mut h2d_free) = (0.0f64, 0.0f64, 0.0f64);
     let (mut stall, mut recompute) = (0.0, 0.0);
     // Per window: the most bytes of transient recomputation outputs held at once.
     let mut transient = vec![0u64; n];
     for k in 0..n {
         let mut s = now;
+        sure_now += sure[k];
+        if t.ops[k].phase == Phase::Forward {
+            in_flight.extend_from_slice(&released_at[k]);
+            in_flight.retain(|&i| d2h_end[i] > s);
+            if let Some(budget) = plan.memory_budget {
+                let mut need = sure_now
+                    + in_flight
+                        .iter()
+                        .map(|&i| t.activations[i].bytes as i128)
+                        .sum::<i128>();
+                if need > budget as i128 && sure_now <= budget as i128 {
+                    // Wait for the copies in the order they end until the op fits.
+                    in_flight.sort_by(|&x, &y| d2h_end[x].total_cmp(&d2h_end[y]));
+                    let mut done = 0;
+                    while need > budget as i128 {
+                        let i = in_flight[done];
+                        need -= t.activations[i].bytes as i128;
+                        s = s.max(d2h_end[i]);
+                        done += 1;
+                    }
+                    in_flight.drain(..done);
+                    memory_wait += s - now;
+                    stall += s - now;
+                }
+            }
+        }
+        window_start[k] = s;
         for &i in &prefetches[k] {
             if h2d_issued[i] {
                 continue; // a recomputation chain needed it earlier
@@ -359,7 +419,11 @@ pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
             }
             // First window whose end is after s; last window whose start is before e.
             let k1 = end.partition_point(|&x| x <= s);
-            let k2 = end.partition_point(|&x| x < e).min(n - 1);
+            let k2 = window_start.partition_point(|&x| x < e);
+            if k2 == 0 {
+                continue;
+            }
+            let k2 = (k2 - 1).min(n - 1);
             if k1 <= k2 {
                 diff[k1] += a.bytes as i128;
                 diff[k2 + 1] -= a.bytes as i128;
@@ -386,7 +450,9 @@ pub fn simulate(setup: &Setup, plan: &Plan) -> Outcome {
         resident,
         h2d_end,
         first_use_start,
+        window_start,
         op_end: end,
+        memory_wait_seconds: memory_wait,
         swapped_bytes,
         dropped_bytes,
     }

@@ -26,6 +26,7 @@ fn keep_all(t: &Trace) -> Plan {
     Plan {
         decisions: vec![Decision::Keep; t.activations.len()],
         prefetch_at: vec![0; t.activations.len()],
+        memory_budget: None,
     }
 }
 
@@ -187,6 +188,7 @@ fn hand_checked_swap_and_drop() {
         &Plan {
             decisions: vec![Decision::Swap],
             prefetch_at: vec![2],
+            memory_budget: None,
         },
     );
     assert_eq!(swap.stall_seconds, 0.0);
@@ -203,16 +205,47 @@ fn hand_checked_swap_and_drop() {
         &Plan {
             decisions: vec![Decision::Swap],
             prefetch_at: vec![3],
+            memory_budget: None,
         },
     );
     assert!((late.stall_seconds - 1e-3).abs() < 1e-15);
     assert!((late.step_seconds - 5e-3).abs() < 1e-15);
+    // The same swap under a budget of 0 bytes: op 1 would start while the D2H copy still
+    // holds the 24 MB, so it waits for the copy (1-2 ms: a 1 ms stall) and its window is
+    // empty; everything after moves 1 ms later.
+    let wait = simulate(
+        &setup,
+        &Plan {
+            decisions: vec![Decision::Swap],
+            prefetch_at: vec![2],
+            memory_budget: Some(0),
+        },
+    );
+    assert!((wait.memory_wait_seconds - 1e-3).abs() < 1e-15);
+    assert!((wait.stall_seconds - 1e-3).abs() < 1e-15);
+    assert!((wait.step_seconds - 5e-3).abs() < 1e-15);
+    assert_eq!(
+        wait.memory_per_op,
+        vec![24_000_000, 0, 24_000_000, 24_000_000]
+    );
+    // A budget the op fits in without waiting changes nothing.
+    let roomy = simulate(
+        &setup,
+        &Plan {
+            decisions: vec![Decision::Swap],
+            prefetch_at: vec![2],
+            memory_budget: Some(24_000_000),
+        },
+    );
+    assert_eq!(roomy.memory_wait_seconds, 0.0);
+    assert_eq!(roomy.step_seconds, swap.step_seconds);
     // Drop: recompute op 0 (1 ms) before op 3; free during ops 1 and 2.
     let drop = simulate(
         &setup,
         &Plan {
             decisions: vec![Decision::Drop],
             prefetch_at: vec![0],
+            memory_budget: None,
         },
     );
     assert_eq!(drop.recompute_seconds, 1e-3);
@@ -276,6 +309,7 @@ fn recomputation_follows_input_edges_back_to_resident_tensors() {
             &Plan {
                 decisions: d.to_vec(),
                 prefetch_at: prefetch.to_vec(),
+                memory_budget: None,
             },
         )
     };
@@ -314,6 +348,7 @@ fn recomputation_follows_input_edges_back_to_resident_tensors() {
         &Plan {
             decisions: vec![Decision::Drop, Decision::Drop],
             prefetch_at: vec![0, 0],
+            memory_budget: None,
         },
     );
     assert!(
