@@ -30,11 +30,30 @@ struct Params {
 
 // The block's elements, kept while `blk` is transposed for each candidate.
 var<private> elems: array<u32, 32>;
-// The writer: bit position in the chunk's slot, the slot's first word; or a counter.
+// The writer: bit position in the chunk's slot, the slot's first word; or a counter. Bits are
+// gathered in `acc` (the `nacc` low bits of the word at `wpos`, whose first bits may belong to
+// the block before) and ORed into the slot a whole word at a time, so a payload costs one
+// atomic per word it touches rather than one or two per field.
 var<private> wpos: u32;
 var<private> wbase: u32;
 var<private> counting: bool;
 var<private> count: u32;
+var<private> acc: u32;
+var<private> nacc: u32;
+
+// Start writing at bit `pos` of the chunk's slot.
+fn seek(pos: u32) {
+    wpos = pos;
+    acc = 0u;
+    nacc = pos & 31u;
+}
+
+// OR the gathered bits of the current word into the slot.
+fn flush() {
+    if (nacc > 0u && acc != 0u) {
+        atomicOr(&out[wbase + (wpos >> 5u)], acc);
+    }
+}
 
 // Append the low `n` (0..=32) bits of `v` (no bits above `n`), least significant first.
 fn put(v: u32, n: u32) {
@@ -45,11 +64,14 @@ fn put(v: u32, n: u32) {
     if (n == 0u) {
         return;
     }
-    let k = wbase + (wpos >> 5u);
-    let s = wpos & 31u;
-    atomicOr(&out[k], v << s);
-    if (s + n > 32u) {
-        atomicOr(&out[k + 1u], v >> (32u - s));
+    acc = acc | (v << nacc);
+    if (nacc + n >= 32u) {
+        // The word is complete: store it, keep the bits of `v` that did not fit.
+        atomicOr(&out[wbase + (wpos >> 5u)], acc);
+        acc = select(v >> (32u - nacc), 0u, nacc == 0u);
+        nacc = nacc + n - 32u;
+    } else {
+        nacc = nacc + n;
     }
     wpos = wpos + n;
 }
@@ -316,11 +338,13 @@ fn run(wg: vec3<u32>) {
     counting = false;
     if (live) {
         let len = select(bits, 0u, mode == MODE_RAW || mode == MODE_ZERO);
-        wpos = 16u + TABLE_ENTRY_BITS * j;
+        seek(16u + TABLE_ENTRY_BITS * j);
         put(mode | (len << TAG_BITS), TABLE_ENTRY_BITS);
+        flush();
         let start = 16u + TABLE_ENTRY_BITS * nb + sc.x;
-        wpos = start;
+        seek(start);
         payload(j, mode, m, k);
+        flush();
         if (wpos - start != plen) {
             atomicOr(&status[0], ERR_LENGTH);
             atomicMin(&status[1], first + j);
