@@ -19,6 +19,11 @@
 #
 # Then one `run` with carry [".gl", ".devbin"], command `bash xtask/device/gpu-bench.sh`,
 # and a timeout that leaves room for a rerun. The datasets travel with the checkout.
+#
+# NVIDIA's nvCOMP beside it does not fit in a call (measured 2026-12-02): a call carries the
+# whole working tree within 64 MiB; the tracked tree is 49.5 MB (43 MB of it datasets) and
+# nvCOMP for the device's CUDA 13 is two wheels, nvidia-nvcomp-cu13 6.0.0.12 (4.2 MB) and
+# nvidia-libnvcomp-cu13 (29.8 MB; its libnvcomp.so.6 alone is 25 MB, 21.7 MB under xz -9).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to the folder the results go to}"

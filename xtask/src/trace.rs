@@ -508,7 +508,12 @@ cheapest move per byte of excess memory, latest-possible prefetch; the replanned
 better of the greedy plan made with compressed costs and the uncompressed plan run with them. The paper's planner is \
 described only in a secondary summary. Recomputing a dropped tensor costs the whole chain: its \
 producer and every input op whose output is not resident then, back to resident tensors (op \
-input edges recorded in the traces; Checkmate's and DTR's model).\n\
+input edges recorded in the traces; Checkmate's and DTR's model), and the outputs it does not \
+keep hold memory until the chain's last op that reads them.\n\
+* **The runtime waits for memory.** A plan carries its budget; a forward op that would start over \
+it waits for the D2H copies in flight to free memory (a stall, which compression shortens). H2D \
+prefetches are not held back for memory. The planner searches with and without these waits and \
+keeps the better plan; `paper.md` shows the runtime that never waits beside it.\n\
 * **The engine is one per direction at 64 GB/s**, as the paper's B_CE; whether the paper's \
 engine is shared between directions is not known. Compression is bypassed per tensor when it \
 does not pay (eq. 2).\n";
