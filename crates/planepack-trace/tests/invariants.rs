@@ -182,15 +182,19 @@ fn hand_checked_swap_and_drop() {
     // Engine-bound: ratio 4 would give 0.25 ms on the link, the engine needs 0.375 ms.
     assert_eq!(transfer_seconds(24_000_000, 4.0, 24.0, 64.0), 0.375e-3);
     let setup = Setup::new(&t, &A100_40GB, &[1.0]);
+    // The one activation's decision, its prefetch op and the runtime's memory budget.
+    let run = |decision, prefetch, memory_budget| {
+        simulate(
+            &setup,
+            &Plan {
+                decisions: vec![decision],
+                prefetch_at: vec![prefetch],
+                memory_budget,
+            },
+        )
+    };
     // Swap, prefetch issued at op 2: D2H 1-2 ms, H2D 2-3 ms, op 3 starts at 3 ms: no stall.
-    let swap = simulate(
-        &setup,
-        &Plan {
-            decisions: vec![Decision::Swap],
-            prefetch_at: vec![2],
-            memory_budget: None,
-        },
-    );
+    let swap = run(Decision::Swap, 2, None);
     assert_eq!(swap.stall_seconds, 0.0);
     assert_eq!(swap.step_seconds, 4e-3);
     // Memory: op 0 and op 1 (the D2H ends with op 1), op 3; not op 2's window... except that
@@ -200,27 +204,13 @@ fn hand_checked_swap_and_drop() {
         vec![24_000_000, 24_000_000, 24_000_000, 24_000_000]
     );
     // Prefetch issued only at op 3: a full 1 ms stall.
-    let late = simulate(
-        &setup,
-        &Plan {
-            decisions: vec![Decision::Swap],
-            prefetch_at: vec![3],
-            memory_budget: None,
-        },
-    );
+    let late = run(Decision::Swap, 3, None);
     assert!((late.stall_seconds - 1e-3).abs() < 1e-15);
     assert!((late.step_seconds - 5e-3).abs() < 1e-15);
     // The same swap under a budget of 0 bytes: op 1 would start while the D2H copy still
     // holds the 24 MB, so it waits for the copy (1-2 ms: a 1 ms stall) and its window is
     // empty; everything after moves 1 ms later.
-    let wait = simulate(
-        &setup,
-        &Plan {
-            decisions: vec![Decision::Swap],
-            prefetch_at: vec![2],
-            memory_budget: Some(0),
-        },
-    );
+    let wait = run(Decision::Swap, 2, Some(0));
     assert!((wait.memory_wait_seconds - 1e-3).abs() < 1e-15);
     assert!((wait.stall_seconds - 1e-3).abs() < 1e-15);
     assert!((wait.step_seconds - 5e-3).abs() < 1e-15);
@@ -229,25 +219,11 @@ fn hand_checked_swap_and_drop() {
         vec![24_000_000, 0, 24_000_000, 24_000_000]
     );
     // A budget the op fits in without waiting changes nothing.
-    let roomy = simulate(
-        &setup,
-        &Plan {
-            decisions: vec![Decision::Swap],
-            prefetch_at: vec![2],
-            memory_budget: Some(24_000_000),
-        },
-    );
+    let roomy = run(Decision::Swap, 2, Some(24_000_000));
     assert_eq!(roomy.memory_wait_seconds, 0.0);
     assert_eq!(roomy.step_seconds, swap.step_seconds);
     // Drop: recompute op 0 (1 ms) before op 3; free during ops 1 and 2.
-    let drop = simulate(
-        &setup,
-        &Plan {
-            decisions: vec![Decision::Drop],
-            prefetch_at: vec![0],
-            memory_budget: None,
-        },
-    );
+    let drop = run(Decision::Drop, 0, None);
     assert_eq!(drop.recompute_seconds, 1e-3);
     assert_eq!(drop.memory_per_op, vec![24_000_000, 0, 0, 24_000_000]);
     // The planner, with room for nothing at ops 1-2, picks the free swap... which here is not
