@@ -119,23 +119,30 @@ pub fn plan_with(setup: &Setup, budget: u64, search: Search) -> Planned {
             ..search
         },
     );
+    let iterations = waiting.iterations + blind.iterations;
     let plan = Plan {
         memory_budget: Some(budget),
         ..blind.plan
     };
+    better_of(setup, budget, waiting, plan, iterations)
+}
+
+/// `best`, or `plan` run on `setup` where it does better: meeting the budget first, then the
+/// shorter step.
+fn better_of(setup: &Setup, budget: u64, best: Planned, plan: Plan, iterations: usize) -> Planned {
     let outcome = simulate(setup, &plan);
     let fits = outcome.peak_bytes <= budget;
-    if (fits && !waiting.feasible)
-        || (fits == waiting.feasible && outcome.step_seconds < waiting.outcome.step_seconds)
+    if (fits && !best.feasible)
+        || (fits == best.feasible && outcome.step_seconds < best.outcome.step_seconds)
     {
         Planned {
             plan,
             outcome,
             feasible: fits,
-            iterations: waiting.iterations + blind.iterations,
+            iterations,
         }
     } else {
-        waiting
+        best
     }
 }
 
@@ -220,18 +227,8 @@ pub fn plan_best(setup: &Setup, budget: u64, others: &[&Plan]) -> Planned {
 pub fn plan_best_with(setup: &Setup, budget: u64, others: &[&Plan], search: Search) -> Planned {
     let mut best = plan_with(setup, budget, search);
     for p in others {
-        let o = simulate(setup, p);
-        let fits = o.peak_bytes <= budget;
-        if (fits && !best.feasible)
-            || (fits == best.feasible && o.step_seconds < best.outcome.step_seconds)
-        {
-            best = Planned {
-                plan: (*p).clone(),
-                outcome: o,
-                feasible: fits,
-                iterations: best.iterations,
-            };
-        }
+        let iterations = best.iterations;
+        best = better_of(setup, budget, best, (*p).clone(), iterations);
     }
     best
 }
