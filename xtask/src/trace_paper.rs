@@ -243,17 +243,13 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
         let mark = if link == 24.0 { " (paper: 5.7)" } else { "" };
         let _ = writeln!(
             s,
-            "| {link:.0}{mark} | {:.0} | {:.1}{} | {:.1}{} | {:.1} | {:.1}{} | {:.1}{} | {:.1} |",
+            "| {link:.0}{mark} | {:.0} | {} | {} | {:.1} | {} | {} | {:.1} |",
             4.0 * link,
-            m3.none,
-            m3.mark(),
-            m3.full,
-            m3.mark(),
+            m3.show(m3.none),
+            m3.show(m3.full),
             m3.none - m3.full,
-            m5.none,
-            m5.mark(),
-            m5.full,
-            m5.mark(),
+            m5.show(m5.none),
+            m5.show(m5.full),
             m5.none - m5.full
         );
         sweep.push(m3);
@@ -296,14 +292,11 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
         let m3 = study_with(traces, &pf, &a, Search::default(), 0.3, by);
         let _ = writeln!(
             s,
-            "| {label} | {ratio:.3} | {:.1}{} | {:.1}{} | {:.0} % | {:.1}{} |",
-            m5.none,
-            m5.mark(),
-            m5.full,
-            m5.mark(),
+            "| {label} | {ratio:.3} | {} | {} | {:.0} % | {} |",
+            m5.show(m5.none),
+            m5.show(m5.full),
             100.0 * (m5.none - m5.full) / m5.none,
-            m3.none - m3.full,
-            m3.mark()
+            m3.show(m3.none - m3.full)
         );
         ways.push(m5);
         ways.push(m3);
