@@ -1,8 +1,10 @@
 // IBP row decoder (docs/format-ibp.md): a workgroup decodes several rows, a few invocations each.
 //
-// The host prepends the chunk width as constants (`const W: u32 = 32u;` and `const PER: u32`,
-// chunks per output word: 2 for W = 16, else 1), so each width is its own pipeline and every
-// width test below folds away at compile time. It has checked the stream (mask, bitval, row
+// The host prepends the chunk width and the invocations per row as constants (`const W: u32 =
+// 32u;`, `const PER: u32`, chunks per output word: 2 for W = 16, else 1, and `const LANES`), so
+// each (width, lanes) is its own pipeline and every width test below folds away at compile
+// time. With LANES = 1 the loops over a row's columns are the same in every invocation, so
+// the column words (mask, bitval) are loaded at addresses the compiler can see are uniform. It has checked the stream (mask, bitval, row
 // bitmask) and placed every stored row (`row_span`: byte start and end of row `i` at `2 i`,
 // `2 i + 1`; rows may be back to back, as in the condensed layout and the `Ibp` stream, or in
 // fixed slots, as in the in-place layout). Rows and column arrays start on 4-byte boundaries
@@ -18,13 +20,16 @@
 // fields' widths from the bitmap and a workgroup table of the columns' mask popcounts; a
 // workgroup prefix sum (`scan`) turns the sums into every run's first bit in the row's field
 // stream. Pass 2: each invocation reads its fields in order through a three-word window that
-// advances by one load per 32 bits, deposits them into the columns' free bits and writes its
-// output words. One extra workgroup copies the tensor's tail bytes when `tail_len > 0`.
+// advances by one load when the position crosses into the next 32 bits, deposits them into the
+// columns' free bits and writes its output words. One extra workgroup copies the tensor's tail
+// bytes when `tail_len > 0`.
 //
 // Why this shape: on GPUs and on lavapipe alike, memory operations are what a chunk costs, and
 // lavapipe executes both sides of every branch whose condition differs between invocations.
-// So the loops carry no data-dependent loads: per 32-bit output word pass 2 makes one mask,
-// one bitval and one field-stream load and one store, pass 1 a quarter of a workgroup load.
+// So per 32-bit output word pass 2 makes one mask, one bitval and at most one field-stream
+// load and one store, pass 1 a quarter of a workgroup load. The field-stream load is the one
+// branch: skipping it when no invocation crosses a word pays on sparse rows (narrow fields)
+// and costs nothing measurable on dense ones (`examples/gpu_probe.rs`).
 //
 // Untrusted input: every read is bounds-checked, loops are bounded by the row's chunk count,
 // writes stay inside the output row, and a row whose fields do not add up to its stored
@@ -41,8 +46,8 @@ struct Params {
     tail_off: u32,
     tail_len: u32,
     rows_x: u32,
-    // Invocations per row (a power of two dividing WG); a workgroup decodes WG / lanes rows,
-    // each invocation a run of whole 32-chunk groups of its row.
+    // Also the compile-time LANES: invocations per row (a power of two dividing WG); a
+    // workgroup decodes WG / LANES rows, each invocation a run of whole 32-chunk groups of it.
     lanes: u32,
     first: u32,
     count: u32,
@@ -141,21 +146,22 @@ fn reader_at(at: u32, p: u32) {
     fr_r2 = raw_unit(fr_k + 2u);
 }
 
-// The next `n` (0..=32) bits, the first one most significant, and move past them. One load.
+// The next `n` (0..=32) bits, the first one most significant, and move past them. One load
+// when the position crosses into the next unit.
 fn read_bits(n: u32) -> u32 {
     let u0 = unit_of(fr_r0, fr_r1);
     let u1 = unit_of(fr_r1, fr_r2);
     let s = fr_s;
     let v = (u0 << s) | select(0u, u1 >> (32u - s), s != 0u);
     let r = select(0u, v >> (32u - n), n != 0u);
-    let next = raw_unit(fr_k + 3u);
     let t = s + n;
-    let adv = t >= 32u;
     fr_s = t & 31u;
-    fr_k = fr_k + select(0u, 1u, adv);
-    fr_r0 = select(fr_r0, fr_r1, adv);
-    fr_r1 = select(fr_r1, fr_r2, adv);
-    fr_r2 = select(fr_r2, next, adv);
+    if (t >= 32u) {
+        fr_k = fr_k + 1u;
+        fr_r0 = fr_r1;
+        fr_r1 = fr_r2;
+        fr_r2 = raw_unit(fr_k + 2u);
+    }
     return r;
 }
 
@@ -197,8 +203,28 @@ fn deposit(f: vec2<u32>, m_in: u32, k_in: u32) -> vec2<u32> {
     return vec2<u32>(r, k);
 }
 
+// `deposit` for a field of at most 32 bits into a 32-bit `m` of at most two runs of set bits
+// (the common case: a float column's free bits are the sign and a low run, or one run), in
+// closed form; more runs take the loop. A multiply by a run's lowest bit is the shift to it.
+fn deposit32(f: u32, m: u32) -> u32 {
+    let low1 = m & (0u - m);
+    let run1 = m & ~(m + low1);
+    let m2 = m ^ run1;
+    let low2 = m2 & (0u - m2);
+    let run2 = m2 & ~(m2 + low2);
+    if ((m2 ^ run2) != 0u) {
+        return deposit(vec2<u32>(f, 0u), m, 0u).x;
+    }
+    let len1 = countOneBits(run1);
+    let rest = select(f >> len1, 0u, len1 >= 32u);
+    return ((f * low1) & run1) | ((rest * low2) & run2);
+}
+
 // pdep for up to 64 bits: the low bits of `f` placed at the set bits of `sel`.
 fn pdep(f: vec2<u32>, sel: vec2<u32>) -> vec2<u32> {
+    if (W < 64u) {
+        return vec2<u32>(deposit32(f.x, sel.x), 0u);
+    }
     let lo = deposit(f, sel.x, 0u);
     if (W < 64u) {
         return vec2<u32>(lo.x, 0u);
@@ -246,7 +272,7 @@ fn tail() {
 
 fn run(wg: vec3<u32>) {
     let g = wg.y * params.rows_x + wg.x;
-    let lanes = params.lanes;
+    let lanes = LANES;
     let rpg = WG / lanes;
     let body_groups = (params.count + rpg - 1u) / rpg;
     let has_tail = params.tail_len > 0u;

@@ -229,7 +229,7 @@ impl Gpu {
         let chunk_groups = (columns.div_ceil(32)).max(1) as u32;
         let lanes = chunk_groups.next_power_of_two().min(lanes_max);
         let rows_per_group = 64 / lanes;
-        let kernel = Kernel::Ibp { width };
+        let kernel = Kernel::Ibp { width, lanes };
         let pipeline = self.pipeline(kernel, cfg.path)?;
         // One pass per cluster that has output rows, given (stored row, output row) pairs;
         // without clusters, one pass over `ids` as they are.

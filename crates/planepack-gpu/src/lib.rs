@@ -54,11 +54,14 @@ pub use timing::{Pipelined, Timing};
 /// Invocations that decode one IBP row together (at most; short rows take fewer), on a CPU
 /// device (lavapipe) and on a GPU. Each invocation takes a run of whole 32-chunk groups of the
 /// row, and a workgroup of 64 takes 64 / lanes rows, so one prefix sum (and its barriers) and
-/// one table of the columns' popcounts serve many rows. On lavapipe 1 and 2 were fastest and 4
-/// and 8 slower (`examples/gpu_probe.rs`, large real tensors); a GPU wants more invocations per
-/// row to keep its cores busy on a few thousand rows. The GPU figure is unmeasured: set
-/// `PLANEPACK_GPU_IBP_LANES` (a power of two up to 64) to tune it on a real device.
-pub const IBP_LANES_CPU: u32 = 2;
+/// one table of the columns' popcounts serve many rows. On lavapipe one lane is fastest: the
+/// invocations of a SIMD batch then walk the same columns, so the column loads are uniform and
+/// the deposit's branches agree (`examples/gpu_probe.rs`, the four real tensors of at least
+/// 1 MiB on an AMD EPYC host, AVX2, alternating runs: decode / copy 0.29-0.41 with 1 lane,
+/// 0.27-0.33 with 2, 0.25-0.32 with 4). A GPU wants more invocations per row to keep its cores
+/// busy on a few thousand rows. The GPU figure is unmeasured: set `PLANEPACK_GPU_IBP_LANES` (a
+/// power of two up to 64) to tune it on a real device.
+pub const IBP_LANES_CPU: u32 = 1;
 pub const IBP_LANES_GPU: u32 = 16;
 
 /// How a launch runs, chosen per call: the prefix-sum path and the invocations per IBP row.

@@ -23,10 +23,12 @@ pub enum Kernel {
     BitPlaneEncode {
         width: u32,
     },
-    /// The IBP decoder for chunks of `width` bits (16, 32 or 64): each width is its own
-    /// pipeline, so the kernel's width tests fold away at compile time.
+    /// The IBP decoder for chunks of `width` bits (16, 32 or 64), `lanes` invocations per
+    /// row (a power of two up to 64): each pair is its own pipeline, so the kernel's width
+    /// tests fold away at compile time and, with one lane, its column loops are uniform.
     Ibp {
         width: u32,
+        lanes: u32,
     },
     /// The rANS byte-plane decoder for elements of `width` bytes (1, 2 or 4).
     Rans {
@@ -52,6 +54,9 @@ pub enum Kernel {
 
 /// The chunk widths the IBP kernel is built for.
 pub const IBP_WIDTHS: [u32; 3] = [16, 32, 64];
+
+/// The invocations per row the IBP kernel is built for (its workgroup is 64).
+pub const IBP_LANES: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// The element widths the bit-plane kernel is built for.
 pub const BITPLANE_WIDTHS: [u32; 3] = [8, 16, 32];
@@ -107,9 +112,9 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
                 bitplane_consts(width)
             );
         }
-        Kernel::Ibp { width } => (
+        Kernel::Ibp { width, lanes } => (
             format!(
-                "const W: u32 = {width}u;\nconst PER: u32 = {}u;\n",
+                "const W: u32 = {width}u;\nconst PER: u32 = {}u;\nconst LANES: u32 = {lanes}u;\n",
                 if width == 16 { 2 } else { 1 }
             ),
             IBP,
@@ -163,11 +168,14 @@ pub fn all() -> Vec<(String, String, bool)> {
                 format!("bitplane-encode{width}"),
             )
         }))
-        .chain(
-            IBP_WIDTHS
-                .iter()
-                .map(|&width| (Kernel::Ibp { width }, format!("ibp{width}"))),
-        )
+        .chain(IBP_WIDTHS.iter().flat_map(|&width| {
+            IBP_LANES.iter().map(move |&lanes| {
+                (
+                    Kernel::Ibp { width, lanes },
+                    format!("ibp{width}-lanes{lanes}"),
+                )
+            })
+        }))
         .chain(
             RANS_WIDTHS
                 .iter()

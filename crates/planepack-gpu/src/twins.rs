@@ -1,7 +1,8 @@
 //! CPU twins of the GPU stages that have no CPU counterpart in the codec crates: the
 //! bit-plane kernel's transpose in registers (`shaders/bitplane.wgsl`: `plane_row`,
 //! `swap_bits`, `planes_to_elements`) and the IBP kernel's width pass
-//! (`shaders/ibp.wgsl`: the packed popcount table, `spread4`, `byte_sum`). Each is written
+//! (`shaders/ibp.wgsl`: the packed popcount table, `spread4`, `byte_sum`) and its closed-form
+//! deposit of a field into free bits of at most two runs (`deposit32`). Each is written
 //! step for step as the WGSL, so a test without an adapter checks the kernel's arithmetic
 //! against the codec crates (`planepack_core::transpose`, `planepack_ibp::row`); the GPU
 //! tests then check the kernels against the same references on a device.
@@ -135,9 +136,74 @@ pub fn group_field_bits(table: &[u32], bm: u32, q: usize, v: usize, w: u32) -> u
     n_valid * w - pops
 }
 
+/// The low bits of `f` placed at the set bits of `m`, in closed form when `m` has at most two
+/// runs of set bits (`deposit32` in `shaders/ibp.wgsl`); `None` where the kernel falls back to
+/// its loop over runs. A multiply by a run's lowest set bit is the shift to that run.
+pub fn deposit32(f: u32, m: u32) -> Option<u32> {
+    let low1 = m & m.wrapping_neg();
+    let run1 = m & !m.wrapping_add(low1);
+    let m2 = m ^ run1;
+    let low2 = m2 & m2.wrapping_neg();
+    let run2 = m2 & !m2.wrapping_add(low2);
+    if m2 ^ run2 != 0 {
+        return None;
+    }
+    let len1 = run1.count_ones();
+    let rest = if len1 >= 32 { 0 } else { f >> len1 };
+    Some((f.wrapping_mul(low1) & run1) | (rest.wrapping_mul(low2) & run2))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bit by bit: the low bits of `f` at the set bits of `m`, in order.
+    fn pdep_reference(f: u32, m: u32) -> u32 {
+        let (mut r, mut k) = (0u32, 0);
+        for b in 0..32 {
+            if m >> b & 1 == 1 {
+                r |= (f >> k & 1) << b;
+                k += 1;
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn the_closed_form_deposit_equals_pdep_on_every_mask_of_at_most_two_runs() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let run = |at: u32, len: u32| -> u32 {
+            if len == 0 {
+                0
+            } else {
+                (((1u64 << len) - 1) << at) as u32
+            }
+        };
+        let mut masks = vec![0u32];
+        for a1 in 0..32 {
+            for l1 in 1..=32 - a1 {
+                masks.push(run(a1, l1));
+                // A second run at least one bit above the first.
+                for a2 in a1 + l1 + 1..32 {
+                    for l2 in 1..=32 - a2 {
+                        masks.push(run(a1, l1) | run(a2, l2));
+                    }
+                }
+            }
+        }
+        for &m in &masks {
+            // Fields of exactly popcount(m) bits, as the kernel reads them, and all ones.
+            let n = m.count_ones();
+            let ones = if n >= 32 { u32::MAX } else { (1 << n) - 1 };
+            for f in [ones, rng(&mut s) as u32 & ones, 0] {
+                assert_eq!(deposit32(f, m), Some(pdep_reference(f, m)), "m={m:#x}");
+            }
+        }
+        // Three runs or more: the kernel takes its loop.
+        for m in [0b10101u32, 0x8000_0101, 0x0f0f_0f0f] {
+            assert_eq!(deposit32(1, m), None);
+        }
+    }
     use planepack_core::transpose;
 
     fn rng(seed: &mut u64) -> u64 {

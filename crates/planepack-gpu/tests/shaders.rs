@@ -68,7 +68,10 @@ fn uniform_structs_match_their_rust_twins() {
         );
     }
     check::<BitplaneParams>(Kernel::BitPlane { width: 16 });
-    check::<IbpParams>(Kernel::Ibp { width: 32 });
+    check::<IbpParams>(Kernel::Ibp {
+        width: 32,
+        lanes: 1,
+    });
     check::<RansParams>(Kernel::Rans { width: 2 });
     check::<RansRowsParams>(Kernel::RansRows);
     check::<CopyParams>(Kernel::Copy);
