@@ -7,6 +7,8 @@
 //! (excess = bytes over budget summed over op windows), so free swaps (hidden behind compute)
 //! go first, then cheap recomputations, then swaps that stall. Compression enters through the
 //! transfer times: cheaper transfers make more swaps free, and the planner picks them.
+//! `Search::swap_first` orders the moves as swap-based systems do instead: offload while an
+//! offload helps, recompute only after (a sensitivity row of `cargo xtask trace`).
 //!
 //! A plan carries its budget, and the simulated runtime holds a forward op back until the D2H
 //! copies in flight have freed enough memory ([`crate::sim`]): a swap whose copy is slow then
@@ -35,6 +37,12 @@ pub struct Search {
     /// forward op (`Plan::memory_budget`); without it a swap frees memory only when its copy
     /// happens to end in time.
     pub wait_for_memory: bool,
+    /// Offload first, as the swap-based systems do (vDNN swaps only; Capuchin recomputes only
+    /// where a swap cannot be hidden): while some keep -> swap move brings the excess down,
+    /// only those moves are weighed; drops come in when no swap helps any more. Off by
+    /// default: the planner then weighs every move by its cost, and a recompute that is
+    /// cheaper than a stall wins.
+    pub swap_first: bool,
 }
 
 impl Default for Search {
@@ -42,6 +50,7 @@ impl Default for Search {
         Search {
             candidates: CANDIDATES,
             wait_for_memory: true,
+            swap_first: false,
         }
     }
 }
@@ -105,10 +114,12 @@ pub fn plan(setup: &Setup, budget: u64) -> Planned {
 /// are met by recomputation and hidden swaps); both plans run on the waiting runtime and the
 /// better one that meets the budget wins. A greedy choice that a wait makes look cheap can
 /// lead the first search astray; the second keeps the result from being worse than a planner
-/// that ignores waits (a plan that fits without waiting never waits).
+/// that ignores waits (a plan that fits without waiting never waits). With
+/// [`Search::swap_first`] only the first runs: a runtime that offloads first waits for its
+/// copies, and the second search would put back the recomputations that policy avoids.
 pub fn plan_with(setup: &Setup, budget: u64, search: Search) -> Planned {
     let waiting = greedy(setup, budget, search);
-    if !search.wait_for_memory {
+    if !search.wait_for_memory || search.swap_first {
         return waiting;
     }
     let blind = greedy(
@@ -171,7 +182,14 @@ fn greedy(setup: &Setup, budget: u64, search: Search) -> Planned {
             .collect();
         resident.sort_by_key(|&i| std::cmp::Reverse(setup.trace.activations[i].bytes));
         resident.truncate(search.candidates.max(1));
+        // The cheapest move per excess byte removed, and the cheapest keep -> swap move.
         let mut best: Option<(f64, u128, Plan, Outcome)> = None;
+        let mut best_swap: Option<(f64, u128, Plan, Outcome)> = None;
+        let better =
+            |best: &Option<(f64, u128, Plan, Outcome)>, cost: f64, removed: u128| match best {
+                None => true,
+                Some((c, r, _, _)) => cost < *c || (cost == *c && removed > *r),
+            };
         for i in resident {
             let moves: &[Decision] = match current.decisions[i] {
                 Decision::Keep => &[Decision::Swap, Decision::Drop],
@@ -189,14 +207,16 @@ fn greedy(setup: &Setup, budget: u64, search: Search) -> Planned {
                 }
                 let removed = excess - e;
                 let cost = (o.step_seconds - out.step_seconds).max(0.0) / removed as f64;
-                let better = match &best {
-                    None => true,
-                    Some((c, r, _, _)) => cost < *c || (cost == *c && removed > *r),
-                };
-                if better {
+                if m == Decision::Swap && better(&best_swap, cost, removed) {
+                    best_swap = Some((cost, removed, p.clone(), o.clone()));
+                }
+                if better(&best, cost, removed) {
                     best = Some((cost, removed, p, o));
                 }
             }
+        }
+        if search.swap_first && best_swap.is_some() {
+            best = best_swap;
         }
         match best {
             Some((_, _, p, o)) => {

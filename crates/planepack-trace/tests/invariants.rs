@@ -2,7 +2,7 @@
 //! enough to check by hand.
 
 use planepack_trace::cost::transfer_seconds;
-use planepack_trace::planner::{memory_lower_bound, plan, plan_best};
+use planepack_trace::planner::{memory_lower_bound, plan, plan_best, plan_with, Search};
 use planepack_trace::platform::A100_40GB;
 use planepack_trace::sim::{simulate, Decision, Plan, Setup};
 use planepack_trace::{Activation, Op, Phase, Trace};
@@ -357,4 +357,73 @@ fn traces_with_broken_ordering_are_rejected() {
     let mut t = tiny();
     t.activations[0].last_backward_use = 9;
     assert!(t.validate().is_err());
+}
+
+/// Four forward and six backward ops of 1 ms: `a0` (48 MB, 2 ms each way on the link) from op 0
+/// to op 9, `a1` (24 MB) from op 1 to op 4.
+fn offload_or_recompute() -> Trace {
+    let act = |id, bytes, producer, last_forward_use, backward| Activation {
+        id,
+        bytes,
+        dtype: "bf16".into(),
+        producer,
+        last_forward_use,
+        first_backward_use: backward,
+        last_backward_use: backward,
+        saved_by: "mm".into(),
+    };
+    Trace {
+        format: "planepack-trace/1".into(),
+        model: "offload-or-recompute".into(),
+        description: String::new(),
+        dtype: "bf16".into(),
+        batch: 1,
+        ops: (0..10)
+            .map(|i| {
+                ms_op(
+                    i,
+                    if i < 4 {
+                        Phase::Forward
+                    } else {
+                        Phase::Backward
+                    },
+                    vec![],
+                )
+            })
+            .collect(),
+        activations: vec![act(0, 48_000_000, 0, 0, 9), act(1, 24_000_000, 1, 3, 4)],
+    }
+}
+
+#[test]
+fn offloading_first_stalls_where_the_cheapest_move_recomputes() {
+    let t = offload_or_recompute();
+    t.validate().unwrap();
+    let setup = Setup::new(&t, &A100_40GB, &[1.0, 1.0]);
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    // 48 MB budget: ops 1-4 hold 72 MB with everything kept. Dropping a0 costs op 0 again
+    // (1 ms) before op 9; swapping it makes op 1 wait for its 2 ms D2H copy.
+    let cheapest = plan_with(&setup, 48_000_000, Search::default());
+    assert!(cheapest.feasible);
+    assert_eq!(cheapest.plan.decisions, [Decision::Drop, Decision::Keep]);
+    assert!(close(cheapest.outcome.step_seconds, 11e-3));
+    let search = Search {
+        swap_first: true,
+        ..Search::default()
+    };
+    let first = plan_with(&setup, 48_000_000, search);
+    assert!(first.feasible);
+    assert_eq!(first.plan.decisions, [Decision::Swap, Decision::Keep]);
+    assert!(close(first.outcome.memory_wait_seconds, 2e-3));
+    assert!(close(first.outcome.step_seconds, 12e-3));
+    // Compressed 2x, the same plans: the swap's wait halves, the recomputation stays.
+    let compressed = Setup::new(&t, &A100_40GB, &[2.0, 2.0]);
+    assert!(close(
+        simulate(&compressed, &first.plan).step_seconds,
+        11e-3
+    ));
+    assert!(close(
+        simulate(&compressed, &cheapest.plan).step_seconds,
+        11e-3
+    ));
 }
