@@ -234,21 +234,34 @@ fn hand_checked_swap_and_drop() {
     assert!(!p.feasible);
 }
 
-/// Four forward ops in a chain (0 -> 1 -> 2 -> 3) and three backward ops, 1 ms each. Op 0's
-/// output `a0` is saved until backward op 6, op 2's output `a1` until backward op 4; op 1's
-/// output (10 MB) is an unsaved intermediate. With the input edges a recomputation is the chain
-/// back to resident tensors; without them, the producer alone.
-fn chain() -> Trace {
-    let op = ms_op;
-    let act = |id, producer, last_forward_use, backward| Activation {
+/// A BF16 activation of `bytes` saved by an `mm` from its producer op to one backward op.
+fn saved(
+    id: usize,
+    bytes: u64,
+    producer: usize,
+    last_forward_use: usize,
+    backward: usize,
+) -> Activation {
+    Activation {
         id,
-        bytes: 24_000_000,
+        bytes,
         dtype: "bf16".into(),
         producer,
         last_forward_use,
         first_backward_use: backward,
         last_backward_use: backward,
         saved_by: "mm".into(),
+    }
+}
+
+/// Four forward ops in a chain (0 -> 1 -> 2 -> 3) and three backward ops, 1 ms each. Op 0's
+/// output `a0` is saved until backward op 6, op 2's output `a1` until backward op 4; op 1's
+/// output (10 MB) is an unsaved intermediate. With the input edges a recomputation is the chain
+/// back to resident tensors; without them, the producer alone.
+fn chain() -> Trace {
+    let op = ms_op;
+    let act = |id, producer, last_forward_use, backward| {
+        saved(id, 24_000_000, producer, last_forward_use, backward)
     };
     let mut t = Trace {
         format: "planepack-trace/1".into(),
@@ -362,16 +375,7 @@ fn traces_with_broken_ordering_are_rejected() {
 /// Four forward and six backward ops of 1 ms: `a0` (48 MB, 2 ms each way on the link) from op 0
 /// to op 9, `a1` (24 MB) from op 1 to op 4.
 fn offload_or_recompute() -> Trace {
-    let act = |id, bytes, producer, last_forward_use, backward| Activation {
-        id,
-        bytes,
-        dtype: "bf16".into(),
-        producer,
-        last_forward_use,
-        first_backward_use: backward,
-        last_backward_use: backward,
-        saved_by: "mm".into(),
-    };
+    let act = saved;
     Trace {
         format: "planepack-trace/1".into(),
         model: "offload-or-recompute".into(),
