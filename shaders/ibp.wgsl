@@ -4,10 +4,11 @@
 // 32u;`, `const PER: u32`, chunks per output word: 2 for W = 16, else 1, and `const LANES`), so
 // each (width, lanes) is its own pipeline and every width test below folds away at compile
 // time. With LANES = 1 the loops over a row's columns are the same in every invocation, so
-// the column words (mask, bitval) are loaded at addresses the compiler can see are uniform. It has checked the stream (mask, bitval, row
-// bitmask) and placed every stored row (`row_span`: byte start and end of row `i` at `2 i`,
-// `2 i + 1`; rows may be back to back, as in the condensed layout and the `Ibp` stream, or in
-// fixed slots, as in the in-place layout). Rows and column arrays start on 4-byte boundaries
+// the column words (mask, bitval) are loaded at addresses the compiler can see are uniform.
+// The host has checked the stream (mask, bitval, row bitmask) and placed every stored row
+// (`row_span`: byte start and end of row `i` at `2 i`, `2 i + 1`; rows may be back to back,
+// as in the condensed layout and the `Ibp` stream, or in fixed slots, as in the in-place
+// layout). Rows and column arrays start on 4-byte boundaries
 // for W >= 32 and on 2-byte boundaries for W = 16. A pass decodes entries `first ..
 // first + count` of `row_ids`: with `id_stride` 1, output row `e` is stored row `row_ids[e]`
 // (the identity for a whole tensor, any list of row indices for a gather); with `id_stride` 2,
@@ -226,9 +227,6 @@ fn pdep(f: vec2<u32>, sel: vec2<u32>) -> vec2<u32> {
         return vec2<u32>(deposit32(f.x, sel.x), 0u);
     }
     let lo = deposit(f, sel.x, 0u);
-    if (W < 64u) {
-        return vec2<u32>(lo.x, 0u);
-    }
     let hi = deposit(f, sel.y, lo.y);
     return vec2<u32>(lo.x, hi.x);
 }

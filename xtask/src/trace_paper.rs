@@ -24,6 +24,23 @@ struct Variant {
     search: Search,
 }
 
+/// What the sensitivity table's paragraphs read back from a row that has means at both
+/// budgets.
+#[derive(Clone, Copy)]
+struct Row {
+    name: &'static str,
+    /// Mean overheads (%) at 50 %: no compression, replanned with compression.
+    none: f64,
+    full: f64,
+    /// Relative cut at 50 % (%).
+    cut: f64,
+    /// Fixed plan + compression against no compression at 30 % (points).
+    fixed_gain: f64,
+    /// Models averaged at 50 % and at 30 %.
+    models_50: usize,
+    models_30: usize,
+}
+
 /// ResNet-50 v1.5 training throughput on one A100 80GB with mixed precision, as NVIDIA measured
 /// it: 2470 images/s (DeepLearningExamples, `PyTorch/Classification/ConvNets/resnet50v1.5`
 /// README, "Training performance: NVIDIA DGX A100 (8x A100 80GB)", 1 GPU, pytorch-21.03 NGC
@@ -444,9 +461,7 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
     if let Some(v) = calibrated_row {
         variants.insert(1, v);
     }
-    // (name, none 50 %, full 50 %, cut %, fixed gain 30 %, models at 50 %, models at 30 %) per
-    // variant.
-    let mut got = Vec::new();
+    let mut got: Vec<Row> = Vec::new();
     let names = |m: &Means| {
         if m.left_out.is_empty() {
             "-".to_string()
@@ -483,13 +498,21 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
             names(&m3),
         );
         if m5.models > 0 && m3.models > 0 {
-            got.push((name, n5, r5, cut, m3.none - m3.fixed, m5.models, m3.models));
+            got.push(Row {
+                name,
+                none: n5,
+                full: r5,
+                cut,
+                fixed_gain: m3.none - m3.fixed,
+                models_50: m5.models,
+                models_30: m3.models,
+            });
         }
     }
     s.push('\n');
     let row = |prefix: &str| {
         got.iter()
-            .find(|g| g.0.starts_with(prefix))
+            .find(|g| g.name.starts_with(prefix))
             .cloned()
             .unwrap()
     };
@@ -499,12 +522,12 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
         row("planner tries 128"),
         row("planner tries 256"),
     );
-    let cuts: Vec<f64> = got.iter().map(|g| g.3).collect();
-    let max_fixed = got.iter().map(|g| g.4).fold(f64::MIN, f64::max);
+    let cuts: Vec<f64> = got.iter().map(|g| g.cut).collect();
+    let max_fixed = got.iter().map(|g| g.fixed_gain).fold(f64::MIN, f64::max);
     let reaching: Vec<&str> = got
         .iter()
-        .filter(|g| (25.0..=40.0).contains(&g.3) || g.4 >= 0.05)
-        .map(|g| g.0)
+        .filter(|g| (25.0..=40.0).contains(&g.cut) || g.fixed_gain >= 0.05)
+        .map(|g| g.name)
         .collect();
     // What was measured, and what no one has published: shared by both readings below.
     let measurement = |measured: f64| {
@@ -556,7 +579,7 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
     // The planner's policy, the one assumption that decides whether swaps stall.
     let policy = match got
         .iter()
-        .find(|g| g.0.starts_with("planner offloads first"))
+        .find(|g| g.name.starts_with("planner offloads first"))
     {
         None => "The planner's policy: with offloading first no model's plans all met the \
                  30 % and 50 % budgets, so its row has no means."
@@ -568,19 +591,19 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
              cut; mean over the {} of {} models whose plans met the budget) and a fixed-plan \
              gain of {:.1} points at 30 % ({} of {} models), against the default's {:.1} % -> \
              {:.1} % ({:.0} %) and {:.1}. {}",
-            sf.1,
-            sf.2,
-            sf.3,
-            sf.5,
+            sf.none,
+            sf.full,
+            sf.cut,
+            sf.models_50,
             traces.len(),
-            sf.4,
-            sf.6,
+            sf.fixed_gain,
+            sf.models_30,
             traces.len(),
-            def.1,
-            def.2,
-            def.3,
-            def.4,
-            if sf.1 > def.1 {
+            def.none,
+            def.full,
+            def.cut,
+            def.fixed_gain,
+            if sf.none > def.none {
                 "Its plans queue offloads on the link and stall, compression shortens those \
                  stalls (hence the large cut and the fixed-plan gain), and greedy offloading \
                  leaves some models unable to meet the budgets at all. The paper's 13.0 % -> \
@@ -609,12 +632,12 @@ pub fn paper_md(traces: &[Trace], table: &RatioTable) -> String {
          (issue 19): per-op measured times (the calibration above is one whole-step figure; the \
          efficiency rows bound the rest), and H2D prefetches held back for memory (only forward \
          ops wait for it).",
-        w32.1 - def.1,
-        w32.2 - def.2,
-        (w128.1 - def.1).abs(),
-        (w128.2 - def.2).abs(),
-        (w256.1 - def.1).abs(),
-        (w256.2 - def.2).abs(),
+        w32.none - def.none,
+        w32.full - def.full,
+        (w128.none - def.none).abs(),
+        (w128.full - def.full).abs(),
+        (w256.none - def.none).abs(),
+        (w256.full - def.full).abs(),
         cuts.iter().copied().fold(f64::MAX, f64::min),
         cuts.iter().copied().fold(f64::MIN, f64::max),
         max_fixed

@@ -156,6 +156,7 @@ pub fn deposit32(f: u32, m: u32) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use planepack_core::transpose;
 
     /// Bit by bit: the low bits of `f` at the set bits of `m`, in order.
     fn pdep_reference(f: u32, m: u32) -> u32 {
@@ -204,7 +205,6 @@ mod tests {
             assert_eq!(deposit32(1, m), None);
         }
     }
-    use planepack_core::transpose;
 
     fn rng(seed: &mut u64) -> u64 {
         *seed ^= *seed << 13;

@@ -182,14 +182,9 @@ fn greedy(setup: &Setup, budget: u64, search: Search) -> Planned {
             .collect();
         resident.sort_by_key(|&i| std::cmp::Reverse(setup.trace.activations[i].bytes));
         resident.truncate(search.candidates.max(1));
-        // The cheapest move per excess byte removed, and the cheapest keep -> swap move.
-        let mut best: Option<(f64, u128, Plan, Outcome)> = None;
-        let mut best_swap: Option<(f64, u128, Plan, Outcome)> = None;
-        let better =
-            |best: &Option<(f64, u128, Plan, Outcome)>, cost: f64, removed: u128| match best {
-                None => true,
-                Some((c, r, _, _)) => cost < *c || (cost == *c && removed > *r),
-            };
+        // The cheapest move per excess byte removed, ties to the one removing more; with
+        // `swap_first`, any keep -> swap move ranks before every drop.
+        let mut best: Option<(bool, f64, u128, Plan, Outcome)> = None;
         for i in resident {
             let moves: &[Decision] = match current.decisions[i] {
                 Decision::Keep => &[Decision::Swap, Decision::Drop],
@@ -207,19 +202,21 @@ fn greedy(setup: &Setup, budget: u64, search: Search) -> Planned {
                 }
                 let removed = excess - e;
                 let cost = (o.step_seconds - out.step_seconds).max(0.0) / removed as f64;
-                if m == Decision::Swap && better(&best_swap, cost, removed) {
-                    best_swap = Some((cost, removed, p.clone(), o.clone()));
-                }
-                if better(&best, cost, removed) {
-                    best = Some((cost, removed, p, o));
+                let deferred = search.swap_first && m != Decision::Swap;
+                let better = match &best {
+                    None => true,
+                    Some((dd, c, r, _, _)) => {
+                        (deferred, cost) < (*dd, *c)
+                            || (deferred == *dd && cost == *c && removed > *r)
+                    }
+                };
+                if better {
+                    best = Some((deferred, cost, removed, p, o));
                 }
             }
         }
-        if search.swap_first && best_swap.is_some() {
-            best = best_swap;
-        }
         match best {
-            Some((_, _, p, o)) => {
+            Some((_, _, _, p, o)) => {
                 current = p;
                 out = o;
             }

@@ -375,7 +375,6 @@ fn traces_with_broken_ordering_are_rejected() {
 /// Four forward and six backward ops of 1 ms: `a0` (48 MB, 2 ms each way on the link) from op 0
 /// to op 9, `a1` (24 MB) from op 1 to op 4.
 fn offload_or_recompute() -> Trace {
-    let act = saved;
     Trace {
         format: "planepack-trace/1".into(),
         model: "offload-or-recompute".into(),
@@ -395,7 +394,7 @@ fn offload_or_recompute() -> Trace {
                 )
             })
             .collect(),
-        activations: vec![act(0, 48_000_000, 0, 0, 9), act(1, 24_000_000, 1, 3, 4)],
+        activations: vec![saved(0, 48_000_000, 0, 0, 9), saved(1, 24_000_000, 1, 3, 4)],
     }
 }
 
