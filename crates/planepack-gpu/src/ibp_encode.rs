@@ -360,16 +360,22 @@ impl Gpu {
     /// compressed bytes cross the link. Equal to the CPU encoder's stream for the same tensor.
     pub fn encode_ibp_on_device(&self, rows: &DeviceRows, tail: &[u8]) -> Result<Vec<u8>> {
         let ibp = Ibp::default();
-        let pre = self.ibp_preprocess(rows, ibp.threshold)?;
         let raw_len = rows.rows * rows.row_bytes() + tail.len();
         let mut out = Vec::new();
-        if pre.mask.invariant_bits() > 0 {
-            let enc = self.encode_ibp_rows(rows, &pre.mask)?;
+        // Too few rows for a mask (the CPU encoder's rule, `Ibp::split_rows`): stored whole.
+        let pre = if rows.rows >= planepack_ibp::MIN_ROWS {
+            Some(self.ibp_preprocess(rows, ibp.threshold)?)
+        } else {
+            None
+        };
+        let masks: Vec<Mask> = pre.into_iter().map(|p| p.mask).collect();
+        if let Some(mask) = masks.first().filter(|m| m.invariant_bits() > 0) {
+            let enc = self.encode_ibp_rows(rows, mask)?;
             planepack_ibp::write_stream(
                 &StreamParts {
                     columns: rows.columns,
                     rows: rows.rows,
-                    masks: std::slice::from_ref(&pre.mask),
+                    masks: std::slice::from_ref(mask),
                     row_cluster: &[],
                     row_bitmask: &enc.group.row_bitmask,
                     condensed: &enc.group.data,
@@ -378,7 +384,7 @@ impl Gpu {
                 &mut out,
             );
         }
-        if !planepack_ibp::keeps_rows(out.len(), raw_len, std::slice::from_ref(&pre.mask)) {
+        if !planepack_ibp::keeps_rows(out.len(), raw_len, &masks) {
             // Not worth it: the tensor stored whole, which needs its raw bytes here.
             out.clear();
             let mut input = self.read_back(&crate::DeviceTensor {

@@ -284,8 +284,9 @@ pub(crate) fn decode_rows<P: Placement>(
     out: &mut [u8],
 ) -> Result<()> {
     let rb = cols.row_bytes();
-    let deposits =
-        (wide::pays(cols) && wide::supports(rows.data(), cols.b())).then(|| Deposits::new(cols));
+    let count = out.len() / rb.max(1);
+    let deposits = (wide::pays(cols, count) && wide::supports(rows.data(), cols.b()))
+        .then(|| Deposits::new(cols));
     let lanes = wide::lanes(cols.b());
     let mut group: Vec<Lane> = Vec::with_capacity(lanes);
     for (i, dst) in which.zip(out.chunks_exact_mut(rb.max(1))) {

@@ -79,12 +79,24 @@ impl<'a> Rows<'a> {
     /// Row `r`'s chunks as integers.
     #[inline]
     pub fn row_chunks(&self, r: usize) -> impl Iterator<Item = u64> + 'a {
+        self.row_chunks_in(r, 0..self.columns)
+    }
+
+    /// Row `r`'s chunks `cols` as integers.
+    #[inline]
+    pub fn row_chunks_in(
+        &self,
+        r: usize,
+        cols: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = u64> + 'a {
         let b = (self.width / 8) as usize;
-        self.row(r).chunks_exact(b).map(move |c| {
-            let mut w = [0u8; 8];
-            w[..b].copy_from_slice(c);
-            u64::from_le_bytes(w)
-        })
+        self.row(r)[cols.start * b..cols.end * b]
+            .chunks_exact(b)
+            .map(move |c| {
+                let mut w = [0u8; 8];
+                w[..b].copy_from_slice(c);
+                u64::from_le_bytes(w)
+            })
     }
 }
 
@@ -150,6 +162,12 @@ impl KvStream {
 
 /// Stream magic: "PPIB".
 pub const MAGIC: [u8; 4] = *b"PPIB";
+/// The fewest rows the encoder codes with a mask, and the fewest rows per mask with clusters.
+/// A mask and its bitval cost two rows' bytes, so with fewer rows they cannot pay for much,
+/// and the encoder's working memory (masks and column tables of 16 to 44 bytes a column)
+/// would be several times the tensor for a few very long rows (a 1-D tensor is one row). No
+/// tensor of the datasets was coded with rows below this; the format allows any count.
+pub const MIN_ROWS: usize = 16;
 const HEADER: usize = 32;
 
 /// IBP behind the [`Codec`] trait.
@@ -187,11 +205,17 @@ impl Default for Ibp {
 impl Ibp {
     /// How [`Ibp::encode_rows`] cuts `len` bytes into rows of `row_bytes`: the chunk width and
     /// the bytes in whole rows (the rest are tail bytes); None when rows of that length cannot
-    /// be IBP-coded (no length, or not whole 16-bit chunks), so the tensor is stored whole.
-    /// The GPU encoder cuts with it too.
+    /// be IBP-coded (no length, not whole 16-bit chunks, or fewer than [`MIN_ROWS`] rows), so
+    /// the tensor is stored whole. The GPU encoder cuts with it too.
     pub fn split_rows(&self, len: usize, row_bytes: usize) -> Option<(u32, usize)> {
         let width = self.pick_width(row_bytes).filter(|_| row_bytes > 0)?;
-        Some((width, len / row_bytes * row_bytes))
+        (len / row_bytes >= MIN_ROWS).then_some((width, len / row_bytes * row_bytes))
+    }
+
+    /// The clusters the encoder fits on `rows` rows: the configured count, at most one per
+    /// [`MIN_ROWS`] rows (1: one mask).
+    pub fn clusters_for(&self, rows: usize) -> usize {
+        self.clusters.clamp(1, (rows / MIN_ROWS).max(1))
     }
 
     /// The chunk width for rows of `row_bytes` bytes: the configured one if it divides the
@@ -247,8 +271,9 @@ impl Ibp {
                 width,
             }
         };
-        let (cluster, used) = if self.clusters > 1 && rows.count > 1 {
-            cluster::assign(&rows, self.clusters)
+        let clusters = self.clusters_for(rows.count);
+        let (cluster, used) = if clusters > 1 {
+            cluster::assign(&rows, clusters)
         } else {
             (vec![], 1)
         };
@@ -384,15 +409,32 @@ fn parse(input: &[u8]) -> Result<StreamHeader> {
         _ => return Err(Error::corrupt_at("sizes do not fit in memory", 8)),
     };
     let row_bytes = columns.checked_mul((width / 8) as usize);
-    match (row_bytes, row_bytes.and_then(|rb| rb.checked_mul(rows))) {
+    let body = match (row_bytes, row_bytes.and_then(|rb| rb.checked_mul(rows))) {
         (Some(rb), Some(body))
-            if rb <= raw_len && body <= raw_len && (rows == 0 || columns > 0) => {}
+            if rb <= raw_len && body <= raw_len && (rows == 0 || columns > 0) =>
+        {
+            body
+        }
         _ => {
             return Err(Error::corrupt_at(
                 "rows x columns do not fit in the raw length",
                 8,
             ))
         }
+    };
+    // Everything below is sized from these fields, so the bytes they claim must be in the
+    // stream before anything is sized from them: every cluster's mask and bitval (2 V B bytes
+    // each) and the tail bytes (raw length minus the rows' bytes), with checked arithmetic (a
+    // column count near 2^60 once wrapped the mask size to zero).
+    let stored = row_bytes
+        .and_then(|rb| rb.checked_mul(2 * clusters))
+        .and_then(|meta| meta.checked_add(raw_len - body))
+        .and_then(|n| n.checked_add(HEADER));
+    if stored.is_none_or(|n| n > input.len()) {
+        return Err(Error::corrupt_at(
+            "masks and tail bytes claimed by the header are not in the stream",
+            8,
+        ));
     }
     Ok(StreamHeader {
         width,
@@ -614,7 +656,7 @@ impl Codec for Ibp {
         }
         let cols = &all_cols[0];
         let body = m.header.rows * cols.row_bytes();
-        if wide::pays(cols) {
+        if wide::pays(cols, m.header.rows) {
             // Rows placed first (from their bitmaps), so that the group decoder can take
             // packed rows several at a time.
             let (row_offsets, tail_offset) = place_rows(compressed, &m, &all_cols)?;

@@ -54,15 +54,31 @@ pub struct BitCounts {
     pub counts: Vec<u32>,
 }
 
+/// Columns [`preprocess`] counts at once. Its counters take `4 W` bytes a column (32 bytes a
+/// byte of row), so rows of more columns are counted a tile at a time and the memory of
+/// finding a mask stays bounded whatever the row length (a 64 MB one-row tensor once took
+/// 2 GB of counters).
+pub const COUNT_TILE: usize = 1 << 16;
+
 impl BitCounts {
     /// Count over the rows `row_ids` of `rows`.
     pub fn of(rows: &Rows, row_ids: impl Iterator<Item = usize>) -> BitCounts {
+        BitCounts::of_columns(rows, row_ids, 0..rows.columns)
+    }
+
+    /// Count columns `cols` over the rows `row_ids` of `rows` (column `cols.start` is the
+    /// counts' column 0).
+    pub fn of_columns(
+        rows: &Rows,
+        row_ids: impl Iterator<Item = usize>,
+        cols: std::ops::Range<usize>,
+    ) -> BitCounts {
         let w = rows.width as usize;
-        let mut counts = vec![0u32; rows.columns * w];
+        let mut counts = vec![0u32; cols.len() * w];
         let mut n = 0;
         for r in row_ids {
             n += 1;
-            for (j, x) in rows.row_chunks(r).enumerate() {
+            for (j, x) in rows.row_chunks_in(r, cols.clone()).enumerate() {
                 let c = &mut counts[j * w..j * w + w];
                 let mut x = x;
                 while x != 0 {
@@ -123,21 +139,26 @@ pub const SWEEP: [f32; 6] = {
 /// The reference's score of a mask on some rows: for every row, the invariant bits of its
 /// participating chunks, minus one participation bit per chunk, counted when positive.
 pub fn score(rows: &Rows, row_ids: impl Iterator<Item = usize>, m: &Mask) -> i64 {
-    let pops: Vec<i64> = m.mask.iter().map(|x| x.count_ones() as i64).collect();
+    let pops = popcounts(m);
     let v = rows.columns as i64;
-    let mut total = 0;
-    for r in row_ids {
-        let saved: i64 = rows
-            .row_chunks(r)
-            .zip(m.mask.iter().zip(&m.bitval))
-            .zip(&pops)
-            .map(|((x, (mk, bv)), p)| if x & mk == *bv { *p } else { 0 })
-            .sum();
-        if saved > v {
-            total += saved - v;
-        }
-    }
-    total
+    row_ids
+        .map(|r| invariant_bits_kept(rows.row_chunks(r), m, &pops))
+        .map(|saved| (saved - v).max(0))
+        .sum()
+}
+
+fn popcounts(m: &Mask) -> Vec<i64> {
+    m.mask.iter().map(|x| x.count_ones() as i64).collect()
+}
+
+/// The invariant bits of the chunks (of consecutive columns, `m`'s first onwards) that
+/// participate under `m` (their masked bits equal the bitval).
+fn invariant_bits_kept(chunks: impl Iterator<Item = u64>, m: &Mask, pops: &[i64]) -> i64 {
+    chunks
+        .zip(m.mask.iter().zip(&m.bitval))
+        .zip(pops)
+        .map(|((x, (mk, bv)), p)| if x & mk == *bv { *p } else { 0 })
+        .sum()
 }
 
 /// Which rows build the mask.
@@ -197,6 +218,9 @@ pub struct Preprocessed {
 /// Build the mask for `rows` from `sample` with `threshold`.
 pub fn preprocess(rows: &Rows, threshold: Threshold, sample: Sample) -> Preprocessed {
     let ids = sample.rows(rows.count);
+    if rows.columns > COUNT_TILE {
+        return preprocess_tiled(rows, threshold, &ids);
+    }
     let counts = BitCounts::of(rows, ids.iter().copied());
     Preprocessed::choose(
         rows.width,
@@ -207,6 +231,52 @@ pub fn preprocess(rows: &Rows, threshold: Threshold, sample: Sample) -> Preproce
             (t, m, s)
         }),
     )
+}
+
+/// [`preprocess`] for rows of more than [`COUNT_TILE`] columns, in bounded memory and with the
+/// same result: each tile's counts give each threshold's mask for those columns, and what a
+/// row keeps under it is added to the row's total (the score needs whole rows); the winner's
+/// mask is then counted again tile by tile. The per-row totals are few: rows this wide are few
+/// in a tensor of bounded size.
+fn preprocess_tiled(rows: &Rows, threshold: Threshold, ids: &[usize]) -> Preprocessed {
+    let tiles = || {
+        (0..rows.columns)
+            .step_by(COUNT_TILE)
+            .map(|c| c..(c + COUNT_TILE).min(rows.columns))
+    };
+    let thresholds = threshold.candidates();
+    let n = ids.len();
+    let mut kept = vec![0i64; thresholds.len() * n];
+    for cols in tiles() {
+        let counts = BitCounts::of_columns(rows, ids.iter().copied(), cols.clone());
+        for (k, &t) in thresholds.iter().enumerate() {
+            let m = counts.mask(t);
+            let pops = popcounts(&m);
+            for (i, &r) in ids.iter().enumerate() {
+                kept[k * n + i] +=
+                    invariant_bits_kept(rows.row_chunks_in(r, cols.clone()), &m, &pops);
+            }
+        }
+    }
+    let v = rows.columns as i64;
+    let tried = thresholds
+        .iter()
+        .zip(kept.chunks(n.max(1)))
+        .map(|(&t, per_row)| (t, per_row.iter().map(|s| (s - v).max(0)).sum()))
+        .collect();
+    Preprocessed::from_scores(rows.width, rows.columns, tried, |t| {
+        let mut m = Mask {
+            width: rows.width,
+            mask: Vec::with_capacity(rows.columns),
+            bitval: Vec::with_capacity(rows.columns),
+        };
+        for cols in tiles() {
+            let part = BitCounts::of_columns(rows, ids.iter().copied(), cols).mask(t);
+            m.mask.extend(part.mask);
+            m.bitval.extend(part.bitval);
+        }
+        m
+    })
 }
 
 impl Threshold {
@@ -236,9 +306,30 @@ impl Preprocessed {
                 best = Some((t, s, m));
             }
         }
-        let (t, s, m) = best.expect("at least one threshold");
-        let mask = if s > 0 {
+        let (t, _, m) = best.expect("at least one threshold");
+        Preprocessed::from_scores(width, columns, tried, |bt| {
+            debug_assert_eq!(bt, t);
             m
+        })
+    }
+
+    /// The same choice from the scores alone (`tried`, in sweep order), building only the
+    /// winner's mask with `mask_of(threshold)`.
+    pub fn from_scores(
+        width: u32,
+        columns: usize,
+        tried: Vec<(f32, i64)>,
+        mask_of: impl FnOnce(f32) -> Mask,
+    ) -> Preprocessed {
+        let mut best = 0;
+        for (k, &(_, s)) in tried.iter().enumerate() {
+            if s > tried[best].1 {
+                best = k;
+            }
+        }
+        let (t, s) = *tried.get(best).expect("at least one threshold");
+        let mask = if s > 0 {
+            mask_of(t)
         } else {
             Mask::empty(width, columns)
         };
@@ -247,6 +338,63 @@ impl Preprocessed {
             threshold: t,
             score: s,
             tried,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tiled search for wide rows chooses exactly what counting whole rows at once does:
+    /// same threshold, scores and mask, for every sample and threshold policy.
+    #[test]
+    fn tiled_counting_chooses_as_whole_rows_do() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for (width, rows_n) in [(16u32, 5usize), (32, 3), (64, 4)] {
+            let b = (width / 8) as usize;
+            let columns = 2 * COUNT_TILE + 37;
+            let mut data = vec![0u8; rows_n * columns * b];
+            // Low bits noisy, high bits mostly shared: masks at several thresholds differ.
+            for (i, x) in data.iter_mut().enumerate() {
+                let r = next();
+                *x = if i % b == b - 1 {
+                    (r % 97 == 0) as u8
+                } else {
+                    r as u8 & 0x0f
+                };
+            }
+            let rows = Rows::new(&data, columns * b, width).unwrap();
+            for (threshold, sample) in [
+                (Threshold::Sweep, Sample::All),
+                (Threshold::Fixed(0.8), Sample::Prefix(0.5)),
+            ] {
+                let ids = sample.rows(rows.count);
+                let counts = BitCounts::of(&rows, ids.iter().copied());
+                let whole = Preprocessed::choose(
+                    width,
+                    columns,
+                    threshold.candidates().into_iter().map(|t| {
+                        let m = counts.mask(t);
+                        let s = score(&rows, ids.iter().copied(), &m);
+                        (t, m, s)
+                    }),
+                );
+                let tiled = preprocess(&rows, threshold, sample);
+                assert_eq!(tiled.tried, whole.tried, "W={width}");
+                assert_eq!(tiled.threshold, whole.threshold, "W={width}");
+                assert!(tiled.mask == whole.mask, "W={width}: masks differ");
+                assert!(
+                    whole.mask.invariant_bits() > 0,
+                    "W={width}: the test needs a mask"
+                );
+            }
         }
     }
 }

@@ -31,8 +31,17 @@ pub const MIN_COLUMNS: usize = 32;
 /// Does the lockstep path pay for rows described by `c`: AVX2 present, the CPU's bit
 /// instructions chosen (portable `Columns` keep everything scalar, which is how the tests
 /// compare both paths), 32- or 64-bit chunks, and rows of at least [`MIN_COLUMNS`] chunks?
-pub fn pays(c: &Columns) -> bool {
-    c.ops.is_bmi2() && available() && matches!(c.b(), 4 | 8) && c.v() >= MIN_COLUMNS
+///
+/// The deposit tables ([`Deposits`]: 8 bytes a column and 16 a run of selected bits) are built
+/// once for all `rows` rows, so the path is taken only where they are at most half of the rows'
+/// bytes: a few very wide rows with many-run masks would otherwise need tables several times
+/// the tensor (`docs/memory.md`).
+pub fn pays(c: &Columns, rows: usize) -> bool {
+    c.ops.is_bmi2()
+        && available()
+        && matches!(c.b(), 4 | 8)
+        && c.v() >= MIN_COLUMNS
+        && Deposits::bytes(c) <= rows.saturating_mul(c.row_bytes()) / 2
 }
 
 /// The deposit of every column as runs: `pdep(f, select)` is the OR over the runs of
@@ -45,9 +54,22 @@ pub struct Deposits {
 }
 
 impl Deposits {
+    /// Runs of selected bits over all columns of `c`.
+    fn runs(c: &Columns) -> usize {
+        c.select
+            .iter()
+            .map(|&sel| (sel & !(sel << 1)).count_ones() as usize)
+            .sum()
+    }
+
+    /// The bytes [`Deposits::new`] allocates for `c`.
+    pub fn bytes(c: &Columns) -> usize {
+        8 * (c.v() + 1) + 16 * Deposits::runs(c)
+    }
+
     pub fn new(c: &Columns) -> Deposits {
         let mut first = Vec::with_capacity(c.v() + 1);
-        let mut runs = Vec::new();
+        let mut runs = Vec::with_capacity(Deposits::runs(c));
         for &sel in &c.select {
             first.push(runs.len());
             let (mut m, mut below) = (sel, 0u32);

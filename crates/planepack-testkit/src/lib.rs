@@ -8,6 +8,8 @@
 
 use planepack_core::ElemType;
 
+pub mod alloc;
+
 /// SplitMix64: tiny, fast, deterministic.
 #[derive(Clone)]
 pub struct Rng(pub u64);
@@ -289,4 +291,113 @@ macro_rules! at_every_tier {
             })
             .collect::<Vec<_>>()
     };
+}
+
+/// Values a hostile header field takes, for a field of `bytes` bytes: the edges of its type's
+/// range (0, 1, the largest, the sign bit), powers of two where sizes computed from a field
+/// wrap (2^k for k near 31, 32, 60-63), and one more or less than the field's own value.
+pub fn extreme_values(bytes: usize, own: u64) -> Vec<u64> {
+    let bits = 8 * bytes as u32;
+    let max = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let mut v = vec![0, 1, 2, 3, max, max - 1, max >> 1, (max >> 1) + 1];
+    for k in [
+        7, 8, 15, 16, 24, 28, 29, 30, 31, 32, 33, 40, 48, 56, 59, 60, 61, 62, 63,
+    ] {
+        if k < bits {
+            v.push(1u64 << k);
+            v.push((1u64 << k) - 1);
+        }
+    }
+    v.push(own.wrapping_add(1) & max);
+    v.push(own.wrapping_sub(1) & max);
+    v.push(own.wrapping_mul(2) & max);
+    v.sort_unstable();
+    v.dedup();
+    v.retain(|&x| x != own);
+    v
+}
+
+/// Every stream obtained from `stream` by overwriting one little-endian field of 1, 2, 4 or 8
+/// bytes that starts in the first `span` bytes with each of its [`extreme_values`]: how the
+/// robustness tests reach a reader with header fields at their type's full range, which
+/// random mutations of valid streams almost never do (a 2^60 column count, a length of
+/// 2^63). Returns (offset, width, value, stream).
+pub fn header_field_variants(
+    stream: &[u8],
+    span: usize,
+) -> impl Iterator<Item = (usize, usize, u64, Vec<u8>)> + '_ {
+    let span = span.min(stream.len());
+    (0..span).flat_map(move |at| {
+        [1usize, 2, 4, 8]
+            .into_iter()
+            .filter(move |w| at + w <= stream.len())
+            .flat_map(move |w| {
+                let mut own = [0u8; 8];
+                own[..w].copy_from_slice(&stream[at..at + w]);
+                let own = u64::from_le_bytes(own);
+                extreme_values(w, own).into_iter().map(move |x| {
+                    let mut s = stream.to_vec();
+                    s[at..at + w].copy_from_slice(&x.to_le_bytes()[..w]);
+                    (at, w, x, s)
+                })
+            })
+    })
+}
+
+/// The few values [`header_field_pairs`] combines: the type's edges and the powers of two
+/// where products of two fields wrap.
+fn pair_values(bytes: usize) -> Vec<u64> {
+    let bits = 8 * bytes as u32;
+    let max = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let mut v = vec![0, 1, max, max >> 1, (max >> 1) + 1];
+    v.extend(
+        [16, 31, 32, 60, 61, 62]
+            .into_iter()
+            .filter(|&k| k < bits)
+            .map(|k| 1u64 << k),
+    );
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Every stream obtained from `stream` by overwriting two aligned little-endian fields of the
+/// same width (8-byte fields at multiples of 8, 4-byte fields at multiples of 4) that start in
+/// the first `span` bytes, with a few extreme values each. A size computed from two fields (a
+/// column count and a length) wraps only when both are hostile, which a one-field sweep never
+/// tries. Returns ((offset, offset), width, stream).
+pub fn header_field_pairs(
+    stream: &[u8],
+    span: usize,
+) -> impl Iterator<Item = ((usize, usize), usize, Vec<u8>)> + '_ {
+    let span = span.min(stream.len());
+    [8usize, 4].into_iter().flat_map(move |w| {
+        let at: Vec<usize> = (0..span)
+            .step_by(w)
+            .filter(|a| a + w <= stream.len())
+            .collect();
+        let values = pair_values(w);
+        let mut out = Vec::new();
+        for (i, &a) in at.iter().enumerate() {
+            for &b in &at[i + 1..] {
+                for &x in &values {
+                    for &y in &values {
+                        let mut s = stream.to_vec();
+                        s[a..a + w].copy_from_slice(&x.to_le_bytes()[..w]);
+                        s[b..b + w].copy_from_slice(&y.to_le_bytes()[..w]);
+                        out.push(((a, b), w, s));
+                    }
+                }
+            }
+        }
+        out
+    })
 }
