@@ -36,6 +36,7 @@ impl Fail {
     pub fn at(path: &Path, e: planepack_container::Error) -> Fail {
         use planepack_container::Error as E;
         let code = match &e {
+            E::Internal(_) => Code::Internal,
             E::InvalidInput(_) | E::Codec { .. } => Code::InvalidInput,
             E::Corrupt(_) => Code::Corrupt,
             E::Io(_) | E::Output(_) => Code::Io,

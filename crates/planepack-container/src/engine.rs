@@ -64,16 +64,18 @@ pub(crate) fn encode_on(
     shape: &[usize],
     out: &mut Vec<u8>,
 ) -> planepack_core::Result<()> {
-    if let Some(e) = engine {
-        let start = out.len();
-        if let Some(r) = e.encode(codec, data, elem, shape, out) {
-            e.counts().encoded.fetch_add(1, Ordering::Relaxed);
-            return r;
+    contained(|| {
+        if let Some(e) = engine {
+            let start = out.len();
+            if let Some(r) = e.encode(codec, data, elem, shape, out) {
+                e.counts().encoded.fetch_add(1, Ordering::Relaxed);
+                return r;
+            }
+            out.truncate(start);
+            e.counts().encoded_on_cpu.fetch_add(1, Ordering::Relaxed);
         }
-        out.truncate(start);
-        e.counts().encoded_on_cpu.fetch_add(1, Ordering::Relaxed);
-    }
-    codec.codec().encode_shaped(data, elem, shape, out)
+        codec.codec().encode_shaped(data, elem, shape, out)
+    })
 }
 
 /// Decode with the engine where it can, else the CPU codec.
@@ -83,12 +85,32 @@ pub(crate) fn decode_on(
     payload: &[u8],
     out: &mut [u8],
 ) -> planepack_core::Result<()> {
-    if let Some(e) = engine {
-        if let Some(r) = e.decode(codec, payload, out) {
-            e.counts().decoded.fetch_add(1, Ordering::Relaxed);
-            return r;
+    contained(|| {
+        if let Some(e) = engine {
+            if let Some(r) = e.decode(codec, payload, out) {
+                e.counts().decoded.fetch_add(1, Ordering::Relaxed);
+                return r;
+            }
+            e.counts().decoded_on_cpu.fetch_add(1, Ordering::Relaxed);
         }
-        e.counts().decoded_on_cpu.fetch_add(1, Ordering::Relaxed);
-    }
-    codec.codec().decode(payload, out)
+        codec.codec().decode(payload, out)
+    })
+}
+
+/// Run a codec call with its panics caught: a panic is a bug in a codec, and it must reach
+/// the caller as an error naming the tensor (the command's exit code 1, an exception in
+/// Python), not unwind through the command's temporary-file handling or a Python interpreter.
+/// Codecs hold no state across calls (a call's buffers are its own), so nothing a panic
+/// interrupted is used again.
+pub(crate) fn contained<T>(
+    f: impl FnOnce() -> planepack_core::Result<T>,
+) -> planepack_core::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("a codec panicked");
+        Err(planepack_core::Error::Internal(msg.to_owned()))
+    })
 }

@@ -28,6 +28,8 @@
 
 pub mod codecs;
 pub mod engine;
+#[doc(hidden)]
+pub mod forge;
 pub mod format;
 pub mod read;
 pub mod read_at;
@@ -67,6 +69,10 @@ pub enum Error {
     /// Writing the output failed (a full disk): the output, not the input, is to blame.
     #[error("writing the output: {0}")]
     Output(std::io::Error),
+    /// A codec broke its own rules on this tensor (a bug in planepack: it panicked, and the
+    /// panic was caught).
+    #[error("{0}")]
+    Internal(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

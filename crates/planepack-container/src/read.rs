@@ -159,8 +159,10 @@ impl<R: ReadAt> Container<R> {
                 "tensor {name:?}: compressed bytes fail their checksum"
             )));
         }
-        decode(self.engine.as_deref(), e.spec(), payload, out)
-            .map_err(|err| Error::Corrupt(format!("tensor {name:?}: {err}")))?;
+        decode(self.engine.as_deref(), e.spec(), payload, out).map_err(|err| match err {
+            Error::Internal(m) => Error::Internal(format!("tensor {name:?}: {m}")),
+            err => Error::Corrupt(format!("tensor {name:?}: {err}")),
+        })?;
         if checksum(out) != e.raw_checksum {
             return Err(Error::Corrupt(format!(
                 "tensor {name:?}: decoded bytes fail their checksum"

@@ -78,13 +78,20 @@ pub fn encode(
     out: &mut Vec<u8>,
 ) -> Result<ElemType> {
     let elem = elem_for(&span.dtype, span.dtype_bits);
-    encode_on(engine, codec, data, elem, &row_shape(span, elem), out).map_err(|source| {
-        Error::Codec {
-            tensor: span.name.clone(),
-            codec: codec.name(),
-            source,
-        }
-    })?;
+    encode_on(engine, codec, data, elem, &row_shape(span, elem), out).map_err(
+        |source| match source {
+            planepack_core::Error::Internal(_) => Error::Internal(format!(
+                "tensor {:?}: {}: {source}",
+                span.name,
+                codec.name()
+            )),
+            source => Error::Codec {
+                tensor: span.name.clone(),
+                codec: codec.name(),
+                source,
+            },
+        },
+    )?;
     Ok(elem)
 }
 
@@ -108,8 +115,10 @@ pub fn decode(
     payload: &[u8],
     out: &mut [u8],
 ) -> Result<()> {
-    decode_on(engine, codec, payload, out)
-        .map_err(|e| Error::Corrupt(format!("{}: {e}", codec.name())))
+    decode_on(engine, codec, payload, out).map_err(|e| match e {
+        planepack_core::Error::Internal(_) => Error::Internal(format!("{}: {e}", codec.name())),
+        e => Error::Corrupt(format!("{}: {e}", codec.name())),
+    })
 }
 
 /// Pick a codec for one tensor and return its verified payload. `scratch` is reused for the
@@ -150,8 +159,10 @@ pub fn choose(
         payload.clear();
         let elem = match encode(engine, codec, span, data, &mut payload) {
             Ok(e) => e,
-            // In auto mode a codec that cannot take this tensor is just not a candidate.
-            Err(_) if !matches!(policy, Policy::Fixed(_)) => continue,
+            // In auto mode a codec that cannot take this tensor is just not a candidate (a codec
+            // that broke its own rules, `Error::Internal`, is a bug: reported whatever the
+            // policy).
+            Err(Error::Codec { .. }) if !matches!(policy, Policy::Fixed(_)) => continue,
             Err(e) => return Err(e),
         };
         if matches!(codec.id, CodecId::Ibp | CodecId::IbpClusters) {

@@ -11,6 +11,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// Everything that can go wrong when encoding or decoding.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The input ended before a structure that must be there.
     #[error(
@@ -40,6 +41,11 @@ pub enum Error {
     /// A parameter that the codec cannot work with (element width, level, size).
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// A codec broke one of its own rules (it panicked, and the panic was caught where codecs
+    /// are called: `planepack-container`'s engine). A bug in planepack, not in the input;
+    /// never a result of bad input by design.
+    #[error("internal error (a bug in planepack; please report it): {0}")]
+    Internal(String),
 }
 
 /// Where in a stream a corruption was found, and which rule it broke.

@@ -29,9 +29,18 @@ pyo3::create_exception!(
     "An input planepack cannot compress (unsupported dtype, malformed header, unknown codec)."
 );
 
+pyo3::create_exception!(
+    _planepack,
+    InternalError,
+    pyo3::exceptions::PyRuntimeError,
+    "A codec broke one of its own rules (a bug in planepack; the input may be fine). Raised \
+     instead of letting a panic unwind into the interpreter."
+);
+
 /// The container error as the Python exception of the same class of failure.
 fn to_py(e: Error) -> PyErr {
     match e {
+        Error::Internal(m) => InternalError::new_err(m),
         Error::Corrupt(m) => CorruptError::new_err(m),
         Error::Io(e) | Error::Output(e) => PyIOError::new_err(e.to_string()),
         e @ (Error::InvalidInput(_) | Error::Codec { .. }) => {
@@ -636,6 +645,7 @@ fn _planepack(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Reader>()?;
     m.add("CorruptError", m.py().get_type::<CorruptError>())?;
     m.add("InvalidInputError", m.py().get_type::<InvalidInputError>())?;
+    m.add("InternalError", m.py().get_type::<InternalError>())?;
     Ok(())
 }
 

@@ -34,7 +34,7 @@ import tempfile
 import numpy as np
 
 from . import _planepack as _native
-from ._planepack import CorruptError, InvalidInputError, codecs
+from ._planepack import CorruptError, InternalError, InvalidInputError, codecs
 
 __all__ = [
     "compress",
@@ -48,6 +48,7 @@ __all__ = [
     "codecs",
     "CorruptError",
     "InvalidInputError",
+    "InternalError",
 ]
 
 # numpy dtype <-> safetensors dtype name (little-endian; safetensors has no big-endian types).

@@ -2,7 +2,7 @@ import os
 from typing import Any, Sequence, Union
 
 import numpy as np
-from ._planepack import CorruptError as CorruptError, InvalidInputError as InvalidInputError
+from ._planepack import CorruptError as CorruptError, InternalError as InternalError, InvalidInputError as InvalidInputError
 
 _Path = Union[str, os.PathLike]
 # A numpy array, a buffer (bytes, bytearray, memoryview) or a CPU torch.Tensor.
