@@ -99,6 +99,16 @@ fn pairs_of(
     rename: impl Fn(&Path) -> Option<PathBuf>,
     what: &str,
 ) -> Result<Vec<(PathBuf, PathBuf)>, Fail> {
+    // `-o -` means standard output to most tools; here it would be a file named `-`. An
+    // output is written beside its destination and renamed into place when verified, which a
+    // pipe cannot do, so it is refused like the other special outputs.
+    if output == Some(Path::new("-")) {
+        return Err(Fail::new(
+            Code::Usage,
+            "-o -: writing to standard output is not supported (outputs are verified, then \
+             renamed into place); name a file",
+        ));
+    }
     if !input.exists() {
         return Err(Fail::new(
             Code::Io,
@@ -216,6 +226,11 @@ fn codec_spec(name: &str, level: Option<u8>) -> Result<CodecSpec, Fail> {
     let spec = CodecSpec::parse(name).ok_or_else(unknown)?;
     match level {
         None => Ok(spec),
+        // `zstd-19 --level 3`: two levels, and neither silently wins.
+        Some(l) if name != spec.id.name() => Err(Fail::new(
+            Code::Usage,
+            format!("--codec {name} already names a level; drop it or --level {l}"),
+        )),
         Some(l) => CodecSpec::parse(&format!("{}-{l}", spec.id.name())).ok_or_else(|| {
             Fail::new(
                 Code::Usage,
@@ -301,10 +316,12 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
             })
             .map_err(|e| Fail::between(input, out, e))?;
         }
-        tmp.permissions_of(input)?;
         tmp.as_file().sync_all().map_err(|e| Fail::io(out, e))?;
         // Re-read what was written: the metadata must parse before the file gets its name.
-        let written = Container::open(tmp.path(), &opts.npy_name).map_err(|e| {
+        // Through the handle it was written with, not by path: the permission bits it is
+        // about to get (the input's, which may not allow its owner to read) do not matter.
+        let handle = tmp.as_file().try_clone().map_err(|e| Fail::io(out, e))?;
+        let written = Container::parse(handle, &opts.npy_name).map_err(|e| {
             Fail::new(
                 Code::Internal,
                 format!("{}: written container does not parse: {e}", out.display()),
@@ -313,6 +330,8 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
         let container_bytes = written.file_len();
         let original_bytes = written.header.original_len;
         drop(written);
+        // The input's permission bits, last: after every read of the output.
+        tmp.permissions_of(input)?;
         persist(tmp, out, a.force)?;
         reports.push(FileReport {
             input: input.clone(),

@@ -99,24 +99,15 @@ impl Engine for GpuEngine {
         payload: &[u8],
         out: &mut [u8],
     ) -> Option<planepack_core::Result<()>> {
+        // The `_into` decoders compare the stream's declared length with the entry's (`out`)
+        // before they allocate or dispatch anything.
         let got = match codec.id {
-            CodecId::BitPlane => self.gpu.decode_bitplane(payload),
-            CodecId::Ibp | CodecId::IbpClusters => self.gpu.decode_ibp(payload),
-            CodecId::Rans => self.gpu.decode_rans(payload),
+            CodecId::BitPlane => self.gpu.decode_bitplane_into(payload, out),
+            CodecId::Ibp | CodecId::IbpClusters => self.gpu.decode_ibp_into(payload, out),
+            CodecId::Rans => self.gpu.decode_rans_into(payload, out),
             _ => return None,
         };
-        outcome(got).map(|r| {
-            let v = r?;
-            if v.len() != out.len() {
-                return Err(planepack_core::Error::corrupt(format!(
-                    "the stream decodes to {} bytes where the container says {}",
-                    v.len(),
-                    out.len()
-                )));
-            }
-            out.copy_from_slice(&v);
-            Ok(())
-        })
+        outcome(got)
     }
 
     fn counts(&self) -> &EngineCounts {

@@ -20,7 +20,8 @@ pub struct InspectArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// For a container: also decode every tensor and check both checksums.
+    /// For a container: also decode every tensor and check both checksums (plain files are
+    /// reported as without it: their report decodes and compares every codec's payload).
     #[arg(long)]
     pub verify: bool,
 }
@@ -115,15 +116,10 @@ fn one(path: &Path, verify: bool) -> Result<Report, Fail> {
     }
     if magic == planepack_container::format::MAGIC {
         container(path, verify)
-    } else if verify {
-        Err(Fail::new(
-            Code::Corrupt,
-            format!(
-                "{}: --verify checks a .ppk container, and this is not one",
-                path.display()
-            ),
-        ))
     } else {
+        // A plain file has no checksums to verify; its report decodes every codec's payload
+        // and compares it with the tensor anyway, so `--verify` over a folder that mixes
+        // containers and tensor files verifies the containers and reports the others.
         plain(path, &file)
     }
 }
@@ -210,6 +206,34 @@ fn source_kind(s: &planepack_container::Source) -> &'static str {
     }
 }
 
+/// The longest shape the table prints whole; `--json` always has the full shape.
+const SHAPE_CELL: usize = 40;
+
+/// A shape as the table prints it: `[2048, 384]`, or for a shape whose text would be longer
+/// than [`SHAPE_CELL`] its first dimensions and the count (`[1, 1, 1, ... 22000 dims]`), so
+/// that one tensor with thousands of dimensions cannot stretch every line (nor exceed the
+/// widths `format!` can pad to).
+fn shape_cell(shape: &[usize]) -> String {
+    let full = format!("{shape:?}");
+    if full.len() <= SHAPE_CELL {
+        return full;
+    }
+    let count = format!(", ... {} dims]", shape.len());
+    let mut s = String::from("[");
+    for (i, d) in shape.iter().enumerate() {
+        let next = if i == 0 {
+            d.to_string()
+        } else {
+            format!(", {d}")
+        };
+        if s.len() + next.len() + count.len() > SHAPE_CELL {
+            break;
+        }
+        s += &next;
+    }
+    s + &count
+}
+
 fn table(r: &Report) -> String {
     let mut s = String::new();
     let plain = r.kind != "container";
@@ -233,7 +257,7 @@ fn table(r: &Report) -> String {
         .max()
         .unwrap_or(4)
         .clamp(4, 48);
-    let shapes: Vec<String> = r.tensors.iter().map(|t| format!("{:?}", t.shape)).collect();
+    let shapes: Vec<String> = r.tensors.iter().map(|t| shape_cell(&t.shape)).collect();
     let shape_w = shapes.iter().map(|n| n.len()).max().unwrap_or(5).max(5);
     let codec_w = r
         .tensors

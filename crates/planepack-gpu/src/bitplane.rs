@@ -59,4 +59,12 @@ impl Gpu {
     pub fn decode_bitplane(&self, stream: &[u8]) -> Result<Vec<u8>> {
         self.decode_with(|c| self.prepare_bitplane(stream, c))
     }
+
+    /// Decode a bit-plane stream into `out`, whose length the caller knows from its own
+    /// metadata (a container entry): a stream that declares another length is refused before
+    /// anything is allocated on the device.
+    pub fn decode_bitplane_into(&self, stream: &[u8], out: &mut [u8]) -> Result<()> {
+        let declared = planepack_bitplane::parse_header(stream)?.raw_len;
+        self.decode_into_with(declared, out, |c| self.prepare_bitplane(stream, c))
+    }
 }

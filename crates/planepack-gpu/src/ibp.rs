@@ -298,6 +298,15 @@ impl Gpu {
         self.decode_with(|c| self.prepare_ibp(stream, None, c))
     }
 
+    /// Decode an `Ibp` stream (one mask or clusters) into `out`, whose length the caller knows
+    /// from its own metadata: a stream that declares another length is refused before its
+    /// layout is read or anything is allocated on the device.
+    pub fn decode_ibp_into(&self, stream: &[u8], out: &mut [u8]) -> Result<()> {
+        use planepack_core::Codec;
+        let declared = planepack_ibp::Ibp::default().decoded_len(stream)?;
+        self.decode_into_with(declared, out, |c| self.prepare_ibp(stream, None, c))
+    }
+
     /// Decode the listed rows of an `Ibp` stream (any order, repeats allowed), back to back.
     pub fn gather_ibp(&self, stream: &[u8], rows: &[usize]) -> Result<Vec<u8>> {
         self.decode_with(|c| self.prepare_ibp(stream, Some(rows), c))

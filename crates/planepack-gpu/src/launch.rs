@@ -312,6 +312,36 @@ impl Gpu {
         self.with_subgroup_fallback(|c| self.run(&prepare(c)?))
     }
 
+    /// [`Gpu::decode_with`] into `out`, for a stream that declares `declared` raw bytes: a
+    /// stream that declares another length than the caller's buffer is refused before anything
+    /// is uploaded, allocated or dispatched (a stream's declared length is otherwise bounded
+    /// only by its format's expansion, and a hostile one would size the device buffers).
+    pub(crate) fn decode_into_with(
+        &self,
+        declared: usize,
+        out: &mut [u8],
+        prepare: impl Fn(&KernelConfig) -> Result<Prepared>,
+    ) -> Result<()> {
+        if declared != out.len() {
+            return Err(planepack_core::Error::OutputLength {
+                expected: declared,
+                provided: out.len(),
+            }
+            .into());
+        }
+        let v = self.decode_with(prepare)?;
+        if v.len() != out.len() {
+            // The kernels write the declared length; anything else is a bug here.
+            return Err(GpuError::Device(format!(
+                "a decode gave {} bytes where its stream declares {}",
+                v.len(),
+                out.len()
+            )));
+        }
+        out.copy_from_slice(&v);
+        Ok(())
+    }
+
     /// Run `f` with the device's default configuration; where the subgroup kernel cannot run
     /// here, rerun it on the workgroup path and keep to that path on this device.
     pub(crate) fn with_subgroup_fallback<T>(

@@ -111,6 +111,14 @@ impl Gpu {
     pub fn decode_rans(&self, stream: &[u8]) -> Result<Vec<u8>> {
         self.decode_with(|c| self.prepare_rans(stream, c))
     }
+
+    /// Decode a rANS stream into `out`, whose length the caller knows from its own metadata: a
+    /// stream that declares another length is refused before anything is allocated on the
+    /// device.
+    pub fn decode_rans_into(&self, stream: &[u8], out: &mut [u8]) -> Result<()> {
+        let declared = planepack_rans::parse_header(stream)?.raw_len;
+        self.decode_into_with(declared, out, |c| self.prepare_rans(stream, c))
+    }
 }
 
 /// For each row of a checked row map, its index among the original (not copied) rows, where
