@@ -56,6 +56,54 @@ fn peak_memory_is_bounded_by_a_part_and_by_the_header() {
         "inspect --verify: {mib:.0} MiB for a 1 GiB tensor"
     );
 
+    // `bench` measures a tensor larger than a batch in pieces of 64 MiB (it read the tensor
+    // whole: a 64 GiB one aborted).
+    let (ok, mib) = run_measured(&["bench", &p("big.safetensors"), "--codecs", "raw", "--quick"]);
+    assert!(ok);
+    assert!(mib < 400.0, "bench: {mib:.0} MiB for a 1 GiB tensor");
+
+    // One 1-D F32 tensor of 64 MiB through IBP, alone and in auto: IBP's bit counters were
+    // per column of the one row (2.4-2.7 GB).
+    let n = 16u64 << 20;
+    safetensors(
+        &d.path().join("flat.safetensors"),
+        &format!(
+            "{{\"t\":{{\"dtype\":\"F32\",\"shape\":[{n}],\"data_offsets\":[0,{}]}}}}",
+            4 * n
+        ),
+        4 * n,
+    );
+    for args in [
+        vec![
+            "compress",
+            &p("flat.safetensors"),
+            "--codec",
+            "ibp",
+            "-q",
+            "--force",
+        ],
+        vec![
+            "compress",
+            &p("flat.safetensors"),
+            "--codec",
+            "ibp-clusters-8",
+            "-q",
+            "--force",
+        ],
+        vec!["compress", &p("flat.safetensors"), "-q", "--force"],
+        vec![
+            "bench",
+            &p("flat.safetensors"),
+            "--codecs",
+            "ibp",
+            "--quick",
+        ],
+    ] {
+        let (ok, mib) = run_measured(&args);
+        assert!(ok, "{args:?}");
+        assert!(mib < 500.0, "{args:?}: {mib:.0} MiB for a 64 MiB tensor");
+    }
+
     // 300,000 empty tensors (a 20 MB header): metadata costs a small multiple of the header.
     let tensors: Vec<String> = (0..300_000)
         .map(|i| {

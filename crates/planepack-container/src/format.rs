@@ -18,13 +18,7 @@ pub const MAX_PART_LEN: u64 = 64 << 20;
 /// worst-case expansion, so a reader's payload buffer is bounded too.
 pub const MAX_PAYLOAD_LEN: u64 = 2 * MAX_PART_LEN;
 
-/// The format of the original file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SourceKind {
-    Safetensors = 1,
-    Npy = 2,
-}
+pub use planepack_tensorfile::SourceKind;
 
 /// The fixed header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,16 +34,19 @@ pub mod format;
 pub mod read;
 pub mod read_at;
 pub mod select;
-pub mod source;
 pub mod write;
+
+/// The input files' headers: which bytes are header and which are tensors (the one reader of
+/// them, shared with `planepack bench` and the harness).
+pub use planepack_tensorfile as source;
 
 pub use codecs::{CodecId, CodecSpec};
 pub use engine::{Engine, EngineCounts};
-pub use format::{Entry, Header, SourceKind};
+pub use format::{Entry, Header};
 pub use read::Container;
 pub use read_at::ReadAt;
 pub use select::{Choice, Policy};
-pub use source::{Source, TensorSpan};
+pub use source::{Source, SourceKind, TensorSpan};
 pub use write::{compress, CompressOptions, Event, TensorReport, Written};
 
 /// What can go wrong, by whose fault: the category decides the command's exit code.
@@ -76,6 +79,12 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<planepack_tensorfile::Invalid> for Error {
+    fn from(e: planepack_tensorfile::Invalid) -> Error {
+        Error::InvalidInput(e.0)
+    }
+}
 
 /// 64-bit checksum used everywhere in the container: xxh3-64 with seed 0.
 pub fn checksum(bytes: &[u8]) -> u64 {

@@ -93,3 +93,50 @@ fn hostile_fixtures_are_current_and_refused_as_corrupt() {
         }
     }
 }
+
+/// An engine whose kernels panic (standing in for a codec bug).
+#[derive(Debug, Default)]
+struct Panicking(planepack_container::EngineCounts);
+
+impl planepack_container::Engine for Panicking {
+    fn encode(
+        &self,
+        _: CodecSpec,
+        _: &[u8],
+        _: planepack_core::ElemType,
+        _: &[usize],
+        _: &mut Vec<u8>,
+    ) -> Option<planepack_core::Result<()>> {
+        panic!("encoder bug")
+    }
+    fn decode(&self, _: CodecSpec, _: &[u8], _: &mut [u8]) -> Option<planepack_core::Result<()>> {
+        panic!("decoder bug")
+    }
+    fn counts(&self) -> &planepack_container::EngineCounts {
+        &self.0
+    }
+}
+
+/// A codec that panics is reported as an internal error naming the tensor, on both sides, and
+/// the panic goes no further (the command exits 1, Python raises `InternalError`).
+#[test]
+fn a_panicking_codec_is_an_internal_error_naming_the_tensor() {
+    let file = base(CodecId::Rans);
+    let mut c = Container::parse(file.as_slice(), "t").unwrap();
+    c.set_engine(Some(std::sync::Arc::new(Panicking::default())));
+    match c.read(0) {
+        Err(Error::Internal(m)) => assert!(m.contains("\"t\"") && m.contains("decoder bug"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let json = r#"{"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#;
+    let mut input = (json.len() as u64).to_le_bytes().to_vec();
+    input.extend_from_slice(json.as_bytes());
+    input.extend_from_slice(&[0u8; 16]);
+    let mut opts = CompressOptions::new(Policy::BestRatio, "t");
+    opts.engine = Some(std::sync::Arc::new(Panicking::default()));
+    let mut out = std::io::Cursor::new(Vec::new());
+    match compress(input.as_slice(), &mut out, &opts, |_| {}) {
+        Err(Error::Internal(m)) => assert!(m.contains("\"t\"") && m.contains("encoder bug"), "{m}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}

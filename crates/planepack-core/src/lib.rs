@@ -19,7 +19,6 @@ pub mod codec;
 pub mod cpu;
 pub mod elem;
 pub mod error;
-pub mod npy;
 pub mod transfer;
 pub mod transpose;
 

@@ -7,11 +7,9 @@
 
 mod manifest;
 mod stats;
-mod stream;
 
 pub use manifest::{Dataset, Manifest, Source};
 pub use stats::TensorStats;
-pub use stream::{TensorEntry, TensorFile};
 
 use planepack_core::ElemType;
 use std::path::{Path, PathBuf};
@@ -24,12 +22,10 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: not a valid safetensors file: {msg}")]
-    Safetensors { path: PathBuf, msg: String },
-    #[error("{path}: not a valid .npy file: {msg}")]
-    Npy { path: PathBuf, msg: String },
-    #[error("{path}: unsupported file type (expected .safetensors or .npy)")]
-    UnknownFormat { path: PathBuf },
+    /// Not a valid safetensors or `.npy` file, by `planepack-tensorfile`'s rules (the ones
+    /// every command reads files by).
+    #[error("{path}: {msg}")]
+    TensorFile { path: PathBuf, msg: String },
     #[error("manifest: {0}")]
     Manifest(String),
     #[error("{dataset}: {msg}")]
@@ -76,130 +72,34 @@ pub fn load(path: &Path) -> Result<Vec<Tensor>> {
         path: path.to_owned(),
         source,
     })?;
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("safetensors") => parse_safetensors(&bytes).map_err(|msg| Error::Safetensors {
-            path: path.to_owned(),
-            msg,
-        }),
-        Some("npy") => parse_npy(&bytes, npy_array_name(path))
-            .map(|t| vec![t])
-            .map_err(|msg| Error::Npy {
-                path: path.to_owned(),
-                msg,
-            }),
-        _ => Err(Error::UnknownFormat {
-            path: path.to_owned(),
-        }),
-    }
+    parse(&bytes, &npy_array_name(path)).map_err(|msg| Error::TensorFile {
+        path: path.to_owned(),
+        msg,
+    })
 }
 
-/// Parse safetensors bytes into tensors, in the order of their data offsets.
-pub fn parse_safetensors(bytes: &[u8]) -> std::result::Result<Vec<Tensor>, String> {
-    let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
-    let mut out: Vec<(usize, Tensor)> = st
-        .tensors()
+/// The tensors of a whole safetensors or `.npy` file in memory (`npy_name` names a `.npy`
+/// file's one array), parsed by `planepack-tensorfile`, in file order.
+pub fn parse(bytes: &[u8], npy_name: &str) -> std::result::Result<Vec<Tensor>, String> {
+    let source = planepack_tensorfile::Source::parse_bytes(bytes, npy_name).map_err(|e| e.0)?;
+    Ok(source
+        .tensors
         .into_iter()
-        .map(|(name, view)| {
-            let data = view.data();
-            let offset = data.as_ptr() as usize - bytes.as_ptr() as usize;
-            (
-                offset,
-                Tensor {
-                    name,
-                    dtype: format!("{:?}", view.dtype()),
-                    shape: view.shape().to_vec(),
-                    data: data.to_vec(),
-                },
-            )
+        .map(|t| Tensor {
+            data: bytes[t.offset as usize..(t.offset + t.len) as usize].to_vec(),
+            name: t.name,
+            dtype: t.dtype,
+            shape: t.shape,
         })
-        .collect();
-    out.sort_by_key(|(o, _)| *o);
-    Ok(out.into_iter().map(|(_, t)| t).collect())
-}
-
-/// A `.npy` header's dtype name, shape, and data length in bytes (checked for overflow).
-pub(crate) fn npy_layout<R: std::io::Read>(
-    npy: &npyz::NpyFile<R>,
-) -> std::result::Result<(&'static str, Vec<usize>, u64), String> {
-    let (dtype, size) = npy_dtype(npy)?;
-    let shape: Vec<usize> = npy
-        .shape()
-        .iter()
-        .map(|&d| usize::try_from(d).ok())
-        .collect::<Option<_>>()
-        .ok_or("shape too large")?;
-    let len = npy
-        .shape()
-        .iter()
-        .try_fold(size as u64, |acc, &d| acc.checked_mul(d))
-        .ok_or("shape overflows")?;
-    Ok((dtype, shape, len))
+        .collect())
 }
 
 /// The name of a `.npy` file's one array: its file stem (`array` if it has none in UTF-8).
-pub(crate) fn npy_array_name(path: &Path) -> String {
+pub fn npy_array_name(path: &Path) -> String {
     path.file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("array")
         .to_owned()
-}
-
-/// Parse `.npy` bytes (little-endian numeric arrays, C order).
-pub fn parse_npy(bytes: &[u8], name: String) -> std::result::Result<Tensor, String> {
-    let data_offset = stream::npy_data_offset(bytes)?;
-    // The header length is checked against the bytes before npyz allocates it.
-    let header = usize::try_from(data_offset)
-        .ok()
-        .and_then(|end| bytes.get(..end))
-        .ok_or("header runs past the end of the file")?;
-    planepack_core::npy::check_header_nesting(header)?;
-    let npy = npyz::NpyFile::new(header).map_err(|e| e.to_string())?;
-    let (dtype, shape, len) = npy_layout(&npy)?;
-    let data = usize::try_from(data_offset)
-        .ok()
-        .and_then(|at| bytes.get(at..))
-        .filter(|d| d.len() as u64 == len)
-        .ok_or_else(|| format!("header says {len} bytes of data, the file has others"))?;
-    Ok(Tensor {
-        name,
-        dtype: dtype.into(),
-        shape,
-        data: data.to_vec(),
-    })
-}
-
-/// The safetensors spelling and element size of a `.npy` array's dtype (C order, little
-/// endian, numeric only).
-fn npy_dtype<R: std::io::Read>(
-    npy: &npyz::NpyFile<R>,
-) -> std::result::Result<(&'static str, usize), String> {
-    if npy.order() != npyz::Order::C {
-        return Err("Fortran-ordered arrays are not supported".into());
-    }
-    let npyz::DType::Plain(ts) = npy.dtype() else {
-        return Err(format!("unsupported dtype {:?}", npy.dtype()));
-    };
-    let s = ts.to_string();
-    if s.starts_with('>') && ts.size_field() > 1 {
-        return Err(format!("big-endian dtype {s} is not supported"));
-    }
-    let dtype = match (ts.type_char(), ts.size_field()) {
-        (npyz::TypeChar::Float, 4) => "F32",
-        (npyz::TypeChar::Float, 2) => "F16",
-        (npyz::TypeChar::Float, 8) => "F64",
-        (npyz::TypeChar::Uint, 1) => "U8",
-        (npyz::TypeChar::Int, 1) => "I8",
-        (npyz::TypeChar::Int, 4) => "I32",
-        (npyz::TypeChar::Int, 8) => "I64",
-        (npyz::TypeChar::Uint, 2) => "U16",
-        (npyz::TypeChar::Int, 2) => "I16",
-        (npyz::TypeChar::Bool, 1) => "BOOL",
-        _ => return Err(format!("unsupported dtype {s}")),
-    };
-    Ok((
-        dtype,
-        dtype_size(dtype).expect("every dtype above has a size"),
-    ))
 }
 
 /// The workspace's `datasets/` folder (found from this crate's location at build time, or from
@@ -218,19 +118,15 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Bytes per element of a safetensors dtype.
+/// Bytes per element of a safetensors dtype (None for sub-byte and unknown types).
 pub fn dtype_size(dtype: &str) -> Option<usize> {
-    Some(match dtype {
-        "F64" | "I64" | "U64" => 8,
-        "F32" | "I32" | "U32" => 4,
-        "F16" | "BF16" | "I16" | "U16" => 2,
-        "U8" | "I8" | "BOOL" | "F8_E4M3" | "F8_E5M2" => 1,
-        _ => return None,
-    })
+    planepack_tensorfile::dtype_bits(dtype)
+        .filter(|b| b % 8 == 0)
+        .map(|b| b / 8)
 }
 
 impl Tensor {
-    /// Bytes of one element (1 for unknown dtypes).
+    /// Bytes of one element (1 for sub-byte dtypes).
     pub fn dtype_bytes(&self) -> usize {
         dtype_size(&self.dtype).unwrap_or(1)
     }

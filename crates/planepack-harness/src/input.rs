@@ -3,33 +3,45 @@
 
 use crate::Group;
 use anyhow::Result;
+use planepack_container::source::TensorFile;
+use planepack_container::write::parts_of;
 use planepack_core::ElemType;
-use planepack_datasets::{elem_of, load, TensorFile};
+use planepack_datasets::{elem_of, load};
 use std::path::{Path, PathBuf};
 
 /// Raw bytes measured at once by [`Batches`]: a batch holds its tensors, their encodings and
-/// a decode buffer, so about three times this (or three times the largest tensor).
+/// a decode buffer, so about three times this. A tensor larger than this is measured in pieces
+/// of at most this many bytes, cut as the container cuts parts (whole rows where a row fits).
 pub const BATCH_BYTES: u64 = 64 << 20;
 
 /// A file's tensors in measurement batches, read only when a batch is asked for, so a file
-/// larger than memory can be measured: per dtype, consecutive tensors of up to `max_bytes`
-/// together (a larger tensor alone). Records of one dtype's batches are summed with
+/// larger than memory can be measured: per dtype, consecutive tensors (or pieces of a larger
+/// one) of up to `max_bytes` together. Records of one dtype's batches are summed with
 /// [`crate::Record::merge`].
 pub struct Batches {
     file: TensorFile,
     name: String,
     category: String,
-    /// (element type, safetensors dtype, entry indices) per batch, dtypes in first-seen order.
-    batches: Vec<(ElemType, String, Vec<usize>)>,
+    /// (element type, safetensors dtype, pieces) per batch, dtypes in first-seen order.
+    batches: Vec<(ElemType, String, Vec<Piece>)>,
+}
+
+/// A tensor, or a part of one, measured as a tensor of its own.
+#[derive(Clone)]
+struct Piece {
+    tensor: usize,
+    /// Bytes of the tensor.
+    range: std::ops::Range<u64>,
+    shape: Vec<usize>,
 }
 
 impl Batches {
     /// Open a file and plan its batches from the header alone.
     pub fn open(name: &str, category: &str, path: &Path, max_bytes: u64) -> Result<Self> {
-        let file = TensorFile::open(path)?;
-        let mut dtypes: Vec<(ElemType, String, Vec<Vec<usize>>, u64)> = Vec::new();
-        for (i, e) in file.entries().iter().enumerate() {
-            let Some(elem) = elem_of(&e.dtype) else {
+        let file = TensorFile::open(path, &planepack_datasets::npy_array_name(path))?;
+        let mut dtypes: Vec<(ElemType, String, Vec<Vec<Piece>>, u64)> = Vec::new();
+        for (i, t) in file.source().tensors.iter().enumerate() {
+            let Some(elem) = elem_of(&t.dtype) else {
                 continue;
             };
             let name = elem.name().to_owned();
@@ -41,13 +53,20 @@ impl Batches {
                 }
             };
             let d = &mut dtypes[at];
-            let current = d.2.last_mut().expect("never empty");
-            if !current.is_empty() && d.3 + e.len > max_bytes {
-                d.2.push(vec![i]);
-                d.3 = e.len;
-            } else {
-                current.push(i);
-                d.3 += e.len;
+            for part in parts_of(t, max_bytes.max(1)) {
+                let piece = Piece {
+                    tensor: i,
+                    range: part.offset - t.offset..part.offset - t.offset + part.len,
+                    shape: part.shape,
+                };
+                let current = d.2.last_mut().expect("never empty");
+                if !current.is_empty() && d.3 + part.len > max_bytes {
+                    d.2.push(vec![piece]);
+                    d.3 = part.len;
+                } else {
+                    current.push(piece);
+                    d.3 += part.len;
+                }
             }
         }
         let batches = dtypes
@@ -75,15 +94,19 @@ impl Batches {
 
     /// Read batch `i` as a group.
     pub fn load(&mut self, i: usize) -> Result<Group> {
-        let (elem, dtype, entries) = self
+        let (elem, dtype, pieces) = self
             .batches
             .get(i)
             .ok_or_else(|| anyhow::anyhow!("no batch {i}"))?
             .clone();
-        let tensors = entries
-            .iter()
-            .map(|&e| self.file.read(e).map(|t| (t.shape, t.data)))
-            .collect::<planepack_datasets::Result<_>>()?;
+        let tensors = pieces
+            .into_iter()
+            .map(|p| {
+                self.file
+                    .read_range(p.tensor, p.range)
+                    .map(|data| (p.shape, data))
+            })
+            .collect::<std::result::Result<_, _>>()?;
         Ok(Group {
             dataset: self.name.clone(),
             category: self.category.clone(),
