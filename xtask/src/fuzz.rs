@@ -2,9 +2,11 @@
 //! for a while under AddressSanitizer, and say how far each got.
 //!
 //! Seeds: a slice of the first tensor of every dataset, encoded by every codec (for `decode`;
-//! the bit-plane stream alone for `tiers`),
+//! the bit-plane stream alone for `tiers`), raw with a codec and no header edits (for
+//! `headers`, which encodes it and then edits header fields),
 //! raw (for `roundtrip`), as a small safetensors file (for `tensor_files`) and as a container
-//! of that file (for `container`). They go to `target/fuzz-corpus/<target>/`, which is also
+//! of that file (for `container`), and every input that once crashed a reader
+//! (`fuzz/regressions/<target>/`). They go to `target/fuzz-corpus/<target>/`, which is also
 //! where libFuzzer keeps what it finds, so a later run starts where the last one stopped.
 //! Needs `cargo-fuzz` and a nightly toolchain (`cargo install cargo-fuzz`); a crash fails the
 //! command with libFuzzer's report and the reproducer under `fuzz/artifacts/`.
@@ -18,8 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Every target in `fuzz/Cargo.toml`.
-pub const TARGETS: [&str; 6] = [
+pub const TARGETS: [&str; 7] = [
     "decode",
+    "headers",
     "roundtrip",
     "ibp_rows",
     "tiers",
@@ -54,6 +57,7 @@ pub fn run(
     }
     let corpus = root.join("target/fuzz-corpus");
     seed(&corpus).context("writing the seed corpora")?;
+    regressions(&root.join("fuzz/regressions"), &corpus).context("copying the regressions")?;
     let mut rows: Vec<(String, String)> = Vec::new();
     for t in &targets {
         let dir = corpus.join(t);
@@ -199,6 +203,7 @@ fn seed(corpus: &Path) -> Result<()> {
     );
     mk("ibp_rows")?;
     let tiers = mk("tiers")?;
+    let headers = mk("headers")?;
     for d in &manifest.datasets {
         let tensors = load(&dir.join(&d.file))?;
         let Some(t) = tensors
@@ -229,6 +234,10 @@ fn seed(corpus: &Path) -> Result<()> {
             let mut raw = vec![i as u8, shape_byte];
             raw.extend_from_slice(slice);
             std::fs::write(roundtrip.join(format!("{}-{}", d.name, id.name())), raw)?;
+            // headers: codec, element type, row length, no edits yet, then the tensor.
+            let mut h = vec![i as u8, elem_code(elem), cols as u8 - 1, 0];
+            h.extend_from_slice(&slice[..slice.len().min(1024)]);
+            std::fs::write(headers.join(format!("{}-{}", d.name, id.name())), h)?;
         }
         // A one-tensor safetensors file of the slice, and its container.
         let header = format!(
@@ -252,6 +261,21 @@ fn seed(corpus: &Path) -> Result<()> {
             let mut seed = ppk.clone();
             seed.push(flag);
             std::fs::write(container.join(format!("{}-{flag}", d.name)), seed)?;
+        }
+    }
+    Ok(())
+}
+
+/// Every input that once crashed a reader (`fuzz/regressions/<target>/`, committed) joins its
+/// target's corpus, so each run starts by replaying them.
+fn regressions(from: &Path, corpus: &Path) -> Result<()> {
+    for t in TARGETS {
+        let Ok(entries) = std::fs::read_dir(from.join(t)) else {
+            continue;
+        };
+        for e in entries {
+            let e = e?;
+            std::fs::copy(e.path(), corpus.join(t).join(e.file_name()))?;
         }
     }
     Ok(())
