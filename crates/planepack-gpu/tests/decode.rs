@@ -756,3 +756,68 @@ fn a_gather_uploads_only_the_rows_asked_for() {
     }
     assert!(checked >= 3, "only {checked} tensors with rows");
 }
+
+/// The GPU decoders' host side against header fields at their type's full range (as the CPU
+/// decoders are in the container's `hostile_headers` test): every field of 1, 2, 4 or 8 bytes in
+/// the first 32 bytes of a bit-plane, IBP and rANS stream set to each extreme, decoded into the
+/// buffer a container entry gives (`decode_*_into`): an error or the CPU's bytes, never a panic
+/// or a hang; and a stream declaring another length than the buffer is refused before anything
+/// runs on the device (`OutputLength`).
+#[test]
+fn hostile_header_fields_are_refused_on_the_gpu() {
+    let Some(g) = gpu() else { return };
+    planepack_testkit::finishes_within(900, move || {
+        let data = generate(Pattern::ReluSparse, ElemType::F32, 48 * 256, 21);
+        let shape = vec![48, 64];
+        let streams: Vec<(&str, Vec<u8>, Box<dyn Codec>)> = vec![
+            (
+                "bit-plane",
+                BitPlane::new().encode_to_vec(&data, ElemType::F32).unwrap(),
+                Box::new(BitPlane::new()),
+            ),
+            (
+                "IBP",
+                {
+                    let mut s = Vec::new();
+                    Ibp::default()
+                        .encode_shaped(&data, ElemType::F32, &shape, &mut s)
+                        .unwrap();
+                    s
+                },
+                Box::new(Ibp::default()),
+            ),
+            (
+                "rANS",
+                Rans::default().encode_to_vec(&data, ElemType::F32).unwrap(),
+                Box::new(Rans::default()),
+            ),
+        ];
+        let mut refused_by_length = 0;
+        for (what, stream, cpu) in &streams {
+            for (at, width, value, s) in planepack_testkit::header_field_variants(stream, 32) {
+                let mut out = vec![0u8; data.len()];
+                let r = match *what {
+                    "bit-plane" => g.decode_bitplane_into(&s, &mut out),
+                    "IBP" => g.decode_ibp_into(&s, &mut out),
+                    _ => g.decode_rans_into(&s, &mut out),
+                };
+                let mut cpu_out = vec![0u8; data.len()];
+                let cpu_ok = cpu.decode(&s, &mut cpu_out).is_ok();
+                match r {
+                    Ok(()) => assert!(
+                        cpu_ok && out == cpu_out,
+                        "{what}: field {at}+{width} = {value:#x}: the GPU returned data the CPU does not"
+                    ),
+                    Err(GpuError::Stream(planepack_core::Error::OutputLength { .. })) => {
+                        refused_by_length += 1
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        assert!(
+            refused_by_length > 0,
+            "no variant changed a declared length"
+        );
+    });
+}
