@@ -1,4 +1,6 @@
-"""Measure the peers that users compare planepack with, through their own PyPI packages.
+"""Measure the peers that users compare planepack with, through their own PyPI packages:
+ZipNN, python-blosc2 (shuffle + zstd-5, and shuffle + bytedelta + zstd at 5 and 9) and OpenZL
+(each of its float graphs and the generic one, and the best graph per tensor).
 
 Run by `cargo xtask peers` (and by `cargo xtask bench`), which writes the tensors of every
 dataset group as raw files plus a manifest, runs this script in a virtual environment that
@@ -93,13 +95,18 @@ class ZipNN:
 
 
 class PyBlosc2:
-    """python-blosc2 (its own C-Blosc2 build), shuffle + zstd at Blosc2's default level 5."""
+    """python-blosc2 (its own C-Blosc2 build, with the filter plugins), one filter chain and
+    zstd at one level: shuffle at Blosc2's default level 5 (a cross-check of the Rust-bound
+    C-Blosc2), and shuffle + bytedelta, the chain Blosc2 recommends for floats, at levels 5
+    and 9 (bytedelta is a plugin filter, which the blosc2-sys crate builds without)."""
 
-    def __init__(self):
+    def __init__(self, chain="shuffle", level=5):
         import blosc2
 
         self.mod = blosc2
-        self.name = "pyblosc2-shuffle-zstd-5"
+        self.chain = chain
+        self.level = level
+        self.name = "pyblosc2-%s-zstd-%d" % (chain, level)
         self.version = "python-blosc2 %s (C-Blosc2 %s, PyPI)" % (
             blosc2.__version__,
             str(getattr(blosc2, "blosclib_version", "?")).split(" ")[0],
@@ -116,17 +123,112 @@ class PyBlosc2:
         size, threads = coder
         b = self.mod
         b.set_nthreads(threads)
+        if self.chain == "shuffle":
+            filters, meta = [b.Filter.SHUFFLE], [0]
+        else:
+            # bytedelta reads the element width from its meta byte.
+            filters, meta = [b.Filter.SHUFFLE, b.Filter.BYTEDELTA], [0, size]
         return b.compress2(
             bytes(data),
             typesize=size,
-            clevel=5,
-            filters=[b.Filter.SHUFFLE],
+            clevel=self.level,
+            filters=filters,
+            filters_meta=meta,
             codec=b.Codec.ZSTD,
         )
 
     def decompress(self, coder, blob):
         self.mod.set_nthreads(coder[1])
         return self.mod.decompress2(blob)
+
+
+class OpenZL:
+    """OpenZL (Meta's format-aware compressor), through its PyPI package, on a numeric input of
+    the element width: one graph per instance. `GRAPHS` are the ones measured: the generic
+    `Compress` graph, and the float graphs (the element split into exponent and sign+fraction
+    streams by `Float32Deconstruct`/`BFloat16Deconstruct`/`Float16Deconstruct`) feeding
+    `Compress` or the order-0 `Entropy` graph. `OpenZLBest` takes the smallest per tensor."""
+
+    GRAPHS = ("generic", "float-compress", "float-entropy")
+    NUMERIC = {"bf16": "uint16", "f16": "uint16", "f32": "uint32", "u8": "uint8"}
+
+    def __init__(self, graph):
+        import openzl.ext as zl
+
+        self.zl = zl
+        self.graph = graph
+        self.name = "openzl-" + graph
+        self.version = "openzl " + version_of("openzl") + " (PyPI), graph " + graph
+
+    def takes(self, dtype):
+        # The float graphs need a float dtype; the generic graph takes bytes too. The Entropy
+        # graph refuses FP32's 24-bit sign+fraction stream (its conversion takes 1- and 2-byte
+        # elements only: "Check `eltWidth != 2' failed").
+        if self.graph == "float-entropy" and dtype == "f32":
+            return False
+        return dtype in self.NUMERIC and (self.graph == "generic" or dtype != "u8")
+
+    def make(self, dtype, threads):
+        zl = self.zl
+        c = zl.Compressor()
+        if self.graph == "generic":
+            g = zl.graphs.Compress()(c)
+        else:
+            node = {"bf16": zl.nodes.BFloat16Deconstruct, "f16": zl.nodes.Float16Deconstruct,
+                    "f32": zl.nodes.Float32Deconstruct}[dtype]()
+            succ = zl.graphs.Compress if self.graph == "float-compress" else zl.graphs.Entropy
+            g = node(c, sign_frac=succ(), exponent=succ())
+        c.select_starting_graph(g)
+        cctx = zl.CCtx()
+        cctx.ref_compressor(c)
+        cctx.set_parameter(zl.CParam.FormatVersion, zl.MAX_FORMAT_VERSION)
+        # The compressor must outlive the context that refers to it.
+        return (c, cctx, self.NUMERIC[dtype])
+
+    def compress(self, coder, data):
+        _, cctx, numeric = coder
+        values = np.frombuffer(data, dtype=numeric)
+        return cctx.compress([self.zl.Input(self.zl.Type.Numeric, values)])
+
+    def decompress(self, coder, blob):
+        out = self.zl.DCtx().decompress(blob)
+        return out[0].content.as_bytes()
+
+
+class OpenZLBest:
+    """OpenZL with the graph that gives the smallest output, chosen per tensor (what a user
+    who tried every graph would store): one peer row beside each graph's own."""
+
+    def __init__(self):
+        self.graphs = [OpenZL(g) for g in OpenZL.GRAPHS]
+        self.name = "openzl-best"
+        self.version = "openzl " + version_of("openzl") + " (PyPI), best graph per tensor"
+
+    def takes(self, dtype):
+        return any(g.takes(dtype) for g in self.graphs)
+
+    def make(self, dtype, threads):
+        return [(g, g.make(dtype, threads)) for g in self.graphs if g.takes(dtype)]
+
+    def choose(self, coders, data):
+        """The (graph, coder) whose output is smallest for `data`."""
+        best = None
+        for g, c in coders:
+            try:
+                n = len(g.compress(c, data))
+            except Exception:  # a graph may refuse an input (OpenZL raises on failure)
+                continue
+            if best is None or n < best[0]:
+                best = (n, g, c)
+        return best[1], best[2]
+
+    def compress(self, coder, data):
+        g, c = coder
+        return g.compress(c, data)
+
+    def decompress(self, coder, blob):
+        g, c = coder
+        return g.decompress(c, blob)
 
 
 def version_of(pkg):
@@ -139,8 +241,10 @@ def measure(peer, group, settings, cores, cpu):
     tensors = [np.fromfile(t["path"], dtype=np.uint8) for t in group["tensors"]]
     raw = sum(t.nbytes for t in tensors)
     one = peer.make(group["dtype"], 1)
+    # A peer that picks a configuration per tensor (OpenZLBest) gets one coder per tensor.
+    coders = [peer.choose(one, t.tobytes()) if hasattr(peer, "choose") else one for t in tensors]
     enc = []
-    for t in tensors:
+    for t, one in zip(tensors, coders):
         blob = peer.compress(one, bytearray(t.tobytes()))
         back = peer.decompress(one, blob)
         if bytes(back) != t.tobytes():
@@ -153,7 +257,9 @@ def measure(peer, group, settings, cores, cpu):
     def fresh():
         return [bytearray(t.tobytes()) for t in tensors]
 
-    enc_runs = time_runs(settings, lambda copies: [peer.compress(one, c) for c in copies], fresh)
+    enc_runs = time_runs(
+        settings, lambda copies: [peer.compress(k, c) for k, c in zip(coders, copies)], fresh
+    )
     dsts = [np.empty_like(t) for t in tensors]
 
     def copy_all():
@@ -161,10 +267,14 @@ def measure(peer, group, settings, cores, cpu):
             np.copyto(d, t)
 
     dec_runs, memcpy_runs = time_interleaved(
-        settings, lambda: [peer.decompress(one, e) for e in enc], copy_all
+        settings, lambda: [peer.decompress(k, e) for k, e in zip(coders, enc)], copy_all
     )
-    allc = peer.make(group["dtype"], cores)
-    all_runs = time_runs(settings, lambda _: [peer.decompress(allc, e) for e in enc])
+    if hasattr(peer, "choose"):
+        # One thread either way (OpenZL's Python API has no thread setting).
+        all_runs = time_runs(settings, lambda _: [peer.decompress(k, e) for k, e in zip(coders, enc)])
+    else:
+        allc = peer.make(group["dtype"], cores)
+        all_runs = time_runs(settings, lambda _: [peer.decompress(allc, e) for e in enc])
     e, es = rates(raw, enc_runs)
     d, ds = rates(raw, dec_runs)
     a, _ = rates(raw, all_runs)
@@ -173,6 +283,7 @@ def measure(peer, group, settings, cores, cpu):
         "dataset": group["dataset"],
         "category": group["category"],
         "dtype": group["dtype"],
+        "size_class": group.get("size_class"),
         "codec": peer.name,
         "tensors": len(tensors),
         "raw_bytes": raw,
@@ -199,7 +310,14 @@ def main():
     settings = manifest["settings"]
     cores = os.cpu_count() or 1
     peers = []
-    for make in (ZipNN, PyBlosc2):
+    makers = [
+        ZipNN,
+        PyBlosc2,
+        lambda: PyBlosc2("shuffle-bytedelta", 5),
+        lambda: PyBlosc2("shuffle-bytedelta", 9),
+        OpenZLBest,
+    ] + [lambda g=g: OpenZL(g) for g in OpenZL.GRAPHS]
+    for make in makers:
         try:
             peers.append(make())
         except ImportError as e:

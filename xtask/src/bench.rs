@@ -29,6 +29,11 @@ pub struct BenchArgs {
     /// Skip the peers measured through their PyPI packages (ZipNN, python-blosc2).
     #[arg(long)]
     no_peers: bool,
+    /// Measure the production-size workloads of target/workloads/ (`cargo xtask workloads`)
+    /// instead of datasets/, streamed a 64 MiB batch at a time, into
+    /// bench-results/<machine>/workloads/.
+    #[arg(long)]
+    workloads: bool,
     /// Your own .safetensors / .npy files or folders of them, instead of datasets/.
     paths: Vec<PathBuf>,
 }
@@ -106,6 +111,9 @@ pub fn peers(quick: bool, filter: &[String], dir: Option<PathBuf>) -> Result<()>
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
+    if args.workloads {
+        return run_workloads(args);
+    }
     let machine = args
         .machine
         .clone()
@@ -271,4 +279,164 @@ pub fn tables(dir: Option<PathBuf>) -> Result<()> {
         println!("redrew tables and plots in {}", dir.display());
     }
     Ok(())
+}
+
+/// The codecs measured on the workloads by default: the bench set without zstd-19, which
+/// codes floats at a few MB/s (25 minutes over the workloads on two cores, alone) and is
+/// never the best ratio on them; name it with --codecs to include it.
+fn workload_codecs() -> Vec<planepack_container::CodecSpec> {
+    registry::all()
+        .into_iter()
+        .filter(|c| c.name() != "zstd-19")
+        .collect()
+}
+
+/// The category of a workload file, from its name.
+fn workload_category(name: &str) -> &'static str {
+    match name.split('-').next() {
+        Some("cnn" | "transformer") => "activations",
+        Some("kv") => "kv-cache",
+        Some("emb") => "embedding",
+        _ => "user",
+    }
+}
+
+/// `cargo xtask bench --workloads`: every workload file in batches of at most 64 MiB (a
+/// larger tensor in pieces cut as container parts), each batch measured by every codec and
+/// then dropped, so memory stays bounded whatever the files' size; the batches of one
+/// (file, dtype, size class, codec) are merged into one record.
+fn run_workloads(args: BenchArgs) -> Result<()> {
+    use planepack_harness::input::{Batches, BATCH_BYTES};
+    let root = workspace_root();
+    let dir = crate::workloads::dir(&root);
+    anyhow::ensure!(
+        dir.join("generated.json").is_file(),
+        "no workloads in {}: run `cargo xtask workloads` first",
+        dir.display()
+    );
+    let machine = args
+        .machine
+        .clone()
+        .unwrap_or_else(planepack_harness::machine_name);
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_dir(&machine).join("workloads"));
+    // Three timed runs of every 64 MiB batch: each run is long enough to time well.
+    let settings = Settings {
+        min_runs: 3,
+        min_seconds: 0.0,
+        max_runs: 3,
+    };
+    let device = format!("cpu: {machine}");
+    let codecs: Vec<_> = if args.codecs.is_empty() {
+        workload_codecs()
+    } else {
+        registry::named(&args.codecs)?
+    }
+    .into_iter()
+    .map(|c| c.codec())
+    .collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .filter(|p| {
+            let name = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            args.filter.is_empty() || args.filter.iter().any(|f| name.contains(f.as_str()))
+        })
+        .collect();
+    files.sort();
+    anyhow::ensure!(!files.is_empty(), "no workload files match");
+    let mut plans = Vec::new();
+    for f in &files {
+        let name = f.file_stem().and_then(|s| s.to_str()).unwrap_or("file");
+        plans.push(Batches::open(
+            name,
+            workload_category(name),
+            f,
+            BATCH_BYTES,
+        )?);
+    }
+    let total: usize = plans.iter().map(|b| b.len()).sum();
+    let bar = ProgressBar::new((total * codecs.len()) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
+            .unwrap()
+            .progress_chars("=> "),
+    );
+    let mut records: Vec<planepack_harness::Record> = Vec::new();
+    let mut peers = (!args.no_peers)
+        .then(|| crate::peers::Input::new(&device))
+        .transpose()?;
+    for batches in &mut plans {
+        for i in 0..batches.len() {
+            let g = batches.load(i)?;
+            for c in &codecs {
+                bar.set_message(format!("{} {} {}", g.dataset, g.dtype, c.name()));
+                let rec = measure::measure_group(c.as_ref(), &g, settings, &device)?;
+                add_merged(&mut records, rec)?;
+                bar.inc(1);
+            }
+            if let Some(p) = peers.as_mut() {
+                p.add(&g)?;
+            }
+        }
+    }
+    bar.finish_with_message("measured");
+    if let Some(p) = peers {
+        match p.run(settings) {
+            Ok(fresh) => {
+                let mut merged = Vec::new();
+                for r in fresh {
+                    add_merged(&mut merged, r)?;
+                }
+                crate::peers::merge(&mut records, merged);
+            }
+            Err(e) => println!("peers: NOT measured: {e:#}"),
+        }
+    }
+    let mut command = String::from("cargo xtask bench --workloads");
+    if !args.filter.is_empty() {
+        command += &format!(" --filter {}", args.filter.join(","));
+    }
+    if !args.codecs.is_empty() {
+        command += &format!(" --codecs {}", args.codecs.join(","));
+    }
+    let results = Results {
+        schema_version: planepack_harness::SCHEMA_VERSION,
+        machine,
+        command,
+        quick: args.quick,
+        code_version: git_version(),
+        records,
+    };
+    std::fs::create_dir_all(&out_dir)?;
+    std::fs::write(
+        out_dir.join("results.json"),
+        serde_json::to_string_pretty(&results)?,
+    )?;
+    write_tables(&results, &out_dir)?;
+    println!("wrote {}", out_dir.display());
+    Ok(())
+}
+
+/// Add `rec` to `records`, merged into the record of the same dataset, dtype, size class and
+/// codec if there is one (a group measured in batches).
+fn add_merged(
+    records: &mut Vec<planepack_harness::Record>,
+    rec: planepack_harness::Record,
+) -> Result<()> {
+    match records.iter_mut().find(|r| {
+        r.dataset == rec.dataset
+            && r.dtype == rec.dtype
+            && r.size_class == rec.size_class
+            && r.codec == rec.codec
+    }) {
+        Some(r) => r.merge(&rec).map_err(|e| anyhow::anyhow!(e)),
+        None => {
+            records.push(rec);
+            Ok(())
+        }
+    }
 }

@@ -495,10 +495,11 @@ pub fn transfer(
         if !spec.gpu_decoder() {
             continue;
         }
-        let Some(g) = groups
-            .iter()
-            .find(|g| g.dataset == rec.dataset && g.dtype == rec.dtype)
-        else {
+        let Some(g) = groups.iter().find(|g| {
+            g.dataset == rec.dataset
+                && g.dtype == rec.dtype
+                && rec.size_class.is_none_or(|c| c == g.size_class)
+        }) else {
             continue;
         };
         let codec = spec.codec();

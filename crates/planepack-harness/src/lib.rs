@@ -18,6 +18,42 @@ pub mod registry;
 pub mod report;
 
 pub use measure::{measure_group, Group, Settings};
+
+/// The size classes every table splits tensors by: ratio (headers and tables amortised), CPU
+/// scaling and GPU occupancy all change with a tensor's size, and offloaded tensors are
+/// mostly in the largest class.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum SizeClass {
+    /// Under 1 MiB.
+    Small,
+    /// 1 MiB to 16 MiB.
+    Medium,
+    /// 16 MiB and more.
+    Large,
+}
+
+impl SizeClass {
+    pub const ALL: [SizeClass; 3] = [SizeClass::Small, SizeClass::Medium, SizeClass::Large];
+
+    /// The class of a tensor of `bytes` bytes.
+    pub fn of(bytes: u64) -> SizeClass {
+        match bytes {
+            b if b < 1 << 20 => SizeClass::Small,
+            b if b < 16 << 20 => SizeClass::Medium,
+            _ => SizeClass::Large,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            SizeClass::Small => "< 1 MiB",
+            SizeClass::Medium => "1-16 MiB",
+            SizeClass::Large => ">= 16 MiB",
+        }
+    }
+}
 pub use record::{Record, Results, SCHEMA_VERSION};
 
 /// The CPU model, as the OS reports it.

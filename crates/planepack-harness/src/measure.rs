@@ -34,13 +34,16 @@ impl Settings {
     }
 }
 
-/// The tensors of one dataset that share a dtype.
+/// The tensors of one dataset that share a dtype and a size class.
 pub struct Group {
     pub dataset: String,
     pub category: String,
     pub elem: ElemType,
     pub dtype: String,
-    /// (shape, bytes) per tensor.
+    /// The class of the tensors' sizes (of the whole tensors, where a large one is measured
+    /// in pieces).
+    pub size_class: crate::SizeClass,
+    /// (shape, bytes) per tensor (or piece of one).
     pub tensors: Vec<(Vec<usize>, Vec<u8>)>,
 }
 
@@ -195,6 +198,7 @@ pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) ->
         dataset: g.dataset.clone(),
         category: g.category.clone(),
         dtype: g.dtype.clone(),
+        size_class: Some(g.size_class),
         codec: name,
         tensors: g.tensors.len(),
         raw_bytes: raw,

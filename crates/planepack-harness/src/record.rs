@@ -19,6 +19,10 @@ pub struct Record {
     pub category: String,
     /// Element type of the tensors in this group (a mixed-precision file gives one group per dtype).
     pub dtype: String,
+    /// The size class of the group's tensors (a dataset gives one group per dtype and class);
+    /// None in records from before classes.
+    #[serde(default)]
+    pub size_class: Option<crate::SizeClass>,
     pub codec: String,
     pub tensors: usize,
     pub raw_bytes: u64,
@@ -84,6 +88,7 @@ impl Record {
     pub fn merge(&mut self, next: &Record) -> Result<(), String> {
         let same = self.dataset == next.dataset
             && self.dtype == next.dtype
+            && self.size_class == next.size_class
             && self.codec == next.codec
             && self.device == next.device
             && self.threads == next.threads;

@@ -30,11 +30,72 @@ pub fn codecs(r: &[Record]) -> Vec<String> {
     first_seen(r, |x| x.codec.clone())
 }
 
-/// (category, dataset, dtype) groups in first-seen order.
-pub fn groups(r: &[Record]) -> Vec<(String, String, String)> {
+/// A record's size class as tables print it.
+pub fn class_label(x: &Record) -> &'static str {
+    x.size_class.map_or("all sizes", |c| c.label())
+}
+
+/// (category, dataset, dtype, size class) groups in first-seen order.
+pub fn groups(r: &[Record]) -> Vec<(String, String, String, &'static str)> {
     first_seen(r, |x| {
-        (x.category.clone(), x.dataset.clone(), x.dtype.clone())
+        (
+            x.category.clone(),
+            x.dataset.clone(),
+            x.dtype.clone(),
+            class_label(x),
+        )
     })
+}
+
+/// Per size class: (label, tensors, raw bytes) of the groups measured (each group counted
+/// once, from the first codec's records), classes in order.
+pub fn class_totals(r: &[Record]) -> Vec<(&'static str, usize, u64)> {
+    let first = codecs(r).into_iter().next().unwrap_or_default();
+    let mut out: Vec<(&'static str, usize, u64)> = Vec::new();
+    let mut recs: Vec<&Record> = r.iter().filter(|x| x.codec == first).collect();
+    recs.sort_by_key(|x| x.size_class);
+    for x in recs {
+        let label = class_label(x);
+        match out.iter_mut().find(|(l, _, _)| *l == label) {
+            Some(t) => {
+                t.1 += x.tensors;
+                t.2 += x.raw_bytes;
+            }
+            None => out.push((label, x.tensors, x.raw_bytes)),
+        }
+    }
+    out
+}
+
+/// Geomean ratio per size class for every codec, with the exact count and bytes of the
+/// tensors in each class (ratio, headers and tables amortised, changes with a tensor's size).
+pub fn size_class_table(r: &[Record]) -> String {
+    let classes = class_totals(r);
+    let mut s = String::new();
+    let _ = write!(s, "| codec |");
+    for (label, n, bytes) in &classes {
+        let _ = write!(s, " {label}: {n} tensors, {:.1} MB |", *bytes as f64 / 1e6);
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "|---|{}", "---|".repeat(classes.len()));
+    for codec in codecs(r) {
+        let _ = write!(s, "| {codec} |");
+        for (label, _, _) in &classes {
+            let v: Vec<f64> = r
+                .iter()
+                .filter(|x| x.codec == codec && class_label(x) == *label)
+                .map(|x| x.ratio)
+                .collect();
+            let cell = if v.is_empty() {
+                "-".to_owned()
+            } else {
+                format!("{:.3}", geomean(&v))
+            };
+            let _ = write!(s, " {cell} |");
+        }
+        let _ = writeln!(s);
+    }
+    s
 }
 
 pub fn categories(r: &[Record]) -> Vec<String> {
@@ -56,16 +117,17 @@ pub fn geomean_by(recs: &[&Record], f: impl Fn(&Record) -> f64) -> f64 {
 /// CSV with one line per record.
 pub fn csv(res: &Results) -> String {
     let mut s = String::from(
-        "dataset,category,dtype,codec,tensors,raw_bytes,compressed_bytes,ratio,encode_gbps,encode_gbps_min,encode_gbps_max,\
+        "dataset,category,dtype,size_class,codec,tensors,raw_bytes,compressed_bytes,ratio,encode_gbps,encode_gbps_min,encode_gbps_max,\
          decode_gbps,decode_gbps_min,decode_gbps_max,decode_allcore_gbps,memcpy_gbps,device,gpu_decode_gbps,gpu_device\n",
     );
     for r in &res.records {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{:.5},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},\"{}\",{},{}",
+            "{},{},{},{},{},{},{},{},{:.5},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},\"{}\",{},{}",
             r.dataset,
             r.category,
             r.dtype,
+            class_label(r),
             r.codec,
             r.tensors,
             r.raw_bytes,
@@ -87,9 +149,16 @@ pub fn csv(res: &Results) -> String {
     s
 }
 
-fn find<'a>(r: &'a [Record], dataset: &str, dtype: &str, codec: &str) -> Option<&'a Record> {
-    r.iter()
-        .find(|x| x.dataset == dataset && x.dtype == dtype && x.codec == codec)
+fn find<'a>(
+    r: &'a [Record],
+    dataset: &str,
+    dtype: &str,
+    class: &str,
+    codec: &str,
+) -> Option<&'a Record> {
+    r.iter().find(|x| {
+        x.dataset == dataset && x.dtype == dtype && class_label(x) == class && x.codec == codec
+    })
 }
 
 /// Effective bandwidth of a record on a link, with B = all-core CPU decode.
@@ -207,6 +276,12 @@ pub fn summary(res: &Results) -> String {
     // Headline: geomean ratio per category.
     let _ = writeln!(s, "## Compression ratio, geometric mean per category\n");
     s += &ratio_speed_table(r);
+    let _ = writeln!(
+        s,
+        "\n## Compression ratio per size class\n\nGeomean over the groups of each class of tensor \
+         size; the header gives the exact count and bytes of the tensors in each class.\n"
+    );
+    s += &size_class_table(r);
     let _ = writeln!(s, "\n## Best per category\n");
     s += &best_per_category(r);
     // Against the papers.
@@ -264,23 +339,26 @@ pub fn summary(res: &Results) -> String {
     // Per category detail.
     for cat in &cats {
         let _ = writeln!(s, "\n## {cat}\n");
-        let _ = writeln!(s, "Ratio (decode GB/s, 1 core) per dataset and codec.\n");
-        let _ = write!(s, "| dataset | dtype | MB |");
+        let _ = writeln!(
+            s,
+            "Ratio (decode GB/s, 1 core) per dataset, dtype and size class, and codec.\n"
+        );
+        let _ = write!(s, "| dataset | dtype | size class | tensors | MB |");
         for c in &codecs {
             let _ = write!(s, " {c} |");
         }
         let _ = writeln!(s);
-        let _ = writeln!(s, "|---|---|---|{}", "---|".repeat(codecs.len()));
-        for (gc, ds, dt) in groups(r) {
+        let _ = writeln!(s, "|---|---|---|---|---|{}", "---|".repeat(codecs.len()));
+        for (gc, ds, dt, class) in groups(r) {
             if &gc != cat {
                 continue;
             }
-            let mb = find(r, &ds, &dt, &codecs[0])
-                .map(|x| x.raw_bytes as f64 / 1e6)
-                .unwrap_or(0.0);
-            let _ = write!(s, "| {ds} | {dt} | {mb:.2} |");
+            let (n, mb) = find(r, &ds, &dt, class, &codecs[0])
+                .map(|x| (x.tensors, x.raw_bytes as f64 / 1e6))
+                .unwrap_or((0, 0.0));
+            let _ = write!(s, "| {ds} | {dt} | {class} | {n} | {mb:.2} |");
             for c in &codecs {
-                match find(r, &ds, &dt, c) {
+                match find(r, &ds, &dt, class, c) {
                     Some(x) => {
                         let _ = write!(s, " {:.3} ({:.2}) |", x.ratio, x.decode_gbps);
                     }
@@ -304,13 +382,13 @@ pub fn summary(res: &Results) -> String {
     );
     let _ = writeln!(
         s,
-        "| dataset | dtype | best ratio | best effective bandwidth |"
+        "| dataset | dtype | size class | best ratio | best effective bandwidth |"
     );
-    let _ = writeln!(s, "|---|---|---|---|");
-    for (_, ds, dt) in groups(r) {
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for (_, ds, dt, class) in groups(r) {
         let recs: Vec<&Record> = r
             .iter()
-            .filter(|x| x.dataset == ds && x.dtype == dt)
+            .filter(|x| x.dataset == ds && x.dtype == dt && class_label(x) == class)
             .collect();
         let best_ratio = recs
             .iter()
@@ -331,7 +409,7 @@ pub fn summary(res: &Results) -> String {
         };
         let _ = writeln!(
             s,
-            "| {ds} | {dt} | {} {:.3} | {bw_cell} |",
+            "| {ds} | {dt} | {class} | {} {:.3} | {bw_cell} |",
             best_ratio.codec, best_ratio.ratio
         );
     }
@@ -548,6 +626,8 @@ pub fn headline(res: &Results, plot: &str) -> String {
         res.command, res.machine, res.code_version
     );
     s += &ratio_speed_table(r);
+    let _ = writeln!(s, "\nPer size class of the tensors (geomean ratio):\n");
+    s += &size_class_table(r);
     let _ = writeln!(s, "\n![ratio per codec and category]({plot})\n");
     let _ = writeln!(
         s,

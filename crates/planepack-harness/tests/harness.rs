@@ -12,6 +12,7 @@ fn tiny_group(category: &str) -> Group {
         category: category.into(),
         elem: ElemType::BF16,
         dtype: "bf16".into(),
+        size_class: planepack_harness::SizeClass::Small,
         tensors: vec![
             (
                 vec![64, 64],
@@ -194,6 +195,7 @@ fn raw_decode_is_reported_at_memcpy_speed() {
         category: "activations".into(),
         elem: ElemType::U8,
         dtype: "u8".into(),
+        size_class: planepack_harness::SizeClass::Large,
         tensors: vec![(vec![data.len()], data)],
     };
     let settings = Settings {
