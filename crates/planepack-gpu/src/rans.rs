@@ -13,6 +13,14 @@ impl Gpu {
     pub fn prepare_rans(&self, stream: &[u8], cfg: &KernelConfig) -> Result<Prepared> {
         let h = planepack_rans::parse_header(stream)?;
         let spans = planepack_rans::chunk_spans(stream, &h)?;
+        if spans
+            .iter()
+            .any(|&(o, _)| stream[o] == planepack_rans::modelled::CHUNK_MODELLED)
+        {
+            return Err(crate::GpuError::Unsupported(
+                "modelled rANS chunks (stream version 2) have no GPU kernel yet".into(),
+            ));
+        }
         let width = h.width as u32;
         let n_chunks = u32_of(spans.len(), "chunk count")?;
         let k = u32_of(h.chunk_elements(), "chunk")?;

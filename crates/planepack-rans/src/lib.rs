@@ -25,6 +25,7 @@
 
 pub mod lanes;
 pub mod model;
+pub mod modelled;
 
 use model::{histogram, Table};
 use planepack_core::codec::check_output_len;
@@ -34,8 +35,9 @@ use rayon::prelude::*;
 
 /// Stream magic.
 pub const MAGIC: [u8; 4] = *b"PPRA";
-/// Format version.
-pub const VERSION: u8 = 1;
+/// Format version: 2 when a chunk is modelled (mode 3), else 1 (the streams of the first
+/// version, byte for byte). Decoders read both.
+pub const VERSION: u8 = 2;
 /// Bytes of the stream header.
 pub const HEADER_BYTES: usize = 16;
 /// Chunk sizes the format allows: 2^12 (4 KiB) to 2^20 (1 MiB) bytes.
@@ -65,6 +67,9 @@ pub struct Rans {
     pub rotate: bool,
     /// Code repeated rows as references to earlier ones ([`RowMap`]; needs a shape).
     pub rows: bool,
+    /// Try the modelled chunk ([`modelled`]: runs, repeated values, neighbours' magnitudes)
+    /// and keep it where it is smaller.
+    pub modelled: bool,
 }
 
 impl Default for Rans {
@@ -74,6 +79,7 @@ impl Default for Rans {
             zero_mask: true,
             rotate: true,
             rows: true,
+            modelled: true,
         }
     }
 }
@@ -93,6 +99,8 @@ pub struct RowMap {
 /// The parsed stream header (and row map).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
+    /// Format version: 1, or 2 (modelled chunks allowed).
+    pub version: u8,
     /// Element width in bytes: 1, 2 or 4.
     pub width: usize,
     pub chunk_log2: u8,
@@ -128,7 +136,9 @@ impl Header {
 /// stream is long enough for the chunk table it implies (so a lying `raw_len` is refused
 /// before anything is allocated for it).
 pub fn parse_header(input: &[u8]) -> Result<Header> {
-    let h = stream_header(input, HEADER_BYTES, MAGIC, VERSION, "rANS")?;
+    // Version 2 (modelled chunks) or 1; anything else is refused as version 2 would be.
+    let version = if input.get(4) == Some(&1) { 1 } else { VERSION };
+    let h = stream_header(input, HEADER_BYTES, MAGIC, version, "rANS")?;
     let width = h[5] as usize;
     if !matches!(width, 1 | 2 | 4) {
         return Err(Error::corrupt_at(format!("element width {width}"), 5));
@@ -149,6 +159,7 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
         (None, HEADER_BYTES)
     };
     let header = Header {
+        version,
         width,
         chunk_log2,
         rotate: h[7] & 1 == 1,
@@ -562,6 +573,9 @@ fn entropy_bits(counts: &[u32; 256]) -> f64 {
 /// Per-thread encoder scratch.
 #[derive(Default)]
 struct EncScratch {
+    modelled: modelled::Scratch,
+    /// A chunk coded as planes while its modelled form is kept aside.
+    chunk: Vec<u8>,
     planes: Vec<Vec<u8>>,
     sparse_planes: Vec<Vec<u8>>,
     lanes: lanes::Encoder,
@@ -574,7 +588,7 @@ struct EncScratch {
 /// How a plane will be written, chosen from its histogram alone.
 // One per byte plane of a chunk, on the stack: boxing the table would allocate per plane.
 #[allow(clippy::large_enum_variant)]
-enum PlanePlan {
+pub(crate) enum PlanePlan {
     Const(u8),
     Raw,
     Rans(Table),
@@ -583,7 +597,7 @@ enum PlanePlan {
 /// A plane's kind and its estimated size in bytes (exact for raw and constant planes; for a
 /// coded plane the table's cost in bits plus the table and lane headers, which the coder
 /// meets to within a few bytes a lane).
-fn plan_plane(symbols: &[u8]) -> (PlanePlan, f64) {
+pub(crate) fn plan_plane(symbols: &[u8]) -> (PlanePlan, f64) {
     let counts = histogram(symbols);
     let present = counts.iter().filter(|&&c| c > 0).count();
     if present <= 1 {
@@ -600,7 +614,7 @@ fn plan_plane(symbols: &[u8]) -> (PlanePlan, f64) {
 }
 
 /// Append plane `symbols` as planned (raw after all if coding it came out no smaller).
-fn put_plane(
+pub(crate) fn put_plane(
     symbols: &[u8],
     plan: &PlanePlan,
     enc: &mut lanes::Encoder,
@@ -654,8 +668,79 @@ impl Rans {
         }
     }
 
-    /// Encode one chunk of whole elements, appending mode and planes to `out`.
+    /// Encode one chunk of whole elements (rows of `row` elements; 0: unknown), appending
+    /// mode and planes to `out`; returns whether the chunk is modelled (mode 3).
     fn encode_chunk(
+        &self,
+        elems: &[u8],
+        width: usize,
+        rotate: bool,
+        row: usize,
+        s: &mut EncScratch,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        if !self.modelled {
+            self.encode_chunk_planes(elems, width, rotate, s, out)?;
+            return Ok(false);
+        }
+        let best_plane_estimate = self.plane_estimate(elems, width, rotate, s);
+        {
+            let (estimate, tables, plans) =
+                modelled::plan(elems, width, rotate, row, &mut s.modelled);
+            let margin = 64.0 + estimate.min(best_plane_estimate) / 100.0;
+            if estimate < best_plane_estimate + margin {
+                let start = out.len();
+                modelled::encode(
+                    elems,
+                    width,
+                    &tables,
+                    &plans,
+                    &mut s.modelled,
+                    &mut s.lanes,
+                    out,
+                )?;
+                let modelled_len = out.len() - start;
+                if estimate <= best_plane_estimate - margin {
+                    return Ok(true);
+                }
+                // Close: code the planes too (into scratch) and keep the shorter.
+                let mut planes_out = std::mem::take(&mut s.chunk);
+                planes_out.clear();
+                self.encode_chunk_planes(elems, width, rotate, s, &mut planes_out)?;
+                let keep_modelled = modelled_len < planes_out.len();
+                if !keep_modelled {
+                    out.truncate(start);
+                    out.extend_from_slice(&planes_out);
+                }
+                s.chunk = planes_out;
+                return Ok(keep_modelled);
+            }
+        }
+        self.encode_chunk_planes(elems, width, rotate, s, out)?;
+        Ok(false)
+    }
+
+    /// The estimated size of the chunk as byte planes: the smaller of the dense and sparse
+    /// layouts' estimates (what [`Rans::encode_chunk_planes`] decides by).
+    fn plane_estimate(&self, elems: &[u8], width: usize, rotate: bool, s: &mut EncScratch) -> f64 {
+        s.planes.resize_with(width, Vec::new);
+        split(elems, width, rotate, &mut s.planes);
+        let dense = 1.0 + s.planes.iter().map(|p| plan_plane(p).1).sum::<f64>();
+        let n = elems.len() / width;
+        let zeros = count_zeros(elems, width);
+        if self.zero_mask && zeros > 0 && zeros >= n / 8 {
+            take_zeros_out(elems, width, &mut s.mask, &mut s.nonzero);
+            s.sparse_planes.resize_with(width + 1, Vec::new);
+            s.sparse_planes[0].clone_from(&s.mask);
+            split(&s.nonzero, width, rotate, &mut s.sparse_planes[1..]);
+            let sparse = 5.0 + s.sparse_planes.iter().map(|p| plan_plane(p).1).sum::<f64>();
+            return dense.min(sparse);
+        }
+        dense
+    }
+
+    /// Encode one chunk as byte planes (dense or sparse, or raw), appending to `out`.
+    fn encode_chunk_planes(
         &self,
         elems: &[u8],
         width: usize,
@@ -738,17 +823,18 @@ impl Rans {
 
 /// Per-thread decoder scratch.
 #[derive(Default)]
-struct DecScratch {
-    planes: Vec<Vec<u8>>,
+pub(crate) struct DecScratch {
+    pub(crate) modelled: modelled::DecodeState,
+    pub(crate) planes: Vec<Vec<u8>>,
     mask: Vec<u8>,
     /// A sparse chunk's nonzero elements, joined.
     nonzero: Vec<u8>,
     /// Decode table and lane words.
-    lanes: (Vec<u32>, Vec<u16>),
+    pub(crate) lanes: (Vec<u32>, Vec<u16>),
 }
 
 /// Read a plane of `n` symbols at `at` into `dst`; returns the offset after it.
-fn get_plane(
+pub(crate) fn get_plane(
     chunk: &[u8],
     at: usize,
     n: usize,
@@ -823,6 +909,9 @@ fn decode_chunk(chunk: &[u8], h: &Header, s: &mut DecScratch, out: &mut [u8]) ->
             expand(&s.nonzero, &s.mask, h.width, out);
             at
         }
+        modelled::CHUNK_MODELLED if h.version >= 2 => {
+            modelled::decode(chunk, h.width, h.rotate, s, out)?
+        }
         m => return Err(Error::corrupt_at(format!("chunk mode {m}"), 0)),
     };
     if end != chunk.len() {
@@ -832,10 +921,12 @@ fn decode_chunk(chunk: &[u8], h: &Header, s: &mut DecScratch, out: &mut [u8]) ->
 }
 
 impl Rans {
+    /// Encode with rows of `row` elements (0: no shape), `rows` the repeated ones.
     fn encode_rows(
         &self,
         input: &[u8],
         elem: ElemType,
+        row: usize,
         rows: Option<RowMap>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
@@ -843,7 +934,8 @@ impl Rans {
         let width = elem.size();
         let start = out.len();
         out.extend_from_slice(&MAGIC);
-        out.push(VERSION);
+        let version_at = out.len();
+        out.push(1);
         out.push(width as u8);
         out.push(self.chunk_log2);
         let flags_at = out.len();
@@ -886,7 +978,9 @@ impl Rans {
         out[flags_at] |= u8::from(if width == 1 { self.rotate } else { rotate });
         for (i, c) in input_body[..body].chunks(chunk_bytes).enumerate() {
             let at = out.len();
-            self.encode_chunk(c, width, rotate, &mut s, out)?;
+            if self.encode_chunk(c, width, rotate, row, &mut s, out)? {
+                out[version_at] = VERSION;
+            }
             let len = (out.len() - at) as u32;
             out[table_at + 4 * i..table_at + 4 * i + 4].copy_from_slice(&len.to_le_bytes());
         }
@@ -971,11 +1065,12 @@ impl Codec for Rans {
             "rans".into()
         } else {
             format!(
-                "rans-c{}{}{}{}",
+                "rans-c{}{}{}{}{}",
                 self.chunk_log2,
                 if self.zero_mask { "" } else { "-nozero" },
                 if self.rotate { "" } else { "-norotate" },
-                if self.rows { "" } else { "-norows" }
+                if self.rows { "" } else { "-norows" },
+                if self.modelled { "" } else { "-nomodel" }
             )
         }
     }
@@ -988,7 +1083,7 @@ impl Codec for Rans {
     }
 
     fn encode(&self, input: &[u8], elem: ElemType, out: &mut Vec<u8>) -> Result<()> {
-        self.encode_rows(input, elem, None, out)
+        self.encode_rows(input, elem, 0, None, out)
     }
 
     /// With a shape, rows (the last dimension) that repeat earlier rows are coded as
@@ -1009,10 +1104,16 @@ impl Codec for Rans {
         {
             let copies = find_copies(input, row_bytes);
             if !copies.is_empty() {
-                return self.encode_rows(input, elem, Some(RowMap { row_bytes, copies }), out);
+                let map = RowMap { row_bytes, copies };
+                return self.encode_rows(input, elem, row_bytes / elem.size(), Some(map), out);
             }
         }
-        self.encode_rows(input, elem, None, out)
+        let row = if shape.len() >= 2 {
+            shape.last().copied().unwrap_or(0)
+        } else {
+            0
+        };
+        self.encode_rows(input, elem, row, None, out)
     }
 
     fn decoded_len(&self, compressed: &[u8]) -> Result<usize> {

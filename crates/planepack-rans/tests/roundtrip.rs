@@ -12,12 +12,15 @@ fn settings() -> Vec<Rans> {
     for chunk_log2 in [12, 16, 20] {
         for zero_mask in [true, false] {
             for rotate in [true, false] {
-                v.push(Rans {
-                    chunk_log2,
-                    zero_mask,
-                    rotate,
-                    rows: true,
-                });
+                for modelled in [true, false] {
+                    v.push(Rans {
+                        chunk_log2,
+                        zero_mask,
+                        rotate,
+                        rows: true,
+                        modelled,
+                    });
+                }
             }
         }
     }

@@ -1,8 +1,9 @@
 //! Format stability: the encoder's exact bytes, pinned (as for the bit-plane codec). The GPU
 //! decoder and the format spec are checked against what this encoder writes, so a rewrite
 //! for speed must not change its output by accident. A deliberate change of the encoder's
-//! choices updates the constant (last: the per-stream rotation choice); a change of the
-//! format also the stream version.
+//! choices updates the constant (last: the modelled chunk, stream version 2); a change of the
+//! format also the stream version. Without the modelled chunk the version-1 streams are
+//! pinned by the hash they had before version 2 existed.
 
 use planepack_core::{Codec, ElemType};
 use planepack_rans::Rans;
@@ -16,18 +17,11 @@ fn fnv1a(h: &mut u64, bytes: &[u8]) {
     }
 }
 
-#[test]
-fn encoder_output_is_unchanged() {
+/// The hash of every pattern, element type and length through `codecs`, flat and as
+/// repeated rows of 10 elements.
+fn streams_hash(codecs: &[Rans]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for codec in [
-        Rans::default(),
-        Rans {
-            chunk_log2: 12,
-            zero_mask: false,
-            rotate: false,
-            rows: false,
-        },
-    ] {
+    for codec in codecs {
         for elem in ElemType::ALL {
             for pattern in Pattern::ALL {
                 for len in [0, 1, 130, 4096, 3 * 4096 + 77, 100_000] {
@@ -50,8 +44,47 @@ fn encoder_output_is_unchanged() {
             }
         }
     }
+    h
+}
+
+/// Without the modelled chunk the encoder writes the version-1 streams of before, byte for
+/// byte (the hash is the one pinned before version 2 existed).
+#[test]
+fn version_1_output_is_unchanged() {
+    let h = streams_hash(&[
+        Rans {
+            modelled: false,
+            ..Rans::default()
+        },
+        Rans {
+            chunk_log2: 12,
+            zero_mask: false,
+            rotate: false,
+            rows: false,
+            modelled: false,
+        },
+    ]);
     assert_eq!(
         h, 0xe5f9_451a_b848_c388,
+        "encoder output changed: {h:#018x}"
+    );
+}
+
+/// The default encoder, modelled chunks included.
+#[test]
+fn encoder_output_is_unchanged() {
+    let h = streams_hash(&[
+        Rans::default(),
+        Rans {
+            chunk_log2: 12,
+            zero_mask: false,
+            rotate: false,
+            rows: false,
+            modelled: true,
+        },
+    ]);
+    assert_eq!(
+        h, 0x771d_74e4_b411_b005,
         "encoder output changed: {h:#018x}"
     );
 }
