@@ -41,6 +41,8 @@ struct Params {
     // Words of scratch per chunk, and where the mask plane starts in them (bytes).
     scratch_words: u32,
     mask_at: u32,
+    // Where a modelled chunk's context tables start in its scratch region (words).
+    model_at: u32,
     // 1 if elements were rotated.
     rotate: u32,
     // The tail (bytes after the last whole element, at most 3) as a little-endian word, and
@@ -56,17 +58,17 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read_write> scratch: array<u32>;
 
+// The format's constants (CHUNK_*, PLANE_*, L, MAX_LANES, LIST_MAX, MODEL_*, SYM_*, CTX_*) are
+// generated from planepack-rans by planepack-gpu's contract.rs.
 const WG: u32 = 32u;
-const L: u32 = 65536u;
-const MAX_LANES: u32 = 32u;
-const CHUNK_RAW: u32 = 0u;
-const CHUNK_DENSE: u32 = 1u;
-const CHUNK_SPARSE: u32 = 2u;
-const PLANE_RAW: u32 = 0u;
-const PLANE_CONST: u32 = 1u;
-const PLANE_RANS: u32 = 2u;
-const LIST_MAX: u32 = 32u;
 const WMASK: u32 = 0xffffffffu >> (32u - 8u * W);
+const MODEL_SCALE: u32 = 1u << MODEL_PROB_BITS;
+// A context table in scratch: its symbol count, then 260 rank entries (end of the symbol's
+// slot range | symbol << 16, by increasing symbol).
+const MT_CTX_WORDS: u32 = 1u + MODEL_SYMBOLS;
+// Where a literal's plane-1 byte goes: byte W - 2 of its rotated value (for W = 2 and 4; the
+// modulus keeps the constant a valid shift for W = 1, where no literal has planes).
+const LIT_SHIFT_1: u32 = (8u * W + 16u) % 32u;
 
 // The decode table: symbol of slot `i` in byte `i % 4` of word `i / 4`.
 var<workgroup> slots: array<u32, 1024>;
@@ -83,6 +85,8 @@ var<workgroup> lane_pos: array<u32, 32>;
 // This chunk's stream bytes [cpos, cend) and scratch region.
 var<private> cend: u32;
 var<private> sbase: u32;
+// A modelled chunk: the stream byte after its context tables (invocation 0 parses them).
+var<workgroup> model_next: u32;
 
 fn byte_at(b: u32) -> u32 {
     return (word(b >> 2u) >> ((b & 3u) * 8u)) & 0xffu;
@@ -395,6 +399,271 @@ fn plane(at: u32, m: u32, dst: u32) -> u32 {
     return end;
 }
 
+// Parse context table `c` of a modelled chunk at stream byte `at` into this chunk's scratch
+// tables (every rule of the format checked); returns the byte after it. Invocation 0 only.
+fn model_table(at: u32, c: u32) -> u32 {
+    need(at, 2u);
+    let p = u16_at(at);
+    let tb = sbase + params.model_at + c * MT_CTX_WORDS;
+    scratch[tb] = min(p, MODEL_SYMBOLS);
+    if (p == 0u) {
+        return at + 2u;
+    }
+    if (p > MODEL_SYMBOLS) {
+        err = err | ERR_SYMBOL;
+        scratch[tb] = 0u;
+        return cend;
+    }
+    let listed = p <= MODEL_LIST_MAX;
+    let sym_at = at + 2u;
+    let freq_at = sym_at + select(33u, 2u * p, listed);
+    need(freq_at, 2u * p);
+    var cum = 0u;
+    var r = 0u;
+    if (listed) {
+        var prev = 0u;
+        for (var i = 0u; i < p; i = i + 1u) {
+            let s = u16_at(sym_at + 2u * i);
+            if (s >= MODEL_SYMBOLS || (i > 0u && s <= prev)) {
+                err = err | ERR_SYMBOL;
+            }
+            prev = s;
+            let f = u16_at(freq_at + 2u * i);
+            if (f == 0u) {
+                err = err | ERR_SYMBOL;
+            }
+            cum = cum + f;
+            scratch[tb + 1u + i] = min(cum, MODEL_SCALE) | (min(s, 511u) << 16u);
+        }
+        r = p;
+    } else {
+        if ((byte_at(sym_at + 32u) >> 4u) != 0u) {
+            err = err | ERR_SYMBOL;
+        }
+        for (var s = 0u; s < MODEL_SYMBOLS; s = s + 1u) {
+            if (((byte_at(sym_at + s / 8u) >> (s % 8u)) & 1u) != 0u) {
+                if (r < p) {
+                    let f = u16_at(freq_at + 2u * r);
+                    if (f == 0u) {
+                        err = err | ERR_SYMBOL;
+                    }
+                    cum = cum + f;
+                    scratch[tb + 1u + r] = min(cum, MODEL_SCALE) | (s << 16u);
+                }
+                r = r + 1u;
+            }
+        }
+    }
+    if (r != p || cum != MODEL_SCALE) {
+        err = err | ERR_SYMBOL;
+    }
+    return freq_at + 2u * p;
+}
+
+// One step of the binary search for the first rank whose slot range ends past `sl`.
+fn rank_step(tb: u32, sl: u32, lohi: vec2<u32>) -> vec2<u32> {
+    let mid = (lohi.x + lohi.y) / 2u;
+    if ((scratch[tb + 1u + mid] & 0xffffu) <= sl) {
+        return vec2<u32>(min(mid + 1u, lohi.y), lohi.y);
+    }
+    return vec2<u32>(lohi.x, mid);
+}
+
+// The rank of the symbol whose slot range holds slot `sl` in the context table at scratch word
+// `tb` with `p` (1 to 260) symbols: a binary search of nine steps (2^9 > 260), written out
+// without a loop. llvmpipe stops every loop of an invocation after 65535 iterations in all
+// (its loop limiter, shared by every loop of a shader), so the per-element work of a lane's
+// loop must have no loop of its own.
+fn find_rank(tb: u32, p: u32, sl: u32) -> u32 {
+    var lh = vec2<u32>(0u, p - 1u);
+    lh = rank_step(tb, sl, lh);
+    lh = rank_step(tb, sl, lh);
+    lh = rank_step(tb, sl, lh);
+    lh = rank_step(tb, sl, lh);
+    lh = rank_step(tb, sl, lh);
+    lh = rank_step(tb, sl, lh);
+    lh = rank_step(tb, sl, lh);
+    lh = rank_step(tb, sl, lh);
+    lh = rank_step(tb, sl, lh);
+    return lh.x;
+}
+
+// Element `i` of this chunk's output: from the word being filled (`acc`, word `accw`) or from
+// `out`.
+fn element(i: u32, acc: u32, accw: u32) -> u32 {
+    let b = i * W;
+    var w = acc;
+    if (b / 4u != accw) {
+        w = out[obase + b / 4u];
+    }
+    return (w >> ((b & 3u) * 8u)) & WMASK;
+}
+
+// A modelled chunk (docs/format-rans.md, "Modelled chunk") of `n` elements whose mode byte is
+// at `at0`: the context tables into scratch, the literal planes into scratch planes 1..W-1 by
+// the plane decoder, then each lane by its own invocation, element by element, writing whole
+// output words (lanes start on word boundaries). Returns the byte after the chunk.
+fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
+    let h = at0 + 1u;
+    need(h, 6u + W);
+    let u = u32_at(h);
+    var dict = 0u;
+    for (var b = 0u; b < W; b = b + 1u) {
+        dict = dict | (byte_at(h + 4u + b) << (8u * b));
+    }
+    let e0 = i32(byte_at(h + 4u + W));
+    let k = byte_at(h + 5u + W);
+    if (slot == 0u) {
+        var at = h + 6u + W;
+        for (var c = 0u; c < MODEL_CONTEXTS; c = c + 1u) {
+            if (at < cend) {
+                at = model_table(at, c);
+            }
+        }
+        model_next = at;
+    }
+    let lh = workgroupUniformLoad(&model_next);
+    storageBarrier();
+    if (k == 0u || k > MAX_LANES) {
+        err = err | ERR_TAG;
+    }
+    let kk = clamp(k, 1u, MAX_LANES);
+    need(lh, MODEL_LANE_HEADER * kk);
+    var x = L;
+    var nw = 0u;
+    var z = 0u;
+    if (slot < kk) {
+        let at = lh + MODEL_LANE_HEADER * slot;
+        x = u32_at(at);
+        nw = u16_at(at + 4u);
+        z = u32_at(at + 6u);
+        if (x < L) {
+            err = err | ERR_VALUE;
+        }
+    }
+    let ws = scan(nw);
+    let zs = scan(min(z, n));
+    let words_at = lh + MODEL_LANE_HEADER * kk;
+    need(words_at, 2u * ws.y);
+    var at = words_at + 2u * ws.y;
+    let lits = min(zs.y, n);
+    if (zs.y > n) {
+        err = err | ERR_VALUE;
+    }
+    for (var p = 1u; p < W; p = p + 1u) {
+        if (at < cend) {
+            at = plane(at, lits, p * K);
+        }
+    }
+    storageBarrier();
+    workgroupBarrier();
+    let per = 4u * ((n + 4u * kk - 1u) / (4u * kk));
+    let owords = (n * W + 3u) / 4u;
+    if (slot < kk && (err & (ERR_OVERRUN | ERR_TAG | ERR_BOUNDS)) == 0u) {
+        let start = min(slot * per, n);
+        let end = min(start + per, n);
+        var pos = words_at + 2u * ws.x;
+        let wend = pos + 2u * nw;
+        var lit = zs.x;
+        let lit_end = zs.x + z;
+        var left = 0u;
+        // The left neighbour: 0 none or zero, 1 a repeat, 2 a literal.
+        var kind = 0u;
+        var has_left = false;
+        var acc = 0u;
+        var accw = (start * W) / 4u;
+        // (No `break`: a lane that meets a broken rule stops through `ok`, which llvmpipe
+        // handles where it mishandled a break out of this divergent loop.)
+        var ok = true;
+        for (var i = start; i < end && ok; i = i + 1u) {
+            var ctx = kind;
+            if (kind == 2u) {
+                var t = left;
+                if (params.rotate != 0u) {
+                    t = ((t << 1u) | (t >> (8u * W - 1u))) & WMASK;
+                }
+                let top = i32(t >> (8u * (W - 1u)));
+                ctx = u32(CTX_LITERAL + clamp(top - e0, CTX_LOW, CTX_HIGH));
+            }
+            let tb = sbase + params.model_at + ctx * MT_CTX_WORDS;
+            let p = max(scratch[tb], 1u);
+            if (scratch[tb] == 0u) {
+                err = err | ERR_SYMBOL;
+                ok = false;
+            }
+            let sl = x & (MODEL_SCALE - 1u);
+            let r = find_rank(tb, p, sl);
+            let ent = scratch[tb + 1u + r];
+            var lo = 0u;
+            if (r > 0u) {
+                lo = scratch[tb + r] & 0xffffu;
+            }
+            let hi = ent & 0xffffu;
+            let sym = ent >> 16u;
+            x = (hi - lo) * (x >> MODEL_PROB_BITS) + sl - lo;
+            if (x < L) {
+                if (pos + 2u > wend) {
+                    err = err | ERR_VALUE;
+                    ok = false;
+                }
+                x = (x << 16u) | u16_at(min(pos, wend));
+                pos = pos + 2u;
+            }
+            var v = 0u;
+            if (sym == SYM_LEFT) {
+                if (!has_left) {
+                    err = err | ERR_SYMBOL;
+                    ok = false;
+                }
+                v = left;
+            } else if (sym == SYM_UP) {
+                if (u == 0u || i < start + u) {
+                    err = err | ERR_SYMBOL;
+                    ok = false;
+                } else {
+                    v = element(i - u, acc, accw);
+                }
+            } else if (sym == SYM_DICT) {
+                v = dict;
+            } else if (sym >= SYM_LITERAL) {
+                if (sym >= MODEL_SYMBOLS || lit >= lit_end || lit >= lits) {
+                    err = err | ERR_SYMBOL;
+                    ok = false;
+                } else {
+                    // (The planes' bytes without a loop: see find_rank.)
+                    var t = (sym - SYM_LITERAL) << (8u * (W - 1u));
+                    if (W >= 2u) {
+                        t = t | (sbyte(K + lit) << LIT_SHIFT_1);
+                    }
+                    if (W == 4u) {
+                        t = t | (sbyte(2u * K + lit) << 8u) | sbyte(3u * K + lit);
+                    }
+                    lit = lit + 1u;
+                    v = t;
+                    if (params.rotate != 0u) {
+                        v = ((t >> 1u) | (t << (8u * W - 1u))) & WMASK;
+                    }
+                }
+            }
+            // Into the word being filled; a full word (or the lane's last) goes out.
+            let b = i * W;
+            acc = acc | (v << ((b & 3u) * 8u));
+            if (((b + W) & 3u) == 0u || i + 1u == end) {
+                put(b / 4u, acc, owords, n * W, last_chunk);
+                acc = 0u;
+                accw = (b + W) / 4u;
+            }
+            left = v;
+            has_left = true;
+            kind = select(select(2u, 1u, sym == SYM_LEFT || sym == SYM_UP || sym == SYM_DICT), 0u, v == 0u);
+        }
+        if (ok && (x != L || pos != wend || lit != lit_end)) {
+            err = err | ERR_VALUE;
+        }
+    }
+    return at;
+}
+
 // Store word `w` of this chunk's output (of `owords` words, `nbytes` bytes), if it is one;
 // the last chunk's last word takes the tail bytes after the body's.
 var<private> obase: u32;
@@ -441,6 +710,8 @@ fn run(wg: vec3<u32>) {
             }
             out[obase + q] = v;
         }
+    } else if (mode == CHUNK_MODELLED) {
+        at = modelled(at0, n, K, first + n == params.elems);
     } else if (mode == CHUNK_DENSE || mode == CHUNK_SPARSE) {
         let sparse = mode == CHUNK_SPARSE;
         var z = n;

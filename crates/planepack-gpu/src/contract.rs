@@ -76,6 +76,49 @@ pub fn wgsl_prelude() -> String {
         "const CHUNK_SLOT_WORDS: u32 = {}u;\n",
         planepack_bitplane::MAX_CHUNK_BYTES.div_ceil(4)
     );
+    s += &rans_constants();
+    s
+}
+
+/// The rANS format's constants (`planepack-rans`, `docs/format-rans.md`): chunk modes, plane
+/// kinds, lane and table limits, and the modelled chunk's alphabet and tables.
+fn rans_constants() -> String {
+    use planepack_rans::modelled as m;
+    let consts: [(&str, u32); 22] = [
+        ("CHUNK_RAW", planepack_rans::CHUNK_RAW as u32),
+        ("CHUNK_DENSE", planepack_rans::CHUNK_DENSE as u32),
+        ("CHUNK_SPARSE", planepack_rans::CHUNK_SPARSE as u32),
+        ("CHUNK_MODELLED", m::CHUNK_MODELLED as u32),
+        ("PLANE_RAW", planepack_rans::PLANE_RAW as u32),
+        ("PLANE_CONST", planepack_rans::PLANE_CONST as u32),
+        ("PLANE_RANS", planepack_rans::PLANE_RANS as u32),
+        ("MAX_LANES", planepack_rans::lanes::MAX_LANES as u32),
+        ("L", planepack_rans::lanes::L),
+        ("LIST_MAX", planepack_rans::model::LIST_MAX as u32),
+        ("PROB_BITS", planepack_rans::model::PROB_BITS),
+        ("MODEL_CONTEXTS", m::CONTEXTS as u32),
+        ("MODEL_SYMBOLS", m::SYMBOLS as u32),
+        ("MODEL_PROB_BITS", m::MODEL_PROB_BITS),
+        ("MODEL_LIST_MAX", m::LIST_MAX as u32),
+        ("MODEL_LANE_HEADER", m::LANE_HEADER as u32),
+        ("SYM_ZERO", m::SYM_ZERO as u32),
+        ("SYM_LEFT", m::SYM_LEFT as u32),
+        ("SYM_UP", m::SYM_UP as u32),
+        ("SYM_DICT", m::SYM_DICT as u32),
+        ("SYM_LITERAL", m::SYM_LITERAL as u32),
+        ("MODEL_TABLE_WORDS", crate::rans::MODEL_TABLE_WORDS),
+    ];
+    let mut s: String = consts
+        .iter()
+        .map(|(n, v)| format!("const {n}: u32 = {v}u;\n"))
+        .collect();
+    for (n, v) in [
+        ("CTX_LOW", m::CTX_LOW),
+        ("CTX_HIGH", m::CTX_HIGH),
+        ("CTX_LITERAL", m::CTX_LITERAL),
+    ] {
+        s += &format!("const {n}: i32 = {v}i;\n");
+    }
     s
 }
 
@@ -137,8 +180,11 @@ kernel_params! {
 kernel_params! {
     /// `shaders/rans.wgsl`: one workgroup per chunk.
     RansParams in "rans.wgsl" {
-        n_chunks, chunks_x, chunk_elems, elems, scratch_words, mask_at, rotate, tail, tail_len,
-    } pad 3
+        n_chunks, chunks_x, chunk_elems, elems, scratch_words, mask_at,
+        /// Word offset of a modelled chunk's context tables in its scratch region.
+        model_at,
+        rotate, tail, tail_len,
+    } pad 2
 }
 
 kernel_params! {

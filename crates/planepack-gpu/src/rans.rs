@@ -7,19 +7,43 @@ use crate::launch::{Pass, Prepared};
 use crate::shaders::{Kernel, ScanPath};
 use crate::{u32_of, Gpu, KernelConfig, Result};
 
+/// Scratch words a modelled chunk's context tables take (`shaders/rans.wgsl`,
+/// `MODEL_TABLE_WORDS`: per context its symbol count and 260 rank entries).
+pub const MODEL_TABLE_WORDS: u32 =
+    planepack_rans::modelled::CONTEXTS as u32 * (1 + planepack_rans::modelled::SYMBOLS as u32);
+
+/// The longest modelled lane the kernel takes: an invocation decodes a lane element by element
+/// in one loop, and llvmpipe ends every loop of an invocation after 65535 iterations in all (its
+/// loop limiter), so longer lanes (only in chunks over 64 KiB, `G` > 16) are decoded on the
+/// CPU. (The encoder's lanes of 64 KiB chunks are at most 8192 elements.)
+pub const MAX_MODELLED_LANE: usize = 16384;
+
 impl Gpu {
     /// Prepare a rANS decode (`planepack-rans`'s format): check the header and row map,
     /// locate the chunks, upload; a second pass places rows when the stream has a row map.
     pub fn prepare_rans(&self, stream: &[u8], cfg: &KernelConfig) -> Result<Prepared> {
         let h = planepack_rans::parse_header(stream)?;
         let spans = planepack_rans::chunk_spans(stream, &h)?;
-        if spans
+        let modelled = spans
             .iter()
-            .any(|&(o, _)| stream[o] == planepack_rans::modelled::CHUNK_MODELLED)
-        {
-            return Err(crate::GpuError::Unsupported(
-                "modelled rANS chunks (stream version 2) have no GPU kernel yet".into(),
-            ));
+            .any(|&(o, _)| stream[o] == planepack_rans::modelled::CHUNK_MODELLED);
+        if modelled && h.version < 2 {
+            return Err(
+                planepack_core::Error::corrupt("a modelled chunk in a version-1 stream").into(),
+            );
+        }
+        let long_lanes = spans.iter().enumerate().any(|(i, &(o, _))| {
+            let n = h
+                .chunk_elements()
+                .min(h.elements() - i * h.chunk_elements());
+            let k = stream.get(o + 6 + h.width).copied().unwrap_or(1).max(1) as usize;
+            stream[o] == planepack_rans::modelled::CHUNK_MODELLED
+                && 4 * n.div_ceil(4 * k) > MAX_MODELLED_LANE
+        });
+        if long_lanes {
+            return Err(crate::GpuError::Unsupported(format!(
+                "modelled rANS lanes over {MAX_MODELLED_LANE} elements"
+            )));
         }
         let width = h.width as u32;
         let n_chunks = u32_of(spans.len(), "chunk count")?;
@@ -32,9 +56,11 @@ impl Gpu {
             .collect::<Result<_>>()?;
         let end = spans.last().map_or(0, |&(o, l)| o + l);
         offsets.push(u32_of(end, "stream")?);
-        // Scratch per chunk: W planes of K bytes, then the mask plane.
+        // Scratch per chunk: W planes of K bytes, then the mask plane, then (in a stream with
+        // modelled chunks) the context tables.
         let mask_at = width * k;
-        let scratch_words = (mask_at + k.div_ceil(8).div_ceil(4) * 4) / 4;
+        let model_at = (mask_at + k.div_ceil(8).div_ceil(4) * 4) / 4;
+        let scratch_words = model_at + if modelled { MODEL_TABLE_WORDS } else { 0 };
         let scratch_len = n_chunks as usize * scratch_words as usize * 4;
         let tail_len = h.tail_len();
         let mut tail = [0u8; 4];
@@ -53,6 +79,7 @@ impl Gpu {
             elems,
             scratch_words,
             mask_at,
+            model_at,
             // Bytes are never rotated (docs/format-rans.md, conventions).
             rotate: u32::from(h.rotate && h.width > 1),
             tail: u32::from_le_bytes(tail),

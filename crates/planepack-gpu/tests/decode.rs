@@ -215,6 +215,111 @@ fn rans_patterns_tails_widths_and_rows() {
     });
 }
 
+/// Chunk modes of a rANS stream (the first byte of each chunk).
+fn chunk_modes(stream: &[u8]) -> Vec<u8> {
+    let h = planepack_rans::parse_header(stream).unwrap();
+    planepack_rans::chunk_spans(stream, &h)
+        .unwrap()
+        .iter()
+        .map(|&(o, _)| stream[o])
+        .collect()
+}
+
+/// Modelled chunks (mode 3: zero, left, up, dictionary and literal symbols in up to 8 lanes)
+/// at every width, both rotations, with and without rows, every lane-length class the kernel
+/// takes, on both scan paths; damaged ones agree with the CPU. Lanes longer than the kernel
+/// takes are refused as unsupported, never decoded wrongly.
+#[test]
+fn modelled_chunks_decode_and_fail_like_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let modelled = planepack_rans::modelled::CHUNK_MODELLED;
+    let mut cases: Vec<(Vec<u8>, ElemType, Vec<usize>, Rans)> = Vec::new();
+    for (elem, width) in [
+        (ElemType::U8, 1),
+        (ElemType::BF16, 2),
+        (ElemType::F16, 2),
+        (ElemType::F32, 4),
+    ] {
+        for (len, row) in [
+            (1001usize, 0usize),
+            (4100, 50),
+            (65_536, 64),
+            (200_003, 0),
+            (131_072, 512),
+        ] {
+            let data =
+                planepack_testkit::activation_like(len, width, row, len as u64 ^ width as u64);
+            let shape = match len.checked_div(row) {
+                Some(rows) => vec![rows, row],
+                None => vec![len],
+            };
+            for rotate in [true, false] {
+                for chunk_log2 in [12u8, 16] {
+                    let c = Rans {
+                        rotate,
+                        chunk_log2,
+                        ..Rans::default()
+                    };
+                    cases.push((data.clone(), elem, shape.clone(), c));
+                }
+            }
+        }
+    }
+    let streams: Vec<Vec<u8>> = cases
+        .iter()
+        .map(|(d, e, shape, c)| {
+            let mut b = Vec::new();
+            c.encode_shaped(d, *e, shape, &mut b).unwrap();
+            b
+        })
+        .collect();
+    let with_modelled = streams
+        .iter()
+        .filter(|s| chunk_modes(s).contains(&modelled))
+        .count();
+    assert!(
+        with_modelled * 4 >= streams.len() * 3,
+        "only {with_modelled} of {} streams have a modelled chunk",
+        streams.len()
+    );
+    let mut rng = Rng(1234);
+    on_each_path(g, |d| {
+        let p = d.cfg.path;
+        for ((data, elem, shape, c), s) in cases.iter().zip(&streams) {
+            let got = d
+                .decode_rans(s)
+                .unwrap_or_else(|e| panic!("{p:?} {elem:?} {shape:?} {c:?}: {e}"));
+            assert!(got == *data, "{p:?} modelled {elem:?} {shape:?} {c:?}");
+            if !chunk_modes(s).contains(&modelled) {
+                continue;
+            }
+            for m in Mutation::ALL {
+                for _ in 0..3 {
+                    let bad = mutate(s, m, &mut rng);
+                    agree(
+                        c,
+                        &bad,
+                        |x| d.decode_rans(x),
+                        &format!("{p:?} modelled {elem:?} {m:?}"),
+                    );
+                }
+            }
+        }
+    });
+    // 1 MiB chunks: 8 lanes of 131072 elements, past the kernel's lane limit.
+    let data = planepack_testkit::activation_like(1 << 20, 2, 0, 9);
+    let c = Rans {
+        chunk_log2: 20,
+        ..Rans::default()
+    };
+    let s = c.encode_to_vec(&data, ElemType::BF16).unwrap();
+    assert!(chunk_modes(&s).contains(&modelled));
+    match g.decode_rans(&s) {
+        Err(GpuError::Unsupported(_)) => {}
+        other => panic!("long modelled lanes: {:?}", other.map(|v| v.len())),
+    }
+}
+
 /// Whole streams and gathers, with one mask and with clusters (three masks, one pass each:
 /// the cases with clusters must include some).
 #[test]

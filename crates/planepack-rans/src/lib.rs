@@ -45,14 +45,14 @@ pub const CHUNK_LOG2_RANGE: std::ops::RangeInclusive<u8> = 12..=20;
 /// Default chunk: 64 KiB (see `bench-results/rans-study.md` for the measurement).
 pub const DEFAULT_CHUNK_LOG2: u8 = 16;
 
-/// Chunk modes.
-const CHUNK_RAW: u8 = 0;
-const CHUNK_DENSE: u8 = 1;
-const CHUNK_SPARSE: u8 = 2;
+/// Chunk modes (the modelled chunk's is [`modelled::CHUNK_MODELLED`]).
+pub const CHUNK_RAW: u8 = 0;
+pub const CHUNK_DENSE: u8 = 1;
+pub const CHUNK_SPARSE: u8 = 2;
 /// Plane kinds.
-const PLANE_RAW: u8 = 0;
-const PLANE_CONST: u8 = 1;
-const PLANE_RANS: u8 = 2;
+pub const PLANE_RAW: u8 = 0;
+pub const PLANE_CONST: u8 = 1;
+pub const PLANE_RANS: u8 = 2;
 
 /// Which parts of the model the encoder may use (all, by default; the study turns them off
 /// one at a time to show what each buys). Decoders take any stream.

@@ -14,7 +14,7 @@ pub const PROB_BITS: u32 = 12;
 /// Sum of every table's frequencies.
 pub const PROB_SCALE: u32 = 1 << PROB_BITS;
 /// Tables with at most this many symbols list them; larger ones use a 256-bit bitmap.
-const LIST_MAX: usize = 32;
+pub const LIST_MAX: usize = 32;
 
 /// A normalised table: `freq[s]` is 0 for absent symbols, and the present ones sum to 4096.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -48,8 +48,13 @@ pub const MODEL_PROB_BITS: u32 = 11;
 pub const MODEL_SCALE: u32 = 1 << MODEL_PROB_BITS;
 /// A context table with at most this many symbols lists them (u16 each); larger ones use a
 /// 260-bit map (33 bytes).
-const LIST_MAX: usize = 16;
+pub const LIST_MAX: usize = 16;
 const BITMAP_BYTES: usize = SYMBOLS.div_ceil(8);
+
+/// A literal neighbour's context: `CTX_LITERAL + clamp(e - E0, CTX_LOW, CTX_HIGH)`.
+pub const CTX_LOW: i32 = -2;
+pub const CTX_HIGH: i32 = 3;
+pub const CTX_LITERAL: i32 = 4;
 
 pub const SYM_ZERO: u16 = 0;
 pub const SYM_LEFT: u16 = 1;
@@ -64,7 +69,7 @@ fn head_len(width: usize) -> usize {
 }
 
 /// Bytes of a lane's header: initial state (u32), word count (u16), literal count (u32).
-const LANE_HEADER: usize = 10;
+pub const LANE_HEADER: usize = 10;
 
 /// The context of an element whose left neighbour (in its lane) is `left` (None at the lane's
 /// start): 0 for a lane start or a zero neighbour, else 1..=7 by the neighbour's top plane
@@ -76,7 +81,7 @@ pub fn context(left: Option<(u32, u16)>, width: usize, rotate: bool, e0: u8) -> 
         Some((_, SYM_LEFT | SYM_UP | SYM_DICT)) => 1,
         Some((v, _)) => {
             let d = top_byte(v, width, rotate) as i32 - e0 as i32;
-            (d.clamp(-2, 3) + 4) as usize
+            (d.clamp(CTX_LOW, CTX_HIGH) + CTX_LITERAL) as usize
         }
     }
 }
@@ -351,10 +356,13 @@ pub fn lanes_for(n: usize) -> usize {
     (n / 1024).clamp(1, 8)
 }
 
-/// Lane `j` of `n` elements in `k` contiguous lanes: its element range.
+/// Lane `j` of `n` elements in `k` contiguous lanes: its element range. Lanes are
+/// `4 ceil(n / 4k)` elements long (the last shorter, or empty), so every lane starts on a
+/// 4-byte boundary of the output whatever the element width: a GPU invocation that decodes a
+/// lane writes whole words that no other lane touches.
 #[inline(always)]
 pub fn lane_range(j: usize, n: usize, k: usize) -> std::ops::Range<usize> {
-    let per = n.div_ceil(k.max(1));
+    let per = 4 * n.div_ceil(4 * k.max(1));
     (j * per).min(n)..((j + 1) * per).min(n)
 }
 
@@ -689,7 +697,7 @@ fn context_table(width: usize, rotate: bool, e0: u8) -> [u8; 256] {
     let _ = (width, rotate);
     let mut t = [0u8; 256];
     for (e, c) in t.iter_mut().enumerate() {
-        *c = ((e as i32 - e0 as i32).clamp(-2, 3) + 4) as u8;
+        *c = ((e as i32 - e0 as i32).clamp(CTX_LOW, CTX_HIGH) + CTX_LITERAL) as u8;
     }
     t
 }
@@ -988,10 +996,13 @@ mod avx2 {
         // Context: 0 (none or zero), 1 (a repeat), or 4 + clamp(top - E0, -2, 3).
         let top = _mm256_and_si256(_mm256_srl_epi32(g.left, c.top_shift), low8);
         let d = _mm256_max_epi32(
-            _mm256_min_epi32(_mm256_sub_epi32(top, c.e0), _mm256_set1_epi32(3)),
-            _mm256_set1_epi32(-2),
+            _mm256_min_epi32(
+                _mm256_sub_epi32(top, c.e0),
+                _mm256_set1_epi32(super::CTX_HIGH),
+            ),
+            _mm256_set1_epi32(super::CTX_LOW),
         );
-        let lit_ctx = _mm256_add_epi32(d, _mm256_set1_epi32(4));
+        let lit_ctx = _mm256_add_epi32(d, _mm256_set1_epi32(super::CTX_LITERAL));
         let ctx = _mm256_blendv_epi8(g.kind, lit_ctx, _mm256_cmpeq_epi32(g.kind, two));
         let slot = _mm256_and_si256(g.x, _mm256_set1_epi32((MODEL_SCALE - 1) as i32));
         let idx = _mm256_or_si256(_mm256_slli_epi32::<{ MODEL_PROB_BITS as i32 }>(ctx), slot);
@@ -1114,31 +1125,8 @@ mod tests {
     use super::*;
     use crate::lanes::Encoder;
 
-    /// Activation-like elements: runs of one value, zeros, a clamp value and noise, rows of
-    /// 50 elements that often repeat the row above.
     fn sample(n: usize, width: usize, seed: u64) -> Vec<u8> {
-        let mut r = seed;
-        let mut next = || {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            r
-        };
-        let mut v: Vec<u32> = Vec::with_capacity(n);
-        for i in 0..n {
-            let x = next();
-            let val = match x % 10 {
-                0..=2 => 0,
-                3 if i > 0 => v[i - 1],
-                4 if i >= 50 => v[i - 50],
-                5 => 0x40c0_0000 >> (32 - 8 * width as u32),
-                _ => (0x3f00_0000 | (x as u32 & 0x00ff_ffff)) >> (32 - 8 * width as u32),
-            };
-            v.push(val);
-        }
-        v.iter()
-            .flat_map(|x| x.to_le_bytes()[..width].to_vec())
-            .collect()
+        planepack_testkit::activation_like(n, width, 50, seed)
     }
 
     fn chunk_of(elems: &[u8], width: usize, rotate: bool) -> Vec<u8> {

@@ -201,6 +201,31 @@ impl Mutation {
     ];
 }
 
+/// Activation-like elements of `width` bytes (1, 2 or 4), as the modelled rANS chunk sees
+/// after ReLU, clamps and repeated rows: 30 % zeros, runs of the left value, copies of the
+/// element `row` back, a clamp value (6.0's top bytes) and noise around 0.5. Test input for
+/// the run/repeat paths; never a figure.
+pub fn activation_like(n: usize, width: usize, row: usize, seed: u64) -> Vec<u8> {
+    assert!(matches!(width, 1 | 2 | 4), "width {width}");
+    let mut rng = Rng(seed | 1);
+    let shift = 32 - 8 * width as u32;
+    let mut v: Vec<u32> = Vec::with_capacity(n);
+    for i in 0..n {
+        let x = rng.next_u64();
+        let val = match x % 10 {
+            0..=2 => 0,
+            3 if i > 0 => v[i - 1],
+            4 if row > 0 && i >= row => v[i - row],
+            5 => 0x40c0_0000 >> shift,
+            _ => (0x3f00_0000 | (x as u32 & 0x00ff_ffff)) >> shift,
+        };
+        v.push(val);
+    }
+    v.iter()
+        .flat_map(|x| x.to_le_bytes()[..width].to_vec())
+        .collect()
+}
+
 /// Apply one mutation of kind `m` to `stream` at a random place.
 pub fn mutate(stream: &[u8], m: Mutation, rng: &mut Rng) -> Vec<u8> {
     let mut s = stream.to_vec();
