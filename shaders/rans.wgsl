@@ -567,8 +567,9 @@ fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
         var lit = zs.x;
         let lit_end = zs.x + z;
         var left = 0u;
-        // The left neighbour: 0 none or zero, 1 a repeat, 2 a literal.
-        var kind = 0u;
+        // The left neighbour's context: 0 none or zero, 1 a repeat, else a literal's
+        // 4 + clamp(e - E0, -2, 3) (a function of its symbol alone).
+        var ctx = 0u;
         var has_left = false;
         var acc = 0u;
         var accw = (start * W) / 4u;
@@ -576,15 +577,6 @@ fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
         // handles where it mishandled a break out of this divergent loop.)
         var ok = true;
         for (var i = start; i < end && ok; i = i + 1u) {
-            var ctx = kind;
-            if (kind == 2u) {
-                var t = left;
-                if (params.rotate != 0u) {
-                    t = ((t << 1u) | (t >> (8u * W - 1u))) & WMASK;
-                }
-                let top = i32(t >> (8u * (W - 1u)));
-                ctx = u32(CTX_LITERAL + clamp(top - e0, CTX_LOW, CTX_HIGH));
-            }
             let tb = sbase + params.model_at + ctx * MT_CTX_WORDS;
             let p = max(scratch[tb], 1u);
             if (scratch[tb] == 0u) {
@@ -655,7 +647,10 @@ fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
             }
             left = v;
             has_left = true;
-            kind = select(select(2u, 1u, sym == SYM_LEFT || sym == SYM_UP || sym == SYM_DICT), 0u, v == 0u);
+            ctx = min(sym, 1u);
+            if (sym >= SYM_LITERAL) {
+                ctx = u32(CTX_LITERAL + clamp(i32(sym - SYM_LITERAL) - e0, CTX_LOW, CTX_HIGH));
+            }
         }
         if (ok && (x != L || pos != wend || lit != lit_end)) {
             err = err | ERR_VALUE;

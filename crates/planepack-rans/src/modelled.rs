@@ -71,16 +71,18 @@ fn head_len(width: usize) -> usize {
 /// Bytes of a lane's header: initial state (u32), word count (u16), literal count (u32).
 pub const LANE_HEADER: usize = 10;
 
-/// The context of an element whose left neighbour (in its lane) is `left` (None at the lane's
-/// start): 0 for a lane start or a zero neighbour, else 1..=7 by the neighbour's top plane
-/// byte relative to `e0`, clamped to -3..=3.
+/// The context of an element whose left neighbour (in its lane) has symbol `left` (None at
+/// the lane's start): 0 for a lane start or a zero, 1 for a repeat (left, up, dictionary),
+/// else `4 + clamp(e - E0, -2, 3)` for a literal of top byte `e`. A function of the symbol
+/// alone, not of the value, so that a decoder's state chain (state, table, symbol, context,
+/// state) never waits for a value to be gathered.
 #[inline(always)]
-pub fn context(left: Option<(u32, u16)>, width: usize, rotate: bool, e0: u8) -> usize {
+pub fn context(left: Option<u16>, e0: u8) -> usize {
     match left {
-        None | Some((0, _)) => 0,
-        Some((_, SYM_LEFT | SYM_UP | SYM_DICT)) => 1,
-        Some((v, _)) => {
-            let d = top_byte(v, width, rotate) as i32 - e0 as i32;
+        None | Some(SYM_ZERO) => 0,
+        Some(SYM_LEFT | SYM_UP | SYM_DICT) => 1,
+        Some(s) => {
+            let d = (s - SYM_LITERAL) as i32 - e0 as i32;
             (d.clamp(CTX_LOW, CTX_HIGH) + CTX_LITERAL) as usize
         }
     }
@@ -441,8 +443,7 @@ fn classify(elems: &[u8], width: usize, rotate: bool, row: usize, s: &mut Scratc
                 }
                 c.symbols[i] = sym;
             }
-            let left = (i > r.start).then(|| (v[i - 1], c.symbols[i - 1]));
-            let ctx = context(left, width, rotate, e0);
+            let ctx = context((i > r.start).then(|| c.symbols[i - 1]), e0);
             c.contexts[i] = ctx as u8;
             c.counts[ctx][sym as usize] += 1;
         }
@@ -668,7 +669,6 @@ fn decode_with(
         u,
         dict,
         e0,
-        ctx_of_top: context_table(width, rotate, e0),
     };
     let states = &mut states[..k];
     match (width, rotate) {
@@ -691,17 +691,6 @@ fn decode_with(
 /// No left neighbour (a lane's first element).
 const NONE: u16 = u16::MAX;
 
-/// The context of every possible top byte of a nonzero literal left neighbour, for one
-/// chunk's `E0`.
-fn context_table(width: usize, rotate: bool, e0: u8) -> [u8; 256] {
-    let _ = (width, rotate);
-    let mut t = [0u8; 256];
-    for (e, c) in t.iter_mut().enumerate() {
-        *c = ((e as i32 - e0 as i32).clamp(CTX_LOW, CTX_HIGH) + CTX_LITERAL) as u8;
-    }
-    t
-}
-
 /// What every lane of a chunk reads.
 struct Params<'a> {
     slots: &'a [u32],
@@ -714,7 +703,6 @@ struct Params<'a> {
     u: usize,
     dict: u32,
     e0: u8,
-    ctx_of_top: [u8; 256],
 }
 
 /// One lane's decoder: state, cursors and its left neighbour.
@@ -783,12 +771,7 @@ fn step<const W: usize, const R: bool>(
     out: &mut [u8],
 ) -> Result<()> {
     let i = l.i;
-    let ctx = match l.left_sym {
-        NONE => 0,
-        _ if l.left == 0 => 0,
-        SYM_LEFT | SYM_UP | SYM_DICT => 1,
-        _ => p.ctx_of_top[top_byte(l.left, W, R) as usize] as usize,
-    };
+    let ctx = context((l.left_sym != NONE).then_some(l.left_sym), p.e0);
     let slot = l.x & (MODEL_SCALE - 1);
     let e = p.slots[ctx << MODEL_PROB_BITS | slot as usize];
     let sym = (e & 511) as u16;
@@ -837,8 +820,8 @@ fn step<const W: usize, const R: bool>(
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{LaneState, Params, L, MODEL_PROB_BITS, MODEL_SCALE, SYMBOLS, SYM_DICT, SYM_LEFT};
-    use super::{SYM_LITERAL, SYM_UP};
+    use super::{LaneState, Params, L, MODEL_PROB_BITS, MODEL_SCALE, SYMBOLS, SYM_DICT};
+    use super::SYM_LITERAL;
     use std::arch::x86_64::*;
 
     /// Eight lanes' decoder state, one lane per 32-bit element.
@@ -851,8 +834,8 @@ mod avx2 {
         i: __m256i,
         start: __m256i,
         left: __m256i,
-        /// Left neighbour: 0 none or zero, 1 a repeat, 2 a literal.
-        kind: __m256i,
+        /// The left neighbour's symbol (0 at a lane's start, as a zero).
+        prev: __m256i,
         has_left: __m256i,
         err: __m256i,
     }
@@ -865,7 +848,6 @@ mod avx2 {
         u: __m256i,
         has_u: __m256i,
         dict: __m256i,
-        top_shift: __m128i,
     }
 
     #[target_feature(enable = "avx2")]
@@ -887,11 +869,9 @@ mod avx2 {
             i: get(&|l| l.i as i32),
             start: get(&|l| l.start as i32),
             left: get(&|l| l.left as i32),
-            kind: get(&|l| match l.left_sym {
+            prev: get(&|l| match l.left_sym {
                 super::NONE => 0,
-                _ if l.left == 0 => 0,
-                SYM_LEFT | SYM_UP | SYM_DICT => 1,
-                _ => 2,
+                s => s as i32,
             }),
             has_left: get(&|l| if l.left_sym == super::NONE { 0 } else { -1 }),
             err: _mm256_setzero_si256(),
@@ -903,7 +883,7 @@ mod avx2 {
         let mut a = [[0u32; 8]; 8];
         for (dst, v) in a
             .iter_mut()
-            .zip([g.x, g.word, g.lit, g.i, g.left, g.kind, g.has_left, g.err])
+            .zip([g.x, g.word, g.lit, g.i, g.left, g.prev, g.has_left, g.err])
         {
             // SAFETY: an 8 x u32 array written as one vector.
             unsafe { _mm256_storeu_si256(dst.as_mut_ptr() as *mut __m256i, v) };
@@ -914,11 +894,10 @@ mod avx2 {
             l.lit = a[2][j] as usize;
             l.i = a[3][j] as usize;
             l.left = a[4][j];
-            l.left_sym = match a[5][j] {
-                0 if a[6][j] == 0 => super::NONE,
-                0 => super::SYM_ZERO,
-                1 => SYM_LEFT,
-                _ => SYM_LITERAL,
+            l.left_sym = if a[6][j] == 0 {
+                super::NONE
+            } else {
+                a[5][j] as u16
             };
         }
         a[7].iter().all(|&e| e == 0)
@@ -943,7 +922,7 @@ mod avx2 {
     ) -> bool {
         debug_assert!(lanes.len() == 8 * G && (W == 2 || W == 4));
         let c = Consts {
-            e0: _mm256_set1_epi32(p.e0 as i32),
+            e0: _mm256_set1_epi32(p.e0 as i32 + SYM_LITERAL as i32),
             last_word: _mm256_set1_epi32(p.total_words as i32),
             last_lit: _mm256_set1_epi32(p.literals as i32),
             u: _mm256_set1_epi32(p.u as i32),
@@ -953,11 +932,6 @@ mod avx2 {
                 _mm256_setzero_si256()
             },
             dict: _mm256_set1_epi32(p.dict as i32),
-            top_shift: _mm_cvtsi32_si128(if R {
-                8 * W as i32 - 9
-            } else {
-                8 * W as i32 - 8
-            }),
         };
         let mut gs: [Group; G] = std::array::from_fn(|g| load(&lanes[8 * g..8 * g + 8]));
         for _ in 0..steps {
@@ -993,17 +967,18 @@ mod avx2 {
         let table = p.slots.as_ptr() as *const i32;
         let wbase = p.words.as_ptr() as *const i32;
         let obase = out.as_ptr() as *const i32;
-        // Context: 0 (none or zero), 1 (a repeat), or 4 + clamp(top - E0, -2, 3).
-        let top = _mm256_and_si256(_mm256_srl_epi32(g.left, c.top_shift), low8);
+        // Context from the left symbol: 0 (none or zero), 1 (a repeat), or
+        // 4 + clamp(e - E0, -2, 3) for a literal of top byte e = symbol - 4.
         let d = _mm256_max_epi32(
             _mm256_min_epi32(
-                _mm256_sub_epi32(top, c.e0),
+                _mm256_sub_epi32(g.prev, c.e0),
                 _mm256_set1_epi32(super::CTX_HIGH),
             ),
             _mm256_set1_epi32(super::CTX_LOW),
         );
         let lit_ctx = _mm256_add_epi32(d, _mm256_set1_epi32(super::CTX_LITERAL));
-        let ctx = _mm256_blendv_epi8(g.kind, lit_ctx, _mm256_cmpeq_epi32(g.kind, two));
+        let literal_left = _mm256_cmpgt_epi32(g.prev, _mm256_set1_epi32(SYM_DICT as i32));
+        let ctx = _mm256_blendv_epi8(_mm256_min_epu32(g.prev, one), lit_ctx, literal_left);
         let slot = _mm256_and_si256(g.x, _mm256_set1_epi32((MODEL_SCALE - 1) as i32));
         let idx = _mm256_or_si256(_mm256_slli_epi32::<{ MODEL_PROB_BITS as i32 }>(ctx), slot);
         // SAFETY: ctx < 8 and slot < 2048: idx < 16384 = slots.len().
@@ -1107,15 +1082,23 @@ mod avx2 {
             _mm256_storeu_si256(vals.as_mut_ptr() as *mut __m256i, v);
             _mm256_storeu_si256(idxs.as_mut_ptr() as *mut __m256i, g.i);
         }
+        let o = out.as_mut_ptr();
         for (&at, &val) in idxs.iter().zip(&vals) {
-            let at = at as usize * W;
-            out[at..at + W].copy_from_slice(&val.to_le_bytes()[..W]);
+            // SAFETY: every lane's element index is below its end <= n = out.len() / W (the
+            // caller's contract: each lane has `steps` elements left), so the W bytes at
+            // at * W are inside `out`.
+            unsafe {
+                let dst = o.add(at as usize * W);
+                if W == 2 {
+                    (dst as *mut u16).write_unaligned(val as u16);
+                } else {
+                    (dst as *mut u32).write_unaligned(val);
+                }
+            }
         }
         g.i = _mm256_add_epi32(g.i, one);
         g.left = v;
-        let repeat = _mm256_or_si256(_mm256_or_si256(is_left, is_up), is_dict);
-        let nonzero = _mm256_xor_si256(_mm256_cmpeq_epi32(v, _mm256_setzero_si256()), ones);
-        g.kind = _mm256_and_si256(nonzero, _mm256_blendv_epi8(two, one, repeat));
+        g.prev = sym;
         g.has_left = ones;
     }
 }
