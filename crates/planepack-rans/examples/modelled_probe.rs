@@ -10,6 +10,7 @@ fn main() {
     let src = planepack_tensorfile::Source::parse_bytes(&bytes, "x").unwrap();
     let (mut raw, mut a, mut b) = (0usize, 0usize, 0usize);
     let (mut ta, mut tb) = (0.0f64, 0.0f64);
+    let (mut ea, mut eb) = (0.0f64, 0.0f64);
     let on = Rans::default();
     let off = Rans {
         modelled: false,
@@ -27,9 +28,13 @@ fn main() {
         let data = &bytes[t.offset as usize..t.offset as usize + n];
         let shape = [n / elem.size() / row, row];
         let mut e1 = Vec::new();
+        let s = std::time::Instant::now();
         on.encode_shaped(data, elem, &shape, &mut e1).unwrap();
+        ea += s.elapsed().as_secs_f64();
         let mut e2 = Vec::new();
+        let s = std::time::Instant::now();
         off.encode_shaped(data, elem, &shape, &mut e2).unwrap();
+        eb += s.elapsed().as_secs_f64();
         let mut out = vec![0u8; n];
         off.decode(&e2, &mut out).unwrap();
         let reps: usize = std::env::var("REPS")
@@ -50,12 +55,14 @@ fn main() {
         b += e2.len();
     }
     println!(
-        "{}: {:.0} MB: modelled {:.3} ({:.2} GB/s decode), planes {:.3} ({:.2} GB/s)",
+        "{}: {:.0} MB: modelled {:.3} ({:.2} GB/s encode, {:.2} decode), planes {:.3} ({:.2}, {:.2})",
         path.display(),
         raw as f64 / 1e6,
         raw as f64 / a as f64,
+        raw as f64 / ea / 1e9,
         raw as f64 / ta / 1e9,
         raw as f64 / b as f64,
+        raw as f64 / eb / 1e9,
         raw as f64 / tb / 1e9
     );
 }

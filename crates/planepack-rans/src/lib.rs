@@ -54,6 +54,10 @@ pub const PLANE_RAW: u8 = 0;
 pub const PLANE_CONST: u8 = 1;
 pub const PLANE_RANS: u8 = 2;
 
+/// The least fraction of a chunk's estimated planes size a modelled chunk must save for the
+/// encoder to write it (informative: decoders take either).
+pub const MODELLED_MIN_GAIN: f64 = 0.01;
+
 /// Which parts of the model the encoder may use (all, by default; the study turns them off
 /// one at a time to show what each buys). Decoders take any stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -575,7 +579,6 @@ fn entropy_bits(counts: &[u32; 256]) -> f64 {
 struct EncScratch {
     modelled: modelled::Scratch,
     /// A chunk coded as planes while its modelled form is kept aside.
-    chunk: Vec<u8>,
     planes: Vec<Vec<u8>>,
     sparse_planes: Vec<Vec<u8>>,
     lanes: lanes::Encoder,
@@ -684,37 +687,21 @@ impl Rans {
             return Ok(false);
         }
         let best_plane_estimate = self.plane_estimate(elems, width, rotate, s);
-        {
-            let (estimate, tables, plans) =
-                modelled::plan(elems, width, rotate, row, &mut s.modelled);
-            let margin = 64.0 + estimate.min(best_plane_estimate) / 100.0;
-            if estimate < best_plane_estimate + margin {
-                let start = out.len();
-                modelled::encode(
-                    elems,
-                    width,
-                    &tables,
-                    &plans,
-                    &mut s.modelled,
-                    &mut s.lanes,
-                    out,
-                )?;
-                let modelled_len = out.len() - start;
-                if estimate <= best_plane_estimate - margin {
-                    return Ok(true);
-                }
-                // Close: code the planes too (into scratch) and keep the shorter.
-                let mut planes_out = std::mem::take(&mut s.chunk);
-                planes_out.clear();
-                self.encode_chunk_planes(elems, width, rotate, s, &mut planes_out)?;
-                let keep_modelled = modelled_len < planes_out.len();
-                if !keep_modelled {
-                    out.truncate(start);
-                    out.extend_from_slice(&planes_out);
-                }
-                s.chunk = planes_out;
-                return Ok(keep_modelled);
-            }
+        let (estimate, tables, plans) = modelled::plan(elems, width, rotate, row, &mut s.modelled);
+        // Modelled only where it saves at least MODELLED_MIN_GAIN: it decodes at about half
+        // the planes' speed, so a fraction of a percent is not worth it. (The estimates are
+        // within a few bytes a lane of the coded sizes, so no chunk is coded twice.)
+        if estimate <= best_plane_estimate * (1.0 - MODELLED_MIN_GAIN) {
+            modelled::encode(
+                elems,
+                width,
+                &tables,
+                &plans,
+                &mut s.modelled,
+                &mut s.lanes,
+                out,
+            )?;
+            return Ok(true);
         }
         self.encode_chunk_planes(elems, width, rotate, s, out)?;
         Ok(false)

@@ -347,6 +347,54 @@ pub(crate) struct Scratch {
     c: Classified,
     values: Vec<u32>,
     words: Vec<u16>,
+    counter: ValueCounter,
+}
+
+/// Occurrences of nonzero values (the dictionary candidates): an open-addressing table with
+/// linear probing, key 0 meaning empty, sized for the chunk and reused (a general hash map
+/// with SipHash took a third of the encoder's time).
+#[derive(Default)]
+struct ValueCounter {
+    slots: Vec<(u32, u32)>,
+    bits: u32,
+}
+
+impl ValueCounter {
+    /// Empty, with room for `n` distinct values at most half full.
+    fn reset(&mut self, n: usize) {
+        let size = (2 * n.max(1)).next_power_of_two();
+        self.bits = size.trailing_zeros();
+        self.slots.clear();
+        self.slots.resize(size, (0, 0));
+    }
+
+    /// Count one more `v` (nonzero).
+    #[inline(always)]
+    fn add(&mut self, v: u32) {
+        let mask = self.slots.len() - 1;
+        let mut at = (v.wrapping_mul(0x9e37_79b1) >> (32 - self.bits.max(1))) as usize & mask;
+        loop {
+            let e = &mut self.slots[at];
+            if e.0 == v {
+                e.1 += 1;
+                return;
+            }
+            if e.0 == 0 {
+                *e = (v, 1);
+                return;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// The most frequent value seen at least twice (ties: the smaller), or 0.
+    fn most_frequent(&self) -> u32 {
+        self.slots
+            .iter()
+            .filter(|e| e.1 > 1)
+            .max_by_key(|e| (e.1, std::cmp::Reverse(e.0)))
+            .map_or(0, |e| e.0)
+    }
 }
 
 /// Lanes the encoder gives a modelled chunk of `n` elements: one per 1024 elements, at most 8
@@ -382,7 +430,12 @@ fn classify(elems: &[u8], width: usize, rotate: bool, row: usize, s: &mut Scratc
     // value among what is left, the reference exponent the most frequent top byte of it.
     c.symbols.clear();
     c.symbols.resize(n, SYM_LITERAL);
-    let mut rest: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    let rest = &mut s.counter;
+    // The dictionary candidates are counted on every 4th element of long chunks (a value
+    // worth a symbol of its own is at least a few percent of them; the table of a quarter
+    // of the elements stays in cache).
+    let sample = if n >= 4096 { 3 } else { 0 };
+    rest.reset(n / (sample + 1) + 1);
     let mut tops = [0u32; 256];
     for j in 0..k {
         let r = lane_range(j, n, k);
@@ -395,18 +448,16 @@ fn classify(elems: &[u8], width: usize, rotate: bool, row: usize, s: &mut Scratc
             } else if u > 0 && i >= r.start + u && x == v[i - u] {
                 SYM_UP
             } else {
-                *rest.entry(x).or_default() += 1;
+                if i & sample == 0 {
+                    rest.add(x);
+                }
                 tops[top_byte(x, width, rotate) as usize] += 1;
                 SYM_LITERAL
             };
             c.symbols[i] = sym;
         }
     }
-    let dict = rest
-        .iter()
-        .max_by_key(|(&value, &count)| (count, std::cmp::Reverse(value)))
-        .filter(|(_, &count)| count > 1)
-        .map_or(0, |(&value, _)| value);
+    let dict = rest.most_frequent();
     let e0 = (0..256)
         .max_by_key(|&e| (tops[e], std::cmp::Reverse(e)))
         .unwrap_or(0) as u8;
@@ -820,8 +871,8 @@ fn step<const W: usize, const R: bool>(
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{LaneState, Params, L, MODEL_PROB_BITS, MODEL_SCALE, SYMBOLS, SYM_DICT};
     use super::SYM_LITERAL;
+    use super::{LaneState, Params, L, MODEL_PROB_BITS, MODEL_SCALE, SYMBOLS, SYM_DICT};
     use std::arch::x86_64::*;
 
     /// Eight lanes' decoder state, one lane per 32-bit element.
