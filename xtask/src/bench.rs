@@ -292,7 +292,7 @@ fn workload_codecs() -> Vec<planepack_container::CodecSpec> {
 }
 
 /// The category of a workload file, from its name.
-fn workload_category(name: &str) -> &'static str {
+pub(crate) fn workload_category(name: &str) -> &'static str {
     match name.split('-').next() {
         Some("cnn" | "transformer") => "activations",
         Some("kv") => "kv-cache",

@@ -15,7 +15,8 @@ use anyhow::{Context, Result};
 use planepack_core::Codec;
 use planepack_datasets::{datasets_dir, Manifest};
 use planepack_gpu::{Gpu, GpuOptions, KernelConfig, ScanPath};
-use planepack_harness::input::groups_of;
+use planepack_harness::input::{groups_of, Batches};
+use planepack_harness::{Group, SizeClass};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -43,6 +44,10 @@ pub fn shaders() -> Result<()> {
 struct Row {
     dataset: String,
     dtype: String,
+    /// The class of the tensors' (whole) sizes.
+    size_class: SizeClass,
+    /// Tensors (or pieces of tensors, in workload samples) measured.
+    tensors: usize,
     codec: String,
     path: String,
     raw_bytes: u64,
@@ -101,24 +106,83 @@ struct GatherRow {
 /// IBP with at most 4 masks (one decode pass per cluster), measured beside one mask.
 const CLUSTERED: &str = "ibp-clusters-4";
 
+/// Bytes of a workload sample: the first batch of each file's dtype and size class, tensors
+/// over this size in pieces of it (lavapipe decodes at tens of MB/s: the whole 4.6 GB would
+/// take hours).
+const WORKLOAD_SAMPLE_BYTES: u64 = 16 << 20;
+
+/// The groups measured: every dataset of the corpus, or samples of the workloads.
+fn groups(filter: &[String], workloads: bool, root: &Path) -> Result<Vec<Group>> {
+    let keep = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    let mut out = Vec::new();
+    if workloads {
+        let dir = crate::workloads::dir(root);
+        anyhow::ensure!(
+            dir.join("generated.json").is_file(),
+            "no workloads in {}: run `cargo xtask workloads` first",
+            dir.display()
+        );
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+            .collect();
+        files.sort();
+        for f in files {
+            let name = f
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("file")
+                .to_owned();
+            if !keep(&name) {
+                continue;
+            }
+            let category = crate::bench::workload_category(&name);
+            let mut b = Batches::open(&name, category, &f, WORKLOAD_SAMPLE_BYTES)?;
+            let mut seen: Vec<(String, SizeClass)> = Vec::new();
+            for i in 0..b.len() {
+                let (dtype, class) = b.kind(i).expect("in range");
+                if seen.iter().any(|(d, c)| d == dtype && *c == class) {
+                    continue;
+                }
+                seen.push((dtype.to_owned(), class));
+                out.push(b.load(i)?);
+            }
+        }
+    } else {
+        let dir = datasets_dir();
+        let manifest = Manifest::read(&dir)?;
+        for d in &manifest.datasets {
+            if keep(&d.name) {
+                out.extend(groups_of(&d.name, &d.category, &dir.join(&d.file))?);
+            }
+        }
+    }
+    Ok(out)
+}
+
 pub fn bench(
     out: Option<PathBuf>,
     results: Option<PathBuf>,
     runs: usize,
     filter: &[String],
+    workloads: bool,
     root: &Path,
 ) -> Result<()> {
     let gpu = Gpu::new(&GpuOptions::from_env())?;
     let device = gpu.describe();
     println!("GPU: {device}");
     let out = out.unwrap_or_else(|| {
-        root.join("bench-results").join(format!(
+        let d = root.join("bench-results").join(format!(
             "gpu-{}",
             planepack_harness::machine_slug(gpu.adapter_name())
-        ))
+        ));
+        if workloads {
+            d.join("workloads")
+        } else {
+            d
+        }
     });
-    let dir = datasets_dir();
-    let manifest = Manifest::read(&dir)?;
     let codecs: Vec<(Box<dyn Codec>, &str)> = vec![
         (Box::new(planepack_bitplane::BitPlane::new()), "bitplane"),
         (Box::new(planepack_ibp::Ibp::default()), "ibp"),
@@ -137,11 +201,8 @@ pub fn bench(
     }
     let mut rows = Vec::new();
     let mut gathers = Vec::new();
-    for d in &manifest.datasets {
-        if !filter.is_empty() && !filter.iter().any(|f| d.name.contains(f.as_str())) {
-            continue;
-        }
-        for g in groups_of(&d.name, &d.category, &dir.join(&d.file))? {
+    {
+        for g in groups(filter, workloads, root)? {
             for (codec, name) in &codecs {
                 // IBP with clusters only where rows have structure (on activations and
                 // weights IBP stores raw whatever the mask count: ibp-clusters.md).
@@ -162,6 +223,8 @@ pub fn bench(
                     let mut r = Row {
                         dataset: g.dataset.clone(),
                         dtype: g.dtype.clone(),
+                        size_class: g.size_class,
+                        tensors: 0,
                         codec: name.to_string(),
                         path: format!("{path:?}").to_lowercase(),
                         raw_bytes: 0,
@@ -199,6 +262,7 @@ pub fn bench(
                         let (dec, copy) = (t[0].median(), t[1].median());
                         let up_raw = gpu.time_upload(data, runs);
                         let up_comp = gpu.time_upload(enc, runs);
+                        r.tensors += 1;
                         r.raw_bytes += data.len() as u64;
                         r.compressed_bytes += enc.len() as u64;
                         r.decode_seconds += dec;
@@ -237,8 +301,13 @@ pub fn bench(
                     r.copy_gbps = r.raw_bytes as f64 / r.copy_seconds / 1e9;
                     r.decode_over_copy = r.copy_seconds / r.decode_seconds;
                     println!(
-                        "{} {} {name} {}: {:.3} GB/s, {:.3} of copy",
-                        r.dataset, r.dtype, r.path, r.decode_gbps, r.decode_over_copy
+                        "{} {} {} {name} {}: {:.3} GB/s, {:.3} of copy",
+                        r.dataset,
+                        r.dtype,
+                        r.size_class.label(),
+                        r.path,
+                        r.decode_gbps,
+                        r.decode_over_copy
                     );
                     rows.push(r);
                 }
@@ -255,10 +324,10 @@ pub fn bench(
             "gathers": gathers,
         }))?,
     )?;
-    let md = markdown(&rows, &gathers, &device, runs);
+    let md = markdown(&rows, &gathers, &device, runs, workloads);
     std::fs::write(out.join("gpu.md"), &md)?;
     // The summary goes into the README when every dataset was measured.
-    if filter.is_empty() {
+    if filter.is_empty() && !workloads {
         // The decode summary, the encoders' summary table and the gathers' worst case; the
         // per-dataset tables stay in gpu.md.
         let end = md
@@ -541,11 +610,28 @@ fn geomean(v: impl Iterator<Item = f64>) -> f64 {
     (v.iter().map(|x| x.ln()).sum::<f64>() / v.len().max(1) as f64).exp()
 }
 
-fn markdown(rows: &[Row], gathers: &[GatherRow], device: &str, runs: usize) -> String {
+fn markdown(
+    rows: &[Row],
+    gathers: &[GatherRow],
+    device: &str,
+    runs: usize,
+    workloads: bool,
+) -> String {
     let emulated = device.contains(", Cpu,");
+    let what = if workloads {
+        format!(
+            "`cargo xtask gpu-bench --workloads`, on samples of the production-size workloads \
+             (`cargo xtask workloads`): of each file, dtype and size class the first {} MiB \
+             (whole tensors, or the first {} MiB piece of a larger one, cut as the container \
+             cuts parts; the size class is the whole tensor's). Each tensor or piece",
+            WORKLOAD_SAMPLE_BYTES >> 20,
+            WORKLOAD_SAMPLE_BYTES >> 20
+        )
+    } else {
+        "`cargo xtask gpu-bench`, on the dataset corpus. Every tensor of every dataset".to_owned()
+    };
     let mut s = format!(
-        "# GPU decode and encode\n\nDevice: {device}.\nGenerated by `cargo xtask gpu-bench`. Every tensor of every \
-         dataset is encoded on the CPU, decoded on the GPU and checked bit-identical, then the decode \
+        "# GPU decode and encode\n\nDevice: {device}.\nGenerated by {what} is encoded on the CPU, decoded on the GPU and checked bit-identical, then the decode \
          kernel and the copy kernel (same output bytes, same device, same run) are each timed {runs} \
          times, their runs alternating; medians are summed over a dataset's tensors. `decode / copy` is decode throughput \
          over copy throughput. The return trip of an offload is measured, not modelled: `pipelined` is \
@@ -561,22 +647,57 @@ fn markdown(rows: &[Row], gathers: &[GatherRow], device: &str, runs: usize) -> S
         }
     );
     let _ = writeln!(s, "## Summary\n");
+    // Tensors per size class, from one codec's rows on one path (every codec but the
+    // clustered IBP sees every tensor).
+    let census: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.codec == "bitplane" && r.path == rows[0].path)
+        .collect();
     let _ = writeln!(
         s,
-        "Per dataset: geometric mean over datasets of decode / copy. All tensors: total copy time \
-         over total decode time; both are dominated by the many small tensors of the activation \
-         datasets, where a launch's fixed cost makes the copy kernel slow too. Tensors >= 1 MiB: \
-         the same over the large tensors only (embeddings, GNN features, KV caches, large \
-         activations), where the copy kernel runs at full speed: the honest figure for large \
-         transfers. Return trip: total raw-upload time over total compressed-upload-and-decode \
-         time, pipelined (above 1: the compressed path is faster). Targets on lavapipe: \
-         decode / copy >= 0.25 for IBP (issue 6; issue 21 asks 0.35 on >= 1 MiB), >= 0.10 for \
-         the bit-plane codec (issue 6; issue 21 asks 0.15 on >= 1 MiB) and for rANS on tensors \
-         >= 1 MiB (issue 16). `ibp-clusters-4` (IBP with at most 4 masks, one decode pass per \
-         cluster) is measured on the embedding, GNN and KV-cache datasets only, so compare it \
-         with `ibp` there (per-dataset tables).\n"
+        "Tensors measured{}:\n\n| size class | tensors | MB |\n|---|---|---|",
+        if workloads {
+            " (pieces of larger tensors count one each)"
+        } else {
+            ""
+        }
     );
-    let _ = writeln!(s, "| codec | path | decode GB/s (per dataset) | decode / copy (per dataset) | decode / copy (all tensors) | decode / copy (tensors >= 1 MiB) | return trip: raw / (compressed + decode), pipelined | target |\n|---|---|---|---|---|---|---|---|");
+    for c in SizeClass::ALL {
+        let sel: Vec<&&Row> = census.iter().filter(|r| r.size_class == c).collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} |",
+            c.label(),
+            sel.iter().map(|r| r.tensors).sum::<usize>(),
+            sel.iter().map(|r| r.raw_bytes).sum::<u64>() as f64 / 1e6
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nPer dataset: geometric mean over datasets of decode / copy. All tensors: total copy time \
+         over total decode time, dominated by the small tensors where there are many (a launch's \
+         fixed cost makes the copy kernel slow too). Per size class: the same over the tensors \
+         of that class only (the table above says which and how many); on tensors >= 1 MiB the \
+         copy kernel runs at full speed, the honest figure for large transfers. Return trip: \
+         total raw-upload time over total compressed-upload-and-decode time, pipelined (above \
+         1: the compressed path is faster). Targets on lavapipe: decode / copy >= 0.25 for IBP \
+         (issue 6; issue 21 asks 0.35 on >= 1 MiB), >= 0.10 for the bit-plane codec (issue 6; \
+         issue 21 asks 0.15 on >= 1 MiB) and for rANS on tensors >= 1 MiB (issues 16 and 34). \
+         `ibp-clusters-4` (IBP with at most 4 masks, one decode pass per cluster) is measured \
+         on the embedding, GNN and KV-cache tensors only, so compare it with `ibp` there \
+         (per-dataset tables).\n"
+    );
+    let _ = write!(
+        s,
+        "| codec | path | decode GB/s (per dataset) | decode / copy (per dataset) | decode / copy (all tensors) |"
+    );
+    for c in SizeClass::ALL {
+        let _ = write!(s, " decode / copy ({}) |", c.label());
+    }
+    let _ = writeln!(
+        s,
+        " decode / copy (tensors >= 1 MiB) | return trip: raw / (compressed + decode), pipelined | target |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for codec in ["ibp", CLUSTERED, "bitplane", "rans"] {
         for path in ["subgroup", "workgroup"] {
             let sel: Vec<&Row> = rows
@@ -592,13 +713,31 @@ fn markdown(rows: &[Row], gathers: &[GatherRow], device: &str, runs: usize) -> S
             let ld: f64 = sel.iter().map(|r| r.large_decode_seconds).sum();
             let pr: f64 = sel.iter().map(|r| r.pipelined_raw_seconds).sum();
             let pc: f64 = sel.iter().map(|r| r.pipelined_seconds).sum();
-            let _ = writeln!(
+            let _ = write!(
                 s,
-                "| {codec} | {path} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
+                "| {codec} | {path} | {:.3} | {:.3} | {:.3} |",
                 geomean(sel.iter().map(|r| r.decode_gbps)),
                 geomean(sel.iter().map(|r| r.decode_over_copy)),
                 copy / dec,
-                lc / ld,
+            );
+            for c in SizeClass::ALL {
+                let class: Vec<&&Row> = sel.iter().filter(|r| r.size_class == c).collect();
+                if class.is_empty() {
+                    let _ = write!(s, " - |");
+                } else {
+                    let cc: f64 = class.iter().map(|r| r.copy_seconds).sum();
+                    let cd: f64 = class.iter().map(|r| r.decode_seconds).sum();
+                    let _ = write!(s, " {:.3} |", cc / cd);
+                }
+            }
+            let large = if ld > 0.0 {
+                format!("{:.3}", lc / ld)
+            } else {
+                "-".to_owned()
+            };
+            let _ = writeln!(
+                s,
+                " {large} | {:.3} | {} |",
                 pr / pc,
                 match codec {
                     "ibp" => ">= 0.25 (>= 0.35 on >= 1 MiB)",
@@ -693,14 +832,16 @@ fn markdown(rows: &[Row], gathers: &[GatherRow], device: &str, runs: usize) -> S
     }
     let _ = writeln!(
         s,
-        "\n## Per dataset\n\n| dataset | dtype | codec | path | ratio | decode GB/s | copy GB/s | decode / copy | upload raw ms | upload compressed + decode ms | pipelined raw ms | pipelined compressed + decode ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n## Per dataset\n\n| dataset | dtype | size class | tensors | codec | path | ratio | decode GB/s | copy GB/s | decode / copy | upload raw ms | upload compressed + decode ms | pipelined raw ms | pipelined compressed + decode ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            "| {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
             r.dataset,
             r.dtype,
+            r.size_class.label(),
+            r.tensors,
             r.codec,
             r.path,
             r.raw_bytes as f64 / r.compressed_bytes as f64,

@@ -13,6 +13,8 @@
 //! * `gpu-bench`: GPU decode and IBP encode against the copy kernel on the same device, the
 //!   offload round trip (pipelined), IBP gathers' upload -> bench-results/gpu-*/.
 //! * `trace`: keep/swap/drop planning on training-step traces -> bench-results/trace/.
+//! * `activation-study`: structure in the tensors (zeros, runs, repeats, matches), what the
+//!   rANS modelled chunk takes, the gap to the best peer -> bench-results/activation-study.md.
 //! * `cli-memory`: peak resident memory of the `planepack` command on a 2 GiB file.
 //! * `ibp-clusters`: IBP with one mask per k-means cluster of rows, C = 1, 2, 4, 8.
 //! * `kv-stream`: IBP's KV-cache stream on the real KV caches (prompt mask, append, fetch).
@@ -22,6 +24,7 @@
 //! * `workloads`: generate the production-size workloads under `target/workloads/` and check
 //!   them against `datasets/workloads.toml`.
 
+mod activation_study;
 mod bench;
 mod climem;
 mod criterion;
@@ -74,6 +77,15 @@ enum Command {
     /// What each part of the rANS codec's model buys, and its chunk size, on every dataset
     /// (bench-results/rans-study.md).
     RansStudy,
+    /// Which structure each dataset has that byte planes cannot see (zeros, runs, repeats along
+    /// rows and channels, a dictionary value, matches at a distance), what the modelled chunk
+    /// takes and the gap to the best peer (bench-results/activation-study.md).
+    ActivationStudy {
+        /// The production-size workloads instead of the corpus
+        /// (bench-results/activation-study-workloads.md).
+        #[arg(long)]
+        workloads: bool,
+    },
     /// Run the criterion benchmarks and write bench-results/criterion.md.
     Criterion {
         /// Only rewrite the table from target/criterion, do not run the benchmarks.
@@ -137,6 +149,10 @@ enum Command {
         /// Only datasets whose name contains one of these (comma separated).
         #[arg(long, value_delimiter = ',')]
         filter: Vec<String>,
+        /// Samples of the production-size workloads (first 16 MiB of each file's dtype and
+        /// size class) instead of the corpus -> bench-results/gpu-<adapter>/workloads/.
+        #[arg(long)]
+        workloads: bool,
     },
     /// IBP with several masks per group (k-means clusters, C = 1, 2, 4, 8) on every dataset
     /// (bench-results/<machine>/ibp-clusters.md).
@@ -192,6 +208,10 @@ fn main() -> Result<()> {
         Command::RansStudy => {
             rans_study::run(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         }
+        Command::ActivationStudy { workloads } => activation_study::run(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+            workloads,
+        ),
         Command::Criterion { no_run, runs } => criterion::run(no_run, runs),
         Command::Datasets { stats } => datasets(stats),
         Command::Workloads {
@@ -233,11 +253,13 @@ fn main() -> Result<()> {
             results,
             runs,
             filter,
+            workloads,
         } => gpu::bench(
             out,
             results,
             runs,
             &filter,
+            workloads,
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
         ),
         Command::Trace { platform } => trace::run(

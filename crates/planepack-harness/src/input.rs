@@ -99,6 +99,11 @@ impl Batches {
         self.batches.is_empty()
     }
 
+    /// The dtype (as the file names it) and size class of batch `i`, without reading it.
+    pub fn kind(&self, i: usize) -> Option<(&str, SizeClass)> {
+        self.batches.get(i).map(|b| (b.1.as_str(), b.2))
+    }
+
     /// Read batch `i` as a group.
     pub fn load(&mut self, i: usize) -> Result<Group> {
         let (elem, dtype, size_class, pieces) = self
