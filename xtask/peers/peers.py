@@ -179,14 +179,16 @@ class OpenZL:
             succ = zl.graphs.Compress if self.graph == "float-compress" else zl.graphs.Entropy
             g = node(c, sign_frac=succ(), exponent=succ())
         c.select_starting_graph(g)
-        cctx = zl.CCtx()
-        cctx.ref_compressor(c)
-        cctx.set_parameter(zl.CParam.FormatVersion, zl.MAX_FORMAT_VERSION)
-        # The compressor must outlive the context that refers to it.
-        return (c, cctx, self.NUMERIC[dtype])
+        return (c, self.NUMERIC[dtype])
 
     def compress(self, coder, data):
-        _, cctx, numeric = coder
+        # A compression context serves one compression (a second call on it fails with
+        # "Check `!(CCTX_isGraphSet(cctx))' failed" in openzl 0.3.0), so each call makes its
+        # own, as a user compressing many tensors must; the compressor is made once.
+        c, numeric = coder
+        cctx = self.zl.CCtx()
+        cctx.ref_compressor(c)
+        cctx.set_parameter(self.zl.CParam.FormatVersion, self.zl.MAX_FORMAT_VERSION)
         values = np.frombuffer(data, dtype=numeric)
         return cctx.compress([self.zl.Input(self.zl.Type.Numeric, values)])
 
@@ -220,6 +222,8 @@ class OpenZLBest:
                 continue
             if best is None or n < best[0]:
                 best = (n, g, c)
+        if best is None:
+            raise SystemExit("no OpenZL graph takes a tensor of %d bytes" % len(data))
         return best[1], best[2]
 
     def compress(self, coder, data):
