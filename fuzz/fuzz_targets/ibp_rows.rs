@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use planepack_ibp::bits::BitOps;
+use planepack_ibp::BitOps;
 use planepack_ibp::{Columns, CompressedRows, Layout, Mask};
 
 /// Reads the input front to back; past its end, zeros.

@@ -232,21 +232,42 @@ fn write_tables(results: &Results, dir: &Path) -> Result<()> {
     std::fs::write(dir.join("results.csv"), report::csv(results))?;
     std::fs::write(dir.join("summary.md"), report::summary(results))?;
     plots::all(&results.records, dir)?;
-    // The README's headline comes from the full run over the committed datasets only.
-    let from_datasets = !results.quick
-        && !results.command.contains(".safetensors")
-        && !results.command.contains(" --");
-    if from_datasets {
-        let root = workspace_root();
-        let rel = dir
-            .strip_prefix(&root)
-            .unwrap_or(dir)
-            .join("ratio-by-codec.svg");
-        let table = report::headline(results, &rel.display().to_string());
-        std::fs::write(dir.join("headline.md"), &table)?;
+    let root = workspace_root();
+    let rel = dir.strip_prefix(&root).unwrap_or(dir);
+    std::fs::write(
+        dir.join("headline.md"),
+        report::headline(
+            results,
+            &rel.join("ratio-by-codec.svg").display().to_string(),
+        ),
+    )?;
+    // The README's headlines come from full runs over the committed datasets and over the
+    // workloads only.
+    let section = match results.command.as_str() {
+        "cargo xtask bench" if !results.quick => {
+            Some(("headline", "the dataset corpus (`datasets/`)"))
+        }
+        "cargo xtask bench --workloads" if !results.quick => Some((
+            "headline-workloads",
+            "the production-size workloads (`target/workloads/`, `datasets/workloads.toml`)",
+        )),
+        _ => None,
+    };
+    let dirty = results.code_version.ends_with("-dirty")
+        && std::env::var_os("PLANEPACK_ALLOW_DIRTY").is_none();
+    if section.is_some() && dirty {
+        println!(
+            "README not updated: {} was measured on a tree with uncommitted changes ({}); \
+             commit and rerun, or set PLANEPACK_ALLOW_DIRTY=1",
+            rel.display(),
+            results.code_version
+        );
+    }
+    if let Some((marker, corpus)) = section.filter(|_| !dirty) {
+        let table = report::readme_headline(results, corpus, &rel.display().to_string());
         let readme_path = root.join("README.md");
         let readme = std::fs::read_to_string(&readme_path)?;
-        if let Some(new) = report::splice(&readme, "headline", &table) {
+        if let Some(new) = report::splice(&readme, marker, &table) {
             std::fs::write(readme_path, new)?;
         }
     }

@@ -20,22 +20,104 @@ use planepack_harness::{Group, SizeClass};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+/// An external validator: its command and the arguments before the file.
+struct Validator {
+    name: &'static str,
+    command: &'static str,
+    args: &'static [&'static str],
+    extension: &'static str,
+}
+
+/// SPIR-V 1.3 is Vulkan 1.1's; naga's GLSL for wgpu's GL backend is GLSL ES 3.10.
+const VALIDATORS: [Validator; 2] = [
+    Validator {
+        name: "spirv-val",
+        command: "spirv-val",
+        args: &["--target-env", "vulkan1.1"],
+        extension: "spv",
+    },
+    Validator {
+        name: "glslangValidator",
+        command: "glslangValidator",
+        args: &["-S", "comp"],
+        extension: "comp",
+    },
+];
+
 pub fn shaders() -> Result<()> {
+    // The validators where installed (CI installs them: there a missing one is a failure).
+    let ci = std::env::var_os("CI").is_some();
+    let mut present = Vec::new();
+    for v in &VALIDATORS {
+        let found = std::process::Command::new(v.command)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        match (found, ci) {
+            (true, _) => present.push(v),
+            (false, true) => anyhow::bail!("{} is not installed (CI needs it)", v.name),
+            (false, false) => println!("{}: not installed, skipped", v.name),
+        }
+    }
     println!(
-        "| shader | subgroups | SPIR-V words | MSL bytes | HLSL bytes |\n|---|---|---|---|---|"
+        "MSL and HLSL are translated by naga only: Apple's Metal compiler and Microsoft's DXC do \
+         not run here."
     );
+    let dir = std::env::temp_dir().join(format!("planepack-shaders-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    println!(
+        "| shader | subgroups | SPIR-V words | MSL bytes | HLSL bytes | GLSL bytes | {} |\n|---|---|---|---|---|---|---|",
+        present.iter().map(|v| v.name).collect::<Vec<_>>().join(", ")
+    );
+    let mut failures = Vec::new();
     for (name, src, subgroups) in planepack_gpu::shaders::all() {
         let (module, info) = planepack_gpu::shaders::validate(&src, subgroups)
             .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         let t = planepack_gpu::shaders::translate(&module, &info)
             .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let mut verdicts = Vec::new();
+        for v in &present {
+            let file = dir.join(format!("{name}.{}", v.extension));
+            match v.extension {
+                "spv" => std::fs::write(
+                    &file,
+                    t.spirv
+                        .iter()
+                        .flat_map(|w| w.to_le_bytes())
+                        .collect::<Vec<u8>>(),
+                )?,
+                _ => std::fs::write(&file, &t.glsl)?,
+            }
+            let out = std::process::Command::new(v.command)
+                .args(v.args)
+                .arg(&file)
+                .output()
+                .with_context(|| format!("running {}", v.command))?;
+            if out.status.success() {
+                verdicts.push("ok");
+            } else {
+                verdicts.push("REJECTED");
+                failures.push(format!(
+                    "{name}: {} rejects it:\n{}{}",
+                    v.name,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
         println!(
-            "| {name} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} |",
             if subgroups { "yes" } else { "no" },
-            t.spirv_words,
-            t.msl_bytes,
-            t.hlsl_bytes
+            t.spirv.len(),
+            t.msl.len(),
+            t.hlsl.len(),
+            t.glsl.len(),
+            verdicts.join(", ")
         );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if !failures.is_empty() {
+        anyhow::bail!("{}", failures.join("\n"));
     }
     Ok(())
 }
@@ -334,9 +416,17 @@ pub fn bench(
             .find("## Encode on the GPU")
             .or_else(|| md.find("## Per dataset"));
         if let (Some(a), Some(b)) = (md.find("## Summary"), end) {
+            // Tables only: gpu.md explains the columns.
+            let tables: Vec<&str> = md[a..b]
+                .lines()
+                .filter(|l| l.starts_with('|') || l.is_empty() || l.ends_with(':'))
+                .collect();
             let mut section = format!(
-                "Device: {device}.\n\n{}\n",
-                md[a..b].replacen("## Summary", "", 1).trim()
+                "Device: {device}. Decode kernel against a copy kernel writing the same bytes on \
+                 the same device, runs alternating ([`gpu.md`]({}/gpu.md) explains every \
+                 column):\n{}\n",
+                out.strip_prefix(root).unwrap_or(&out).display(),
+                tables.join("\n").replace("\n\n\n", "\n\n").trim_end()
             );
             if let Some(e) = md.find("| codec | kernel / copy") {
                 let table: Vec<&str> = md[e..].lines().take_while(|l| l.starts_with('|')).collect();
@@ -600,14 +690,12 @@ pub fn transfer(
     Ok(())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    planepack_core::stats::median(&v)
 }
 
 fn geomean(v: impl Iterator<Item = f64>) -> f64 {
-    let v: Vec<f64> = v.collect();
-    (v.iter().map(|x| x.ln()).sum::<f64>() / v.len().max(1) as f64).exp()
+    planepack_core::stats::geomean(&v.collect::<Vec<f64>>())
 }
 
 fn markdown(
@@ -681,8 +769,8 @@ fn markdown(
          copy kernel runs at full speed, the honest figure for large transfers. Return trip: \
          total raw-upload time over total compressed-upload-and-decode time, pipelined (above \
          1: the compressed path is faster). Targets on lavapipe: decode / copy >= 0.25 for IBP \
-         (issue 6; issue 21 asks 0.35 on >= 1 MiB), >= 0.10 for the bit-plane codec (issue 6; \
-         issue 21 asks 0.15 on >= 1 MiB) and for rANS on tensors >= 1 MiB (issues 16 and 34). \
+         (>= 0.35 on >= 1 MiB), >= 0.10 for the bit-plane codec (>= 0.15 on >= 1 MiB) and for \
+         rANS on tensors >= 1 MiB. \
          `ibp-clusters-4` (IBP with at most 4 masks, one decode pass per cluster) is measured \
          on the embedding, GNN and KV-cache tensors only, so compare it with `ibp` there \
          (per-dataset tables).\n"
@@ -764,7 +852,7 @@ fn markdown(
              chunks condensed and read back; IBP: mask search by counts and scores on the device, \
              packing, sizes down and row starts up, condensing, compressed bytes down), wall \
              clock, against reading the raw bytes back in the same runs (above 1: the compressed \
-             path is faster). Targets on lavapipe (issue 21): encode / copy >= 0.05 for the \
+             path is faster). Targets on lavapipe: encode / copy >= 0.05 for the \
              bit-plane codec and >= 0.10 for IBP, on tensors >= 1 MiB.\n\n\
              | codec | kernel / copy (all tensors) | kernel / copy (tensors >= 1 MiB) | offload: raw download / (encode + compressed download) | bytes down / raw | target (>= 1 MiB) |\n|---|---|---|---|---|---|"
         );
@@ -813,7 +901,7 @@ fn markdown(
             s,
             "\n## IBP gathers: bytes sent for 1 % of the rows\n\nRows stay compressed in host memory; a \
              gather of 1 % of them (every 100th) uploads only those rows' stored bytes, the mask and \
-             bitval, their participation bits, their spans and output indices. Target (issue 21): \
+             bitval, their participation bits, their spans and output indices. Target: \
              <= 2 % of the tensor's raw bytes.\n\n| tensor | rows | row bytes | rows gathered | bytes uploaded | raw bytes | uploaded / raw |\n|---|---|---|---|---|---|---|"
         );
         for g in gathers {

@@ -13,7 +13,7 @@
 use anyhow::{ensure, Result};
 use planepack_core::Codec;
 use planepack_harness::ibp_study::stored_with;
-use planepack_ibp::cluster::{self, FIT_ROWS};
+use planepack_ibp::internals::{self as cluster, FIT_ROWS};
 use planepack_ibp::{preprocess, Ibp, Rows, Sample, Threshold};
 use std::fmt::Write as _;
 use std::time::Instant;

@@ -20,7 +20,8 @@
 //! B is measured on this machine's CPU unless the caller states an engine speed: a single CPU
 //! core decodes at about 1 GB/s, so on a PCIe link of 24 GB/s the measured B says compression
 //! never pays, which is the truth for a CPU decoder. With a GPU decoder or a hardware engine
-//! (PlaneZip assumes 64 GB/s), pass its speed. Small tensors are timed three times and the
+//! (PlaneZip assumes 64 GB/s), pass its speed: it applies to the codecs with a GPU decoder,
+//! the others keep their measured CPU speed. Small tensors are timed three times and the
 //! fastest run counts.
 
 use crate::codecs::{elem_for, CodecId, CodecSpec};
@@ -185,8 +186,14 @@ pub fn choose(
             Policy::Link { gbps, .. } if codec.id == CodecId::Raw => {
                 transfer::transfer_seconds(m, 1.0, gbps, f64::INFINITY)
             }
+            // The engine's speed applies to the codecs it decodes (those with a GPU decoder);
+            // the others are decoded by this CPU, at the speed just measured.
             Policy::Link { gbps, engine_gbps } => {
-                transfer::transfer_seconds(m, ratio, gbps, engine_gbps.unwrap_or(decode_gbps))
+                let b = match engine_gbps {
+                    Some(e) if codec.gpu_decoder() => e,
+                    _ => decode_gbps,
+                };
+                transfer::transfer_seconds(m, ratio, gbps, b)
             }
             _ => 0.0,
         };

@@ -19,6 +19,7 @@ pub mod codec;
 pub mod cpu;
 pub mod elem;
 pub mod error;
+pub mod stats;
 pub mod transfer;
 pub mod transpose;
 

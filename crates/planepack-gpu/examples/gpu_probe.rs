@@ -14,9 +14,8 @@ use planepack_core::Codec;
 use planepack_datasets::{datasets_dir, load, Manifest};
 use planepack_gpu::{Gpu, GpuOptions};
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    planepack_core::stats::median(&v)
 }
 
 fn main() {

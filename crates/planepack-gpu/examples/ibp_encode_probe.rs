@@ -45,7 +45,7 @@ fn main() {
             let pre = g
                 .ibp_preprocess(&rows, planepack_ibp::Threshold::Sweep)
                 .unwrap();
-            let masks: Vec<_> = planepack_ibp::mask::SWEEP
+            let masks: Vec<_> = planepack_ibp::internals::SWEEP
                 .iter()
                 .map(|&x| g.ibp_bit_counts(&rows).unwrap().mask(x))
                 .collect();

@@ -83,7 +83,7 @@ pub fn wgsl_prelude() -> String {
 /// The rANS format's constants (`planepack-rans`, `docs/format-rans.md`): chunk modes, plane
 /// kinds, lane and table limits, and the modelled chunk's alphabet and tables.
 fn rans_constants() -> String {
-    use planepack_rans::modelled as m;
+    use planepack_rans::internals::modelled as m;
     let consts: [(&str, u32); 22] = [
         ("CHUNK_RAW", planepack_rans::CHUNK_RAW as u32),
         ("CHUNK_DENSE", planepack_rans::CHUNK_DENSE as u32),
@@ -92,10 +92,10 @@ fn rans_constants() -> String {
         ("PLANE_RAW", planepack_rans::PLANE_RAW as u32),
         ("PLANE_CONST", planepack_rans::PLANE_CONST as u32),
         ("PLANE_RANS", planepack_rans::PLANE_RANS as u32),
-        ("MAX_LANES", planepack_rans::lanes::MAX_LANES as u32),
-        ("L", planepack_rans::lanes::L),
-        ("LIST_MAX", planepack_rans::model::LIST_MAX as u32),
-        ("PROB_BITS", planepack_rans::model::PROB_BITS),
+        ("MAX_LANES", planepack_rans::internals::MAX_LANES as u32),
+        ("L", planepack_rans::internals::L),
+        ("LIST_MAX", planepack_rans::internals::LIST_MAX as u32),
+        ("PROB_BITS", planepack_rans::internals::PROB_BITS),
         ("MODEL_CONTEXTS", m::CONTEXTS as u32),
         ("MODEL_SYMBOLS", m::SYMBOLS as u32),
         ("MODEL_PROB_BITS", m::MODEL_PROB_BITS),
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn the_sweep_fits_the_score_kernel() {
-        assert!(planepack_ibp::mask::SWEEP.len() as u32 <= IBP_MAX_CANDIDATES);
+        assert!(planepack_ibp::internals::SWEEP.len() as u32 <= IBP_MAX_CANDIDATES);
     }
 
     #[test]

@@ -163,6 +163,11 @@ impl Gpu {
         )
     }
 
+    /// The adapter's backend, driver and subgroup sizes, as wgpu reports them.
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.info
+    }
+
     pub fn adapter_name(&self) -> &str {
         &self.info.name
     }
@@ -221,7 +226,9 @@ impl Gpu {
                 "the subgroup path on a device opened without subgroups".into(),
             ));
         }
-        let mut map = self.pipelines.lock().unwrap();
+        // A panic while another thread held the lock leaves the map as it was (entries are
+        // inserted whole), so a poisoned lock is still usable.
+        let mut map = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
         Ok(map
             .entry((kernel, path))
             .or_insert_with(|| {

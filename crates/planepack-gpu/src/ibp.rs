@@ -57,7 +57,7 @@ impl IbpGroup<'_> {
     }
 
     fn cluster(&self, row: usize) -> usize {
-        planepack_ibp::cluster::cluster_of(self.row_cluster, row)
+        planepack_ibp::internals::cluster_of(self.row_cluster, row)
     }
 }
 
@@ -124,9 +124,12 @@ impl Gpu {
                     }
                 }
             };
-            let len =
-                planepack_ibp::row::stored_len(&group.data[start..], group.is_packed(i), &cols)
-                    .map_err(|e| planepack_core::Error::corrupt(format!("row {i}: {e}")))?;
+            let len = planepack_ibp::internals::stored_len(
+                &group.data[start..],
+                group.is_packed(i),
+                &cols,
+            )
+            .map_err(|e| planepack_core::Error::corrupt(format!("row {i}: {e}")))?;
             spans.push((start, start + len));
         }
         let g = IbpGroup {
@@ -331,7 +334,7 @@ fn misaligned(align: usize) -> GpuError {
 /// after cluster (as an `Ibp` stream stores them).
 fn column_bytes(masks: &[Mask]) -> Vec<u8> {
     let mut v = Vec::new();
-    planepack_ibp::cluster::write_masks(masks, &mut v);
+    planepack_ibp::internals::write_masks(masks, &mut v);
     v
 }
 

@@ -3,8 +3,8 @@
 //!
 //! Four kernels, each the twin of a CPU step (tests compare them on every dataset):
 //! * `ibp_count.wgsl`: per column and bit, how many rows have it set
-//!   (`planepack_ibp::mask::BitCounts::of`) — the mask of a threshold follows from the counts
-//!   on the host ([`planepack_ibp::mask::BitCounts::mask`]);
+//!   (`planepack_ibp::internals::BitCounts::of`) — the mask of a threshold follows from the counts
+//!   on the host ([`planepack_ibp::internals::BitCounts::mask`]);
 //! * `ibp_score.wgsl`: the reference's score of each candidate mask (`mask::score`), so the
 //!   threshold sweep runs on the device and the host only compares six numbers
 //!   ([`planepack_ibp::Preprocessed::choose`]);
@@ -24,7 +24,7 @@ use crate::shaders::{Kernel, ScanPath};
 use crate::{u32_of, Gpu, GpuError, Result};
 
 use planepack_core::ElemType;
-use planepack_ibp::mask::BitCounts;
+use planepack_ibp::internals::BitCounts;
 use planepack_ibp::{CompressedRows, Ibp, Layout, Mask, Preprocessed, StreamParts};
 
 /// Raw rows in device memory: `rows` rows of `columns` chunks of `width` bits, row-major from
@@ -167,7 +167,7 @@ impl Gpu {
         })
     }
 
-    /// The reference's score of each mask on every row (`planepack_ibp::mask::score`),
+    /// The reference's score of each mask on every row (`planepack_ibp::internals::score`),
     /// computed on the device in one launch.
     pub fn ibp_scores(&self, r: &DeviceRows, masks: &[Mask]) -> Result<Vec<i64>> {
         self.check_rows(r)?;

@@ -9,8 +9,8 @@ use crate::{u32_of, Gpu, KernelConfig, Result};
 
 /// Scratch words a modelled chunk's context tables take (`shaders/rans.wgsl`,
 /// `MODEL_TABLE_WORDS`: per context its symbol count and 260 rank entries).
-pub const MODEL_TABLE_WORDS: u32 =
-    planepack_rans::modelled::CONTEXTS as u32 * (1 + planepack_rans::modelled::SYMBOLS as u32);
+pub const MODEL_TABLE_WORDS: u32 = planepack_rans::internals::modelled::CONTEXTS as u32
+    * (1 + planepack_rans::internals::modelled::SYMBOLS as u32);
 
 /// The longest modelled lane the kernel takes: an invocation decodes a lane element by element
 /// in one loop, and llvmpipe ends every loop of an invocation after 65535 iterations in all (its
@@ -26,7 +26,7 @@ impl Gpu {
         let spans = planepack_rans::chunk_spans(stream, &h)?;
         let modelled = spans
             .iter()
-            .any(|&(o, _)| stream[o] == planepack_rans::modelled::CHUNK_MODELLED);
+            .any(|&(o, _)| stream[o] == planepack_rans::internals::modelled::CHUNK_MODELLED);
         if modelled && h.version < 2 {
             return Err(
                 planepack_core::Error::corrupt("a modelled chunk in a version-1 stream").into(),
@@ -37,7 +37,7 @@ impl Gpu {
                 .chunk_elements()
                 .min(h.elements() - i * h.chunk_elements());
             let k = stream.get(o + 6 + h.width).copied().unwrap_or(1).max(1) as usize;
-            stream[o] == planepack_rans::modelled::CHUNK_MODELLED
+            stream[o] == planepack_rans::internals::modelled::CHUNK_MODELLED
                 && 4 * n.div_ceil(4 * k) > MAX_MODELLED_LANE
         });
         if long_lanes {

@@ -241,22 +241,24 @@ pub fn validate(src: &str, subgroups: bool) -> Result<(naga::Module, ModuleInfo)
     Ok((module, info))
 }
 
-/// Sizes of the translations of one shader.
-#[derive(Debug, Clone, Copy)]
+/// The translations of one shader: SPIR-V (for Vulkan), MSL (Metal), HLSL (DX12) and GLSL ES
+/// 3.10 (wgpu's GL backend), as naga writes them for wgpu.
+#[derive(Debug, Clone)]
 pub struct Translated {
-    pub spirv_words: usize,
-    pub msl_bytes: usize,
-    pub hlsl_bytes: usize,
+    pub spirv: Vec<u32>,
+    pub msl: String,
+    pub hlsl: String,
+    pub glsl: String,
 }
 
-/// Translate a validated module to SPIR-V, MSL and HLSL (entry point `main`).
+/// Translate a validated module to SPIR-V, MSL, HLSL and GLSL (entry point `main`).
 pub fn translate(module: &naga::Module, info: &ModuleInfo) -> Result<Translated, String> {
     let stage = naga::ShaderStage::Compute;
     let spv_opts = naga::back::spv::Options {
         lang_version: (1, 3),
         ..Default::default()
     };
-    let spv = naga::back::spv::write_vec(
+    let spirv = naga::back::spv::write_vec(
         module,
         info,
         &spv_opts,
@@ -294,9 +296,27 @@ pub fn translate(module: &naga::Module, info: &ModuleInfo) -> Result<Translated,
     )
     .write(module, info, None)
     .map_err(|e| format!("HLSL: {e}"))?;
+    let mut glsl = String::new();
+    let glsl_opts = naga::back::glsl::Options::default();
+    let glsl_pipeline = naga::back::glsl::PipelineOptions {
+        shader_stage: stage,
+        entry_point: "main".into(),
+        multiview: None,
+    };
+    naga::back::glsl::Writer::new(
+        &mut glsl,
+        module,
+        info,
+        &glsl_opts,
+        &glsl_pipeline,
+        naga::proc::BoundsCheckPolicies::default(),
+    )
+    .and_then(|mut w| w.write())
+    .map_err(|e| format!("GLSL: {e}"))?;
     Ok(Translated {
-        spirv_words: spv.len(),
-        msl_bytes: msl.len(),
-        hlsl_bytes: hlsl.len(),
+        spirv,
+        msl,
+        hlsl,
+        glsl,
     })
 }

@@ -22,12 +22,7 @@ pub struct Timing {
 
 impl Timing {
     pub fn median(&self) -> f64 {
-        let mut v = self.seconds.clone();
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            return f64::NAN;
-        }
-        v[v.len() / 2]
+        planepack_core::stats::median(&self.seconds)
     }
 }
 

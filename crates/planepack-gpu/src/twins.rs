@@ -2,9 +2,11 @@
 //! bit-plane kernel's transpose in registers (`shaders/bitplane.wgsl`: `plane_row`,
 //! `swap_bits`, `planes_to_elements`) and the IBP kernel's width pass
 //! (`shaders/ibp.wgsl`: the packed popcount table, `spread4`, `byte_sum`) and its closed-form
-//! deposit of a field into free bits of at most two runs (`deposit32`). Each is written
+//! deposit of a field into free bits of at most two runs (`deposit32`), and the subgroup
+//! scan's numbering of subgroups and slots (`shaders/scan_subgroup.wgsl`, for subgroup sizes
+//! the CI driver never forms: 32 and 64 as NVIDIA, AMD and Apple do). Each is written
 //! step for step as the WGSL, so a test without an adapter checks the kernel's arithmetic
-//! against the codec crates (`planepack_core::transpose`, `planepack_ibp::row`); the GPU
+//! against the codec crates (`planepack_core::transpose`, `planepack_ibp::internals`); the GPU
 //! tests then check the kernels against the same references on a device.
 
 /// Exchange row-index bit `a` with column-index bit `c` over 32 words (`swap_bits`).
@@ -153,10 +155,120 @@ pub fn deposit32(f: u32, m: u32) -> Option<u32> {
     Some((f.wrapping_mul(low1) & run1) | (rest.wrapping_mul(low2) & run2))
 }
 
+/// `shaders/scan_subgroup.wgsl` step for step, for a workgroup of `wg` invocations that the
+/// device formed into `subgroups`: each the workgroup-local indices of its invocations in lane
+/// order, listed in the order the subgroups reach the workgroup counter; `sg_size` is the
+/// subgroup size the device reports. Returns each local index's slot, or None where the kernel
+/// finds a layout it cannot number (it then sets `ERR_LAYOUT`).
+pub fn subgroup_slots(wg: u32, sg_size: u32, subgroups: &[Vec<u32>]) -> Option<Vec<u32>> {
+    let mut slot = vec![u32::MAX; wg as usize];
+    let n_sg = subgroups.len() as u32;
+    let mut bad = false;
+    for (my_sg, members) in subgroups.iter().enumerate() {
+        // `my_sg` is the counter value the subgroup's elected invocation took.
+        let live = members.len() as u32;
+        for (lane, &li) in members.iter().enumerate() {
+            let s = my_sg as u32 * sg_size + lane as u32;
+            slot[li as usize] = s;
+            if s >= wg || (n_sg > 1 && live != sg_size) {
+                bad = true;
+            }
+        }
+    }
+    (!bad).then_some(slot)
+}
+
+/// `scan(x)` of `shaders/scan_subgroup.wgsl` for every invocation, `x` given per local index:
+/// (exclusive prefix, workgroup total) per local index, from the subgroups' inclusive adds in
+/// lane order and their totals combined through `sg_totals` in counter order.
+pub fn subgroup_scan(subgroups: &[Vec<u32>], x: &[u32]) -> Vec<(u32, u32)> {
+    let totals: Vec<u32> = subgroups
+        .iter()
+        .map(|m| m.iter().map(|&li| x[li as usize]).sum())
+        .collect();
+    let all: u32 = totals.iter().sum();
+    let mut out = vec![(0, 0); x.len()];
+    for (my_sg, members) in subgroups.iter().enumerate() {
+        let base: u32 = totals[..my_sg].iter().sum();
+        let mut inclusive = 0u32;
+        for &li in members {
+            inclusive += x[li as usize];
+            out[li as usize] = (base + inclusive - x[li as usize], all);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use planepack_core::transpose;
+
+    /// The workgroup sizes of the kernels (`const WG` in `shaders/*.wgsl`).
+    const KERNEL_WGS: [u32; 2] = [32, 64];
+
+    /// Every subgroup size a device may report (4 to 128), subgroups formed from consecutive
+    /// or scattered invocations and reaching the counter in any order: the slots are 0..WG,
+    /// each once, and the scan in slot order is the exclusive prefix sum.
+    #[test]
+    fn the_subgroup_scan_numbers_slots_for_every_subgroup_size() {
+        let mut r = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            (r % n as u64) as usize
+        };
+        for wg in KERNEL_WGS {
+            for sg_size in [4u32, 8, 16, 32, 64, 128] {
+                for trial in 0..20 {
+                    // Which invocations share a subgroup: consecutive ones, or a permutation.
+                    let mut ids: Vec<u32> = (0..wg).collect();
+                    if trial % 2 == 1 {
+                        for i in (1..ids.len()).rev() {
+                            ids.swap(i, next(i + 1));
+                        }
+                    }
+                    let mut subgroups: Vec<Vec<u32>> =
+                        ids.chunks(sg_size as usize).map(|c| c.to_vec()).collect();
+                    for i in (1..subgroups.len()).rev() {
+                        subgroups.swap(i, next(i + 1));
+                    }
+                    let slots = subgroup_slots(wg, sg_size, &subgroups)
+                        .unwrap_or_else(|| panic!("WG {wg}, subgroups of {sg_size}"));
+                    let mut seen = slots.clone();
+                    seen.sort_unstable();
+                    assert_eq!(seen, (0..wg).collect::<Vec<_>>(), "WG {wg}, {sg_size}");
+                    // The kernels scan values that belong to slots.
+                    let by_slot: Vec<u32> = (0..wg).map(|_| next(1000) as u32).collect();
+                    let x: Vec<u32> = (0..wg as usize)
+                        .map(|li| by_slot[slots[li] as usize])
+                        .collect();
+                    let got = subgroup_scan(&subgroups, &x);
+                    let total: u32 = by_slot.iter().sum();
+                    for li in 0..wg as usize {
+                        let s = slots[li] as usize;
+                        let want: u32 = by_slot[..s].iter().sum();
+                        assert_eq!(got[li], (want, total), "WG {wg}, {sg_size}, slot {s}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Layouts the scheme cannot number are refused, never scanned wrongly: a partial
+    /// subgroup beside others, or more lanes than the workgroup has slots for.
+    #[test]
+    fn the_subgroup_scan_refuses_layouts_it_cannot_number() {
+        // 64 invocations as 32 + 16 + 16 with a reported size of 32.
+        let split = vec![(0..32).collect(), (32..48).collect(), (48..64).collect()];
+        assert!(subgroup_slots(64, 32, &split).is_none());
+        // Two subgroups of 32 reported as size 64: the second's slots start at 64.
+        let wide = vec![(0..32).collect(), (32..64).collect()];
+        assert!(subgroup_slots(64, 64, &wide).is_none());
+        // One partial subgroup (32 invocations in a subgroup of 64) is numbered.
+        assert!(subgroup_slots(32, 64, &[(0..32).collect()]).is_some());
+    }
 
     /// Bit by bit: the low bits of `f` at the set bits of `m`, in order.
     fn pdep_reference(f: u32, m: u32) -> u32 {
@@ -317,7 +429,7 @@ mod tests {
                 for q in 0..v.div_ceil(32) {
                     let bm = (0..32usize.min(v - 32 * q)).fold(0u32, |acc, i| {
                         let j = 32 * q + i;
-                        let x = planepack_ibp::row::chunk(row, j, b);
+                        let x = planepack_ibp::internals::chunk(row, j, b);
                         acc | u32::from(x & pre.mask.mask[j] == pre.mask.bitval[j]) << i
                     });
                     bits += group_field_bits(&table, bm, q, v, w) as usize;
@@ -325,7 +437,7 @@ mod tests {
                 let h = v.div_ceil(8).div_ceil(b) * b;
                 assert_eq!(
                     h + bits.div_ceil(w as usize) * b,
-                    planepack_ibp::row::packed_size(row, &cols),
+                    planepack_ibp::internals::packed_size(row, &cols),
                     "W={w} row {r}"
                 );
             }

@@ -232,7 +232,7 @@ fn chunk_modes(stream: &[u8]) -> Vec<u8> {
 #[test]
 fn modelled_chunks_decode_and_fail_like_the_cpu() {
     let Some(g) = gpu() else { return };
-    let modelled = planepack_rans::modelled::CHUNK_MODELLED;
+    let modelled = planepack_rans::internals::modelled::CHUNK_MODELLED;
     let mut cases: Vec<(Vec<u8>, ElemType, Vec<usize>, Rans)> = Vec::new();
     for (elem, width) in [
         (ElemType::U8, 1),

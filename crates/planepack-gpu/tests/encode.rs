@@ -4,7 +4,7 @@
 
 use planepack_bitplane::BitPlane;
 use planepack_core::{Codec, ElemType};
-use planepack_ibp::mask::{score, BitCounts, SWEEP};
+use planepack_ibp::internals::{score, BitCounts, SWEEP};
 use planepack_ibp::{compress, Columns, Ibp, Layout, Mask, Rows};
 use planepack_testkit::{generate, Pattern, Rng};
 

@@ -94,17 +94,7 @@ pub fn time_interleaved(
     (ra, rb)
 }
 
-/// Median of a non-empty list (the mean of the middle two for an even count).
-pub fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
+pub use planepack_core::stats::median;
 
 /// GB/s median and [min, max] for `bytes` moved in each of `secs`.
 fn rates(bytes: u64, secs: &[f64]) -> (f64, [f64; 2]) {

@@ -5,13 +5,7 @@ use planepack_core::transfer::{effective_gbps, LINKS};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-/// Geometric mean (0 for an empty slice).
-pub fn geomean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    (v.iter().map(|x| x.max(1e-300).ln()).sum::<f64>() / v.len() as f64).exp()
-}
+pub use planepack_core::stats::geomean;
 
 /// The link the summary's "best by effective bandwidth" column uses.
 pub const SUMMARY_LINK: &str = "pcie4-x16-typical";
@@ -634,6 +628,50 @@ pub fn headline(res: &Results, plot: &str) -> String {
         "Best per category (geomeans over the category's datasets; ratio, or speed-up over \
          sending raw):\n"
     );
+    s += &best_per_category(r);
+    s
+}
+
+/// The codecs the README's short table shows (where measured): ours, and each peer family
+/// at its strongest setting; `summary.md` has every codec and setting.
+pub const README_CODECS: &[&str] = &[
+    "rans",
+    "bitplane",
+    "ibp",
+    "zstd-19",
+    "blosc2-shuffle-zstd-9",
+    "pyblosc2-shuffle-bytedelta-zstd-9",
+    "zipnn",
+    "openzl-best",
+];
+
+/// The README's short headline: what was measured on which tensors (count and bytes per size
+/// class), the ratio and decode table of [`README_CODECS`], and the best per category over
+/// every codec.
+pub fn readme_headline(res: &Results, corpus: &str, folder: &str) -> String {
+    let r = &res.records;
+    let classes: Vec<String> = class_totals(r)
+        .iter()
+        .map(|(label, n, bytes)| format!("{n} of {label} ({:.1} MB)", *bytes as f64 / 1e6))
+        .collect();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "`{}` on {} (code `{}`), on {corpus}: tensors {}. Geomean ratio per category, \
+         single-core decode GB/s and decode / memcpy in the same run; every figure decoded and \
+         verified first. Every codec and setting: [`{folder}/summary.md`]({folder}/summary.md).\n",
+        res.command,
+        res.machine,
+        res.code_version,
+        classes.join(", ")
+    );
+    let shown: Vec<Record> = r
+        .iter()
+        .filter(|x| README_CODECS.contains(&x.codec.as_str()))
+        .cloned()
+        .collect();
+    s += &ratio_speed_table(&shown);
+    let _ = writeln!(s);
     s += &best_per_category(r);
     s
 }

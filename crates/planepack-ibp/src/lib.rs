@@ -8,25 +8,41 @@
 //! The row format is byte-compatible with the authors' library (the test vectors of the
 //! reference pass); `docs/format-ibp.md` specifies it and this crate's own stream container.
 //!
-//! * [`mask`]: bit counting, thresholds, the sweep and sampling.
-//! * [`row`]: encoding and decoding one row (BMI2 `pext`/`pdep` when the CPU has it).
-//! * [`layout`]: in-place and condensed groups, decode-all and gather.
-//! * [`wide`]: four packed rows at once with AVX2, the fast path of decode-all and gather.
-//! * [`KvStream`]: a KV cache: mask from the prompt, then rows appended one at a time.
-//! * [`Ibp`]: the [`Codec`] used by the comparison harness, a self-contained stream.
+//! The public surface: [`Ibp`] (the [`Codec`], a self-contained stream), [`Rows`] and
+//! [`preprocess`] / [`compress`] to build a [`Mask`] and a [`CompressedRows`] group yourself,
+//! its decode-all and gather, and [`KvStream`] (a KV cache: mask from the prompt, rows
+//! appended one at a time). Inside: `mask` (bit counting, thresholds, the sweep and
+//! sampling), `row` (one row, BMI2 `pext`/`pdep` when the CPU has it), `layout` (in-place and
+//! condensed groups), `cluster` (k-means masks), `bits`, and `wide` (packed rows four at a
+//! time with AVX2). [`internals`] re-exports what the GPU crate, the fuzz targets and the
+//! tests reach in there; it is not a stable API.
 
-pub mod bits;
-pub mod cluster;
-pub mod layout;
-pub mod mask;
-pub mod row;
+mod bits;
+mod cluster;
+mod layout;
+mod mask;
+mod row;
 /// AVX2 lockstep decoding of several rows: internal, its reads are sound only for `Columns`
 /// built by this crate.
 pub(crate) mod wide;
 
+pub use bits::BitOps;
 pub use layout::{compress, CompressedRows, Layout};
 pub use mask::{preprocess, Mask, Preprocessed, Sample, Threshold};
 pub use row::Columns;
+
+/// The pieces the GPU encoder and decoder (their CPU twins and host-side steps), the fuzz
+/// targets and the tests use: not a stable API.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::bits::ones;
+    pub use crate::cluster::{
+        assign_fitted_on, cluster_of, id_bits, kmeans, write_masks, FIT_ROWS, ITERATIONS, SEED,
+    };
+    pub use crate::layout::compress_each;
+    pub use crate::mask::{score, BitCounts, SWEEP};
+    pub use crate::row::{chunk, decode_row, encode_row, packed_size, stored_len};
+}
 
 use planepack_core::codec::check_output_len;
 use planepack_core::error::{stream_header, take};

@@ -129,11 +129,6 @@ pub fn stored_len(src: &[u8], compressed: bool, c: &Columns) -> Result<usize, Ro
     Ok(len)
 }
 
-/// Size the row takes: `min(H + D, V*B)`.
-pub fn stored_size(row: &[u8], c: &Columns) -> usize {
-    packed_size(row, c).min(c.row_bytes())
-}
-
 /// Encode one row into `out` (at least `V*B` bytes). Returns (bytes written, compressed?).
 pub fn encode_row(row: &[u8], c: &Columns, out: &mut [u8]) -> (usize, bool) {
     let (b, v) = (c.b(), c.v());

@@ -1,7 +1,7 @@
 //! Bit-exact round trips of IBP rows, groups, gathers, the KV stream and the codec stream.
 
 use planepack_core::{Codec, ElemType};
-use planepack_ibp::bits::BitOps;
+use planepack_ibp::BitOps;
 use planepack_ibp::{
     compress, preprocess, Columns, Ibp, KvStream, Layout, Mask, Rows, Sample, Threshold,
 };
@@ -63,7 +63,7 @@ fn masks_from_the_sweep_fixed_empty_and_full() {
             let empty = Mask::empty(width, v);
             let full = Mask {
                 width,
-                mask: vec![planepack_ibp::bits::ones(width); v],
+                mask: vec![planepack_ibp::internals::ones(width); v],
                 bitval: rows.row_chunks(0).collect(),
             };
             for m in [&swept, &fixed, &empty, &full] {
@@ -176,7 +176,7 @@ fn codec_stream_round_trips_every_pattern() {
                         let mut row = vec![0u8; rb];
                         let packed = l.bitmask[i / 32] >> (i % 32) & 1 == 1;
                         let used =
-                            planepack_ibp::row::decode_row(&enc[s..], packed, cols, &mut row)
+                            planepack_ibp::internals::decode_row(&enc[s..], packed, cols, &mut row)
                                 .unwrap();
                         assert_eq!(used, e - s);
                         assert_eq!(row, data[i * rb..(i + 1) * rb]);

@@ -1,0 +1,169 @@
+//! The decoder: per chunk, planes decoded and joined (or the modelled lanes), chunks in
+//! parallel; then the row map places the repeated rows.
+
+use super::*;
+
+/// Per-thread decoder scratch.
+#[derive(Default)]
+pub(crate) struct DecScratch {
+    pub(crate) modelled: modelled::DecodeState,
+    pub(crate) planes: Vec<Vec<u8>>,
+    mask: Vec<u8>,
+    /// A sparse chunk's nonzero elements, joined.
+    nonzero: Vec<u8>,
+    /// Decode table and lane words.
+    pub(crate) lanes: (Vec<u32>, Vec<u16>),
+}
+
+/// Read a plane of `n` symbols at `at` into `dst`; returns the offset after it.
+pub(crate) fn get_plane(
+    chunk: &[u8],
+    at: usize,
+    n: usize,
+    s: &mut (Vec<u32>, Vec<u16>),
+    dst: &mut Vec<u8>,
+) -> Result<usize> {
+    dst.clear();
+    dst.resize(n, 0);
+    let kind = take(chunk, at, 1, "plane kind")?[0];
+    match kind {
+        PLANE_RAW => {
+            dst.copy_from_slice(take(chunk, at + 1, n, "raw plane")?);
+            Ok(at + 1 + n)
+        }
+        PLANE_CONST => {
+            let v = take(chunk, at + 1, 1, "constant plane")?[0];
+            dst.fill(v);
+            Ok(at + 2)
+        }
+        PLANE_RANS => {
+            let (table, pos) = Table::read(chunk, at + 1)?;
+            table.decode_slots(&mut s.0);
+            let slots: &[u32; model::PROB_SCALE as usize] =
+                s.0.as_slice().try_into().expect("4096 slots");
+            lanes::decode(chunk, pos, slots, &mut s.1, dst)
+        }
+        k => Err(Error::corrupt_at(format!("plane kind {k}"), at)),
+    }
+}
+
+/// Decode one chunk payload into `out` (whole elements).
+pub(crate) fn decode_chunk(
+    chunk: &[u8],
+    h: &Header,
+    s: &mut DecScratch,
+    out: &mut [u8],
+) -> Result<()> {
+    let n = out.len() / h.width;
+    let mode = chunk[0];
+    s.planes.resize_with(h.width, Vec::new);
+    let end = match mode {
+        CHUNK_RAW => {
+            out.copy_from_slice(take(chunk, 1, out.len(), "raw chunk")?);
+            1 + out.len()
+        }
+        CHUNK_DENSE => {
+            let mut at = 1;
+            for p in s.planes.iter_mut() {
+                at = get_plane(chunk, at, n, &mut s.lanes, p)?;
+            }
+            join_all(&s.planes, h.width, h.rotate, out);
+            at
+        }
+        CHUNK_SPARSE => {
+            let nnz = u32::from_le_bytes(take(chunk, 1, 4, "nonzero count")?.try_into().unwrap())
+                as usize;
+            if nnz > n {
+                return Err(Error::corrupt_at(
+                    "more nonzero elements than the chunk has",
+                    1,
+                ));
+            }
+            let mut at = get_plane(chunk, 5, n.div_ceil(8), &mut s.lanes, &mut s.mask)?;
+            let ones: usize = s.mask.iter().map(|b| b.count_ones() as usize).sum();
+            let pad_ok = n.is_multiple_of(8) || s.mask.last().is_none_or(|&b| b >> (n % 8) == 0);
+            if ones != nnz || !pad_ok {
+                return Err(Error::corrupt_at(
+                    "zero mask disagrees with the nonzero count",
+                    5,
+                ));
+            }
+            for p in s.planes.iter_mut() {
+                at = get_plane(chunk, at, nnz, &mut s.lanes, p)?;
+            }
+            s.nonzero.resize(nnz * h.width, 0);
+            join_all(&s.planes, h.width, h.rotate, &mut s.nonzero);
+            expand(&s.nonzero, &s.mask, h.width, out);
+            at
+        }
+        modelled::CHUNK_MODELLED if h.version >= 2 => {
+            modelled::decode(chunk, h.width, h.rotate, s, out)?
+        }
+        m => return Err(Error::corrupt_at(format!("chunk mode {m}"), 0)),
+    };
+    if end != chunk.len() {
+        return Err(Error::corrupt("chunk length disagrees with its planes"));
+    }
+    Ok(())
+}
+
+impl Rans {
+    pub(crate) fn decode_impl(
+        &self,
+        compressed: &[u8],
+        out: &mut [u8],
+        parallel: bool,
+    ) -> Result<()> {
+        let h = parse_header(compressed)?;
+        check_output_len(h.raw_len, out)?;
+        let spans = chunk_spans(compressed, &h)?;
+        let body = h.elements() * h.width;
+        let tail_at = h.raw_len - h.tail_len();
+        out[tail_at..].copy_from_slice(&compressed[compressed.len() - h.tail_len()..]);
+        // The originals' rows are decoded to the front, then moved to their places.
+        let elems = &mut out[..body];
+        let chunk_bytes = h.chunk_elements() * h.width;
+        let work = |(span, o): (&(usize, usize), &mut [u8]), s: &mut DecScratch| {
+            decode_chunk(&compressed[span.0..span.0 + span.1], &h, s, o)
+        };
+        if parallel {
+            spans
+                .par_iter()
+                .zip(elems.par_chunks_mut(chunk_bytes))
+                .try_for_each_init(DecScratch::default, |s, x| work(x, s))?;
+        } else {
+            let mut s = DecScratch::default();
+            spans
+                .iter()
+                .zip(elems.chunks_mut(chunk_bytes))
+                .try_for_each(|x| work(x, &mut s))?;
+        }
+        if let Some(m) = &h.rows {
+            place_rows(m, out);
+        }
+        Ok(())
+    }
+}
+
+/// Move the originals from the front of `out` to their rows (last first, so nothing is
+/// overwritten before it moves), then fill every copied row from its source.
+pub(crate) fn place_rows(m: &RowMap, out: &mut [u8]) {
+    let r = m.row_bytes;
+    let n = out.len() / r;
+    let mut compact = n - m.copies.len();
+    let mut copies = m.copies.iter().rev().peekable();
+    for row in (0..n).rev() {
+        if copies.peek().is_some_and(|c| c.0 as usize == row) {
+            copies.next();
+            continue;
+        }
+        compact -= 1;
+        if compact != row {
+            out.copy_within(compact * r..(compact + 1) * r, row * r);
+        }
+    }
+    for &(row, src) in &m.copies {
+        let (row, src) = (row as usize, src as usize);
+        out.copy_within(src * r..(src + 1) * r, row * r);
+    }
+}

@@ -1,0 +1,164 @@
+//! The stream header, the row map and the chunk table: parsed and checked before any chunk
+//! is decoded (docs/format-rans.md, "Header", "Row map", "Chunk table").
+
+use super::*;
+
+/// Repeated rows (flag bit 1): the tensor's rows of `row_bytes`, of which `copies` lists
+/// each row that repeats an earlier one, with the earlier row it repeats. Only the other rows
+/// (the originals, in order) are coded in the chunks. Sparse GNN features, deduplicated
+/// documents and padded batches repeat whole rows, which an order-0 model cannot see and an
+/// LZ coder can; a row map costs a bit per row and 4 bytes per repeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowMap {
+    pub row_bytes: usize,
+    /// (row, the earlier original row it equals), rows increasing.
+    pub copies: Vec<(u32, u32)>,
+}
+
+/// The parsed stream header (and row map).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// Format version: 1, or 2 (modelled chunks allowed).
+    pub version: u8,
+    /// Element width in bytes: 1, 2 or 4.
+    pub width: usize,
+    pub chunk_log2: u8,
+    /// Whether the encoder rotated elements (flag bit 0).
+    pub rotate: bool,
+    pub raw_len: usize,
+    pub rows: Option<RowMap>,
+    /// Where the chunk table starts (after the header and the row map).
+    pub table_at: usize,
+}
+
+impl Header {
+    /// Elements coded in the chunks: every whole element, less those of copied rows.
+    pub fn elements(&self) -> usize {
+        let copied = self
+            .rows
+            .as_ref()
+            .map_or(0, |m| m.copies.len() * m.row_bytes);
+        (self.raw_len - copied) / self.width
+    }
+    pub fn chunk_elements(&self) -> usize {
+        (1usize << self.chunk_log2) / self.width
+    }
+    pub fn chunks(&self) -> usize {
+        self.elements().div_ceil(self.chunk_elements())
+    }
+    pub fn tail_len(&self) -> usize {
+        self.raw_len % self.width
+    }
+}
+
+/// Parse and check the header: magic, version, width, chunk size, flags, and that the
+/// stream is long enough for the chunk table it implies (so a lying `raw_len` is refused
+/// before anything is allocated for it).
+pub fn parse_header(input: &[u8]) -> Result<Header> {
+    // Version 2 (modelled chunks) or 1; anything else is refused as version 2 would be.
+    let version = if input.get(4) == Some(&1) { 1 } else { VERSION };
+    let h = stream_header(input, HEADER_BYTES, MAGIC, version, "rANS")?;
+    let width = h[5] as usize;
+    if !matches!(width, 1 | 2 | 4) {
+        return Err(Error::corrupt_at(format!("element width {width}"), 5));
+    }
+    let chunk_log2 = h[6];
+    if !CHUNK_LOG2_RANGE.contains(&chunk_log2) {
+        return Err(Error::corrupt_at(format!("chunk size 2^{chunk_log2}"), 6));
+    }
+    if h[7] & !3 != 0 {
+        return Err(Error::corrupt_at("unknown flags", 7));
+    }
+    let raw_len = u64::from_le_bytes(h[8..16].try_into().unwrap());
+    let raw_len = usize::try_from(raw_len).map_err(|_| Error::corrupt_at("raw length", 8))?;
+    let (rows, table_at) = if h[7] & 2 != 0 {
+        let (m, end) = parse_rows(input, width, raw_len)?;
+        (Some(m), end)
+    } else {
+        (None, HEADER_BYTES)
+    };
+    let header = Header {
+        version,
+        width,
+        chunk_log2,
+        rotate: h[7] & 1 == 1,
+        raw_len,
+        rows,
+        table_at,
+    };
+    // Every chunk takes at least a 4-byte length and a 1-byte mode.
+    let min = header
+        .chunks()
+        .checked_mul(5)
+        .and_then(|c| c.checked_add(table_at + header.tail_len()));
+    if min.is_none_or(|m| m > input.len()) {
+        return Err(Error::corrupt_at(
+            "raw length needs more chunks than the stream holds",
+            8,
+        ));
+    }
+    Ok(header)
+}
+
+/// The row map after the header: u64 row length `R` (a multiple of the width, dividing the
+/// data), a bitmap of copied rows (bit `r % 8` of byte `r / 8`), and for each copied row in
+/// order a u32 index of the earlier, not copied, row it equals.
+pub(crate) fn parse_rows(input: &[u8], width: usize, raw_len: usize) -> Result<(RowMap, usize)> {
+    let at = HEADER_BYTES;
+    let r = u64::from_le_bytes(take(input, at, 8, "row length")?.try_into().unwrap());
+    let row_bytes = usize::try_from(r).unwrap_or(0);
+    if row_bytes == 0 || row_bytes % width != 0 || !raw_len.is_multiple_of(row_bytes) {
+        return Err(Error::corrupt_at(format!("row length {r}"), at));
+    }
+    let n = raw_len / row_bytes;
+    let bits = take(input, at + 8, n.div_ceil(8), "row bitmap")?;
+    if !n.is_multiple_of(8) && bits.last().is_some_and(|&b| b >> (n % 8) != 0) {
+        return Err(Error::corrupt_at("row bitmap padding", at + 8));
+    }
+    let copied = |i: usize| bits[i / 8] >> (i % 8) & 1 == 1;
+    let count: usize = bits.iter().map(|b| b.count_ones() as usize).sum();
+    let src_at = at + 8 + n.div_ceil(8);
+    let srcs = take(input, src_at, 4 * count, "row sources")?;
+    let mut copies = Vec::with_capacity(count);
+    for (k, row) in (0..n).filter(|&i| copied(i)).enumerate() {
+        let src = u32::from_le_bytes(srcs[4 * k..4 * k + 4].try_into().unwrap());
+        if src as usize >= row || copied(src as usize) {
+            return Err(Error::corrupt_at(
+                format!("row {row} copies row {src}, which is not an earlier original"),
+                src_at + 4 * k,
+            ));
+        }
+        copies.push((row as u32, src));
+    }
+    Ok((RowMap { row_bytes, copies }, src_at + 4 * count))
+}
+
+/// Byte offset and length of each chunk's payload, checked to tile the stream exactly.
+pub fn chunk_spans(input: &[u8], h: &Header) -> Result<Vec<(usize, usize)>> {
+    let n = h.chunks();
+    let table = take(input, h.table_at, 4 * n, "chunk table")?;
+    let mut at = h.table_at + 4 * n;
+    let mut spans = Vec::with_capacity(n);
+    for (i, l) in table.chunks_exact(4).enumerate() {
+        let len = u32::from_le_bytes(l.try_into().unwrap()) as usize;
+        if len == 0 || at.checked_add(len).is_none_or(|e| e > input.len()) {
+            return Err(Error::corrupt_at(
+                format!("chunk {i} length {len}"),
+                h.table_at + 4 * i,
+            ));
+        }
+        spans.push((at, len));
+        at += len;
+    }
+    let expected = at + h.tail_len();
+    if expected != input.len() {
+        return Err(if expected < input.len() {
+            Error::TrailingBytes {
+                extra: input.len() - expected,
+            }
+        } else {
+            Error::corrupt("stream ends inside its tail")
+        });
+    }
+    Ok(spans)
+}

@@ -1,0 +1,293 @@
+//! Elements to byte planes and back (with the sign rotation), and zero elements taken out
+//! and put back (the sparse chunk's mask), with their AVX2 and AVX-512 paths.
+
+/// Split `elems` (whole elements of `width` bytes) into planes, most significant byte first,
+/// after rotating each element left by one bit when `rotate`.
+pub(crate) fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) {
+    let n = elems.len() / width;
+    for p in planes.iter_mut() {
+        p.clear();
+        p.resize(n, 0);
+    }
+    // Indexed stores into planes sized up front (not pushes), so the loops vectorise.
+    match width {
+        1 => planes[0].copy_from_slice(&elems[..n]),
+        2 => {
+            let [p0, p1] = planes else {
+                unreachable!("two planes for 16-bit elements")
+            };
+            for ((e, a), b) in elems.chunks_exact(2).zip(p0.iter_mut()).zip(p1.iter_mut()) {
+                let v = u16::from_le_bytes([e[0], e[1]]);
+                let t = if rotate { v.rotate_left(1) } else { v };
+                *a = (t >> 8) as u8;
+                *b = t as u8;
+            }
+        }
+        _ => {
+            let [p0, p1, p2, p3] = planes else {
+                unreachable!("four planes for 32-bit elements")
+            };
+            let (p0, p1, p2, p3) = (&mut p0[..n], &mut p1[..n], &mut p2[..n], &mut p3[..n]);
+            for (i, e) in elems.chunks_exact(4).enumerate() {
+                let v = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+                let t = if rotate { v.rotate_left(1) } else { v };
+                p0[i] = (t >> 24) as u8;
+                p1[i] = (t >> 16) as u8;
+                p2[i] = (t >> 8) as u8;
+                p3[i] = t as u8;
+            }
+        }
+    }
+}
+
+/// All elements from their planes (the inverse of [`split`]), one loop per width so that it
+/// vectorises.
+pub(crate) fn join_all(planes: &[Vec<u8>], width: usize, rotate: bool, out: &mut [u8]) {
+    let n = out.len() / width;
+    match width {
+        1 => out.copy_from_slice(&planes[0][..n]),
+        2 => {
+            let (p0, p1) = (&planes[0][..n], &planes[1][..n]);
+            for ((o, &a), &b) in out.chunks_exact_mut(2).zip(p0).zip(p1) {
+                let t = (a as u16) << 8 | b as u16;
+                let v = if rotate { t.rotate_right(1) } else { t };
+                o.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        _ => {
+            let (p0, p1, p2, p3) = (
+                &planes[0][..n],
+                &planes[1][..n],
+                &planes[2][..n],
+                &planes[3][..n],
+            );
+            for (i, o) in out.chunks_exact_mut(4).enumerate() {
+                let t = (p0[i] as u32) << 24
+                    | (p1[i] as u32) << 16
+                    | (p2[i] as u32) << 8
+                    | p3[i] as u32;
+                let v = if rotate { t.rotate_right(1) } else { t };
+                o.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// A sparse chunk's elements: `nz` holds the nonzero elements (joined from their planes) in
+/// order; each goes where the mask has its next set bit, zeros elsewhere. The mask's
+/// population equals the number of elements in `nz` (checked by the caller).
+pub(crate) fn expand(nz: &[u8], mask: &[u8], width: usize, out: &mut [u8]) {
+    let mut done = 0; // elements of `out` written
+    let mut k = 0; // elements of `nz` used
+    #[cfg(target_arch = "x86_64")]
+    if width > 1 && planepack_core::cpu::avx512() {
+        // SAFETY: AVX-512 (F, BW, VBMI2) is present; the kernel reads the mask's first bytes,
+        // the `nz` elements its set bits ask for (never more than `nz` holds, since the mask's
+        // population equals its length) and writes whole groups of `out`.
+        (done, k) = unsafe { avx512::expand(nz, mask, width, out) };
+    } else if width > 1 && planepack_core::cpu::x86_64_v3() {
+        // SAFETY: x86-64-v3 includes SSSE3; the kernel reads whole 16-byte loads of `nz` only
+        // where they lie inside it, reads the mask bytes of the groups it expands and writes
+        // those groups of `out`.
+        (done, k) = unsafe { v3::expand(nz, mask, width, out) };
+    }
+    // Branch-free: zeros and nonzeros are interleaved at random in ReLU outputs, so a branch
+    // per element would mispredict half the time. Each element reads the next nonzero one
+    // (clamped at the last) and keeps it only if its mask bit is set.
+    if nz.is_empty() {
+        out[done * width..].fill(0);
+        return;
+    }
+    let last = nz.len() / width - 1;
+    for (i, e) in out.chunks_exact_mut(width).enumerate().skip(done) {
+        let bit = mask[i / 8] >> (i % 8) & 1;
+        let src = &nz[k.min(last) * width..][..width];
+        for (o, &b) in e.iter_mut().zip(src) {
+            *o = b & bit.wrapping_neg();
+        }
+        k += bit as usize;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod v3 {
+    use std::arch::x86_64::*;
+
+    /// Shuffle controls for 8 16-bit elements: entry `m` moves the next `popcount(m)`
+    /// elements of a 16-byte load to the positions of `m`'s set bits, zeros elsewhere
+    /// (0x80 makes PSHUFB write a zero).
+    const CTL16: [[u8; 16]; 256] = {
+        let mut t = [[0x80u8; 16]; 256];
+        let mut m = 0;
+        while m < 256 {
+            let (mut i, mut k) = (0, 0u8);
+            while i < 8 {
+                if m >> i & 1 == 1 {
+                    t[m][2 * i] = 2 * k;
+                    t[m][2 * i + 1] = 2 * k + 1;
+                    k += 1;
+                }
+                i += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// The same for 4 32-bit elements, entry `m` for a 4-bit mask.
+    const CTL32: [[u8; 16]; 16] = {
+        let mut t = [[0x80u8; 16]; 16];
+        let mut m = 0;
+        while m < 16 {
+            let (mut i, mut k) = (0, 0u8);
+            while i < 4 {
+                if m >> i & 1 == 1 {
+                    let mut b = 0;
+                    while b < 4 {
+                        t[m][4 * i + b] = 4 * k + b as u8;
+                        b += 1;
+                    }
+                    k += 1;
+                }
+                i += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// Expand groups of 8 (16-bit) or 4 (32-bit) elements while a 16-byte load at the next
+    /// nonzero element stays inside `nz`; returns (elements of `out` written, elements of
+    /// `nz` used), where the scalar loop goes on.
+    ///
+    /// # Safety
+    /// The CPU must have SSSE3.
+    #[target_feature(enable = "ssse3,popcnt")]
+    pub unsafe fn expand(nz: &[u8], mask: &[u8], width: usize, out: &mut [u8]) -> (usize, usize) {
+        let n = out.len() / width;
+        let per = 16 / width;
+        let mut k = 0usize;
+        let mut g = 0;
+        while (g + 1) * per <= n && k * width + 16 <= nz.len() {
+            let m = if width == 2 {
+                mask[g] as usize
+            } else {
+                (mask[g / 2] >> (4 * (g % 2)) & 15) as usize
+            };
+            let ctl = if width == 2 { &CTL16[m] } else { &CTL32[m] };
+            let src = &nz[k * width..k * width + 16];
+            let dst = &mut out[g * 16..g * 16 + 16];
+            // SAFETY: 16-byte unaligned loads and store of slices checked to be 16 bytes.
+            unsafe {
+                let v = _mm_loadu_si128(src.as_ptr() as *const __m128i);
+                let c = _mm_loadu_si128(ctl.as_ptr() as *const __m128i);
+                _mm_storeu_si128(dst.as_mut_ptr() as *mut __m128i, _mm_shuffle_epi8(v, c));
+            }
+            k += m.count_ones() as usize;
+            g += 1;
+        }
+        (g * per, k)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// Expand whole groups of 32 (16-bit) or 16 (32-bit) elements; returns (elements of `out`
+    /// written, elements of `nz` used).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F, BW and VBMI2; the mask's population over the groups
+    /// expanded must not exceed the elements in `nz`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
+    pub unsafe fn expand(nz: &[u8], mask: &[u8], width: usize, out: &mut [u8]) -> (usize, usize) {
+        let n = out.len() / width;
+        let per = 64 / width; // elements per 64-byte vector
+        let groups = n / per;
+        let mut k = 0usize;
+        for g in 0..groups {
+            let bytes = &mask[g * per / 8..][..per / 8];
+            let dst = out.as_mut_ptr().wrapping_add(g * 64);
+            let src = nz.as_ptr().wrapping_add(k * width);
+            if width == 2 {
+                let m = u32::from_le_bytes(bytes.try_into().unwrap());
+                // SAFETY: reads popcount(m) u16 from `src`, inside `nz`; writes 64 bytes of
+                // `out` at group g < groups.
+                unsafe {
+                    let v = _mm512_maskz_expandloadu_epi16(m, src as *const i16);
+                    _mm512_storeu_si512(dst as *mut __m512i, v);
+                }
+                k += m.count_ones() as usize;
+            } else {
+                let m = u16::from_le_bytes(bytes.try_into().unwrap());
+                // SAFETY: as above, with u32 elements.
+                unsafe {
+                    let v = _mm512_maskz_expandloadu_epi32(m, src as *const i32);
+                    _mm512_storeu_si512(dst as *mut __m512i, v);
+                }
+                k += m.count_ones() as usize;
+            }
+        }
+        (groups * per, k)
+    }
+}
+
+/// Zero elements among `elems` (whole elements of `width` bytes), compared as integers so the
+/// loop vectorises.
+pub(crate) fn count_zeros(elems: &[u8], width: usize) -> usize {
+    match width {
+        2 => elems
+            .chunks_exact(2)
+            .filter(|e| u16::from_le_bytes([e[0], e[1]]) == 0)
+            .count(),
+        4 => elems
+            .chunks_exact(4)
+            .filter(|e| u32::from_le_bytes([e[0], e[1], e[2], e[3]]) == 0)
+            .count(),
+        _ => elems.iter().filter(|&&b| b == 0).count(),
+    }
+}
+
+/// The zero mask (bit `i` set where element `i` is nonzero) and the nonzero elements in
+/// order. Branch-free: every element is stored at the next nonzero slot and the slot kept
+/// only if the element is nonzero, since zeros and nonzeros alternate at random in ReLU
+/// outputs.
+pub(crate) fn take_zeros_out(
+    elems: &[u8],
+    width: usize,
+    mask: &mut Vec<u8>,
+    nonzero: &mut Vec<u8>,
+) {
+    let n = elems.len() / width;
+    mask.clear();
+    mask.resize(n.div_ceil(8), 0);
+    nonzero.clear();
+    nonzero.resize(elems.len(), 0);
+    let k = match width {
+        2 => take_zeros_out_w::<2>(elems, mask, nonzero),
+        4 => take_zeros_out_w::<4>(elems, mask, nonzero),
+        _ => take_zeros_out_w::<1>(elems, mask, nonzero),
+    };
+    nonzero.truncate(k);
+}
+
+/// [`take_zeros_out`] for `W`-byte elements (a constant width, so each store is one move);
+/// returns the bytes of `nonzero` used.
+pub(crate) fn take_zeros_out_w<const W: usize>(
+    elems: &[u8],
+    mask: &mut [u8],
+    nonzero: &mut [u8],
+) -> usize {
+    let mut k = 0;
+    for (bits, group) in mask.iter_mut().zip(elems.chunks(8 * W)) {
+        for (i, e) in group.chunks_exact(W).enumerate() {
+            let e: &[u8; W] = e.try_into().expect("W bytes");
+            let nz = e.iter().fold(0, |a, &b| a | b) != 0;
+            nonzero[k..k + W].copy_from_slice(e);
+            k += W * nz as usize;
+            *bits |= (nz as u8) << i;
+        }
+    }
+    k
+}
