@@ -49,15 +49,35 @@ pub(crate) fn default_dir(machine: &str) -> PathBuf {
         .join(planepack_harness::machine_slug(machine))
 }
 
-fn git_version() -> String {
-    std::process::Command::new("git")
-        .args(["describe", "--always", "--dirty"])
-        .current_dir(workspace_root())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_else(|| "unknown".into())
+/// The commit measured, with `-dirty` when tracked code differs from it. The figures' own
+/// outputs (`bench-results/`, the README's generated sections) do not count: one bench run
+/// rewrites them before the next reads the version.
+pub(crate) fn git_version() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(workspace_root())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let Some(commit) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "unknown".into();
+    };
+    let changed = git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        ":(exclude)bench-results",
+        ":(exclude)README.md",
+    ]);
+    match changed {
+        Some(c) if c.is_empty() => commit,
+        _ => format!("{commit}-dirty"),
+    }
 }
 
 /// The measurement groups of the committed datasets (those whose name contains one of
