@@ -41,6 +41,30 @@ pub fn groups(r: &[Record]) -> Vec<(String, String, String, &'static str)> {
     })
 }
 
+/// Whether `codec` has a record for every group among the records that `within` keeps. A
+/// geomean over part of a category is not comparable with one over all of it (a peer that
+/// refuses FP32 tensors would be averaged over its 16-bit ones alone), so tables show such a
+/// cell as [`PARTIAL`] and rankings leave the codec out.
+pub fn covers(r: &[Record], codec: &str, within: impl Fn(&Record) -> bool) -> bool {
+    let key = |x: &Record| (x.dataset.clone(), x.dtype.clone(), class_label(x));
+    let have: std::collections::BTreeSet<_> = r
+        .iter()
+        .filter(|x| x.codec == codec && within(x))
+        .map(key)
+        .collect();
+    r.iter()
+        .filter(|x| within(x))
+        .all(|x| have.contains(&key(x)))
+}
+
+/// A table cell for a codec that did not take every tensor of its row or column.
+pub const PARTIAL: &str = "part";
+
+/// The note under a table that may hold [`PARTIAL`] cells.
+pub const PARTIAL_NOTE: &str = "`part`: the codec did not take every tensor there (OpenZL's \
+     float-entropy graph takes 16-bit floats only), so no geomean is given; its figures per \
+     dataset are in `summary.md`.";
+
 /// Per size class: (label, tensors, raw bytes) of the groups measured (each group counted
 /// once, from the first codec's records), classes in order.
 pub fn class_totals(r: &[Record]) -> Vec<(&'static str, usize, u64)> {
@@ -82,6 +106,8 @@ pub fn size_class_table(r: &[Record]) -> String {
                 .collect();
             let cell = if v.is_empty() {
                 "-".to_owned()
+            } else if !covers(r, &codec, |x| class_label(x) == *label) {
+                PARTIAL.to_owned()
             } else {
                 format!("{:.3}", geomean(&v))
             };
@@ -89,6 +115,7 @@ pub fn size_class_table(r: &[Record]) -> String {
         }
         let _ = writeln!(s);
     }
+    note_partial(&mut s);
     s
 }
 
@@ -174,7 +201,10 @@ pub fn category_geomean(
         })
         .map(|x| x.ratio)
         .collect();
-    (!v.is_empty()).then(|| geomean(&v))
+    let complete = covers(r, codec, |x| {
+        x.category == category && dtype.is_none_or(|d| x.dtype == d)
+    });
+    (!v.is_empty() && complete).then(|| geomean(&v))
 }
 
 /// The whole markdown summary.
@@ -531,9 +561,12 @@ pub fn ratio_speed_table(r: &[Record]) -> String {
     for codec in codecs(r) {
         let _ = write!(s, "| {codec} |");
         for c in &cats {
-            let cell = category_geomean(r, c, None, &codec)
-                .map(|g| format!("{g:.3}"))
-                .unwrap_or("-".into());
+            let measured = r.iter().any(|x| x.codec == codec && x.category == *c);
+            let cell = match category_geomean(r, c, None, &codec) {
+                Some(g) => format!("{g:.3}"),
+                None if measured => PARTIAL.to_owned(),
+                None => "-".to_owned(),
+            };
             let _ = write!(s, " {cell} |");
         }
         let recs = select(r, None, &codec);
@@ -551,7 +584,15 @@ pub fn ratio_speed_table(r: &[Record]) -> String {
             .unwrap_or("");
         let _ = writeln!(s, " {dec:.2} | {rel:.3} | {all:.2} | {gpu} | {imp} |");
     }
+    note_partial(&mut s);
     s
+}
+
+/// Append [`PARTIAL_NOTE`] under a table that has a [`PARTIAL`] cell.
+fn note_partial(s: &mut String) {
+    if s.contains(&format!(" {PARTIAL} |")) {
+        let _ = writeln!(s, "\n{PARTIAL_NOTE}");
+    }
 }
 
 /// Per category: the best ratio of any codec, the best a GPU can decode, the best modelled
@@ -570,6 +611,7 @@ pub fn best_per_category(r: &[Record]) -> String {
         let best = |keep: &dyn Fn(&Record) -> bool, score: &dyn Fn(&Record) -> f64| {
             let mut by: Vec<(String, f64)> = codecs(r)
                 .into_iter()
+                .filter(|c| covers(r, c, |x| x.category == cat))
                 .filter_map(|c| {
                     let recs: Vec<&Record> = select(r, Some(&cat), &c)
                         .into_iter()

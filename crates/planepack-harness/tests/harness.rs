@@ -283,3 +283,43 @@ fn tick_labels_tell_close_ticks_apart() {
     assert_eq!(plots::tick(1.05), "1.05");
     assert_eq!(plots::tick(20.0), "20");
 }
+
+/// A codec that did not take every tensor of a category (OpenZL's float-entropy graph takes
+/// 16-bit floats only) gets no category geomean and no place in the rankings: a geomean over
+/// its part of the category would be compared with others' over all of it.
+#[test]
+fn a_codec_measured_on_part_of_a_category_is_not_ranked_there() {
+    let g = tiny_group("activations");
+    let raw = planepack_harness::registry::named(&["raw".to_string()]).unwrap();
+    let base = measure::measure_group(raw[0].codec().as_ref(), &g, Settings::quick(), "cpu: test")
+        .unwrap();
+    let rec = |dataset: &str, codec: &str, ratio: f64| {
+        let mut r = base.clone();
+        r.dataset = dataset.into();
+        r.codec = codec.into();
+        r.ratio = ratio;
+        r
+    };
+    let records = vec![
+        rec("a", "whole", 2.0),
+        rec("b", "whole", 1.0),
+        rec("a", "part", 4.0),
+    ];
+    let whole = report::category_geomean(&records, "activations", None, "whole").unwrap();
+    assert!((whole - 2f64.sqrt()).abs() < 1e-12);
+    assert_eq!(
+        report::category_geomean(&records, "activations", None, "part"),
+        None
+    );
+    let table = report::ratio_speed_table(&records);
+    assert!(
+        table.contains(&format!("| part | {} |", report::PARTIAL)),
+        "{table}"
+    );
+    assert!(table.contains(report::PARTIAL_NOTE));
+    let best = report::best_per_category(&records);
+    assert!(
+        best.contains("whole 1.414x") && !best.contains("part 4"),
+        "{best}"
+    );
+}
