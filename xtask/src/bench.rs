@@ -125,7 +125,7 @@ pub fn peers(quick: bool, filter: &[String], dir: Option<PathBuf>) -> Result<()>
     let fresh = crate::peers::measure(&groups, settings, &device)?;
     crate::peers::merge(&mut results.records, fresh);
     std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
-    write_tables(&results, &dir)?;
+    write_tables(&results, &dir, true)?;
     println!("merged the peers into {}", path.display());
     Ok(())
 }
@@ -210,7 +210,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         out_dir.join("results.json"),
         serde_json::to_string_pretty(&results)?,
     )?;
-    write_tables(&results, &out_dir)?;
+    write_tables(&results, &out_dir, true)?;
 
     // IBP's threshold and sampling study on the row-structured datasets.
     if codecs.iter().any(|c| c.name() == "ibp") {
@@ -248,7 +248,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-fn write_tables(results: &Results, dir: &Path) -> Result<()> {
+/// Write `dir`'s tables and plots; with `readme`, also the README section of its corpus.
+fn write_tables(results: &Results, dir: &Path, splice_readme: bool) -> Result<()> {
     std::fs::write(dir.join("results.csv"), report::csv(results))?;
     std::fs::write(dir.join("summary.md"), report::summary(results))?;
     plots::all(&results.records, dir)?;
@@ -264,6 +265,7 @@ fn write_tables(results: &Results, dir: &Path) -> Result<()> {
     // The README's headlines come from full runs over the committed datasets and over the
     // workloads only.
     let section = match results.command.as_str() {
+        _ if !splice_readme => None,
         "cargo xtask bench" if !results.quick => {
             Some(("headline", "the dataset corpus (`datasets/`)"))
         }
@@ -312,11 +314,13 @@ pub fn tables(dir: Option<PathBuf>) -> Result<()> {
         !dirs.is_empty(),
         "no results.json under bench-results/: run `cargo xtask bench` first"
     );
+    // The README takes the figures of the folder named, never whichever folder comes last.
+    let readme = dirs.len() == 1;
     for dir in dirs {
         let text = std::fs::read_to_string(dir.join("results.json"))
             .with_context(|| format!("{}/results.json", dir.display()))?;
         let results: Results = serde_json::from_str(&text)?;
-        write_tables(&results, &dir)?;
+        write_tables(&results, &dir, readme)?;
         println!("redrew tables and plots in {}", dir.display());
     }
     Ok(())
@@ -457,7 +461,7 @@ fn run_workloads(args: BenchArgs) -> Result<()> {
         out_dir.join("results.json"),
         serde_json::to_string_pretty(&results)?,
     )?;
-    write_tables(&results, &out_dir)?;
+    write_tables(&results, &out_dir, true)?;
     println!("wrote {}", out_dir.display());
     Ok(())
 }
