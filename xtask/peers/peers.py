@@ -326,6 +326,8 @@ def main():
             peers.append(make())
         except ImportError as e:
             raise SystemExit("peer package missing: %s" % e)
+    skip = set(manifest.get("skip", []))
+    peers = [p for p in peers if p.name not in skip]
     records = []
     for g in manifest["groups"]:
         for p in peers:

@@ -87,6 +87,8 @@ pub struct Input {
     dir: PathBuf,
     device: String,
     groups: Vec<serde_json::Value>,
+    /// Peer settings not to measure (names as the tables print them).
+    skip: Vec<String>,
 }
 
 impl Input {
@@ -98,7 +100,13 @@ impl Input {
             dir,
             device: device.to_owned(),
             groups: Vec::new(),
+            skip: Vec::new(),
         })
+    }
+
+    /// Leave out these peer settings (names as the tables print them).
+    pub fn skip(&mut self, names: &[&str]) {
+        self.skip.extend(names.iter().map(|n| n.to_string()));
     }
 
     pub fn add(&mut self, g: &Group) -> Result<()> {
@@ -127,6 +135,7 @@ impl Input {
             },
             "cpu": planepack_harness::cpu_model(),
             "groups": self.groups,
+            "skip": self.skip,
         });
         let (input, output) = (
             self.dir.join("manifest.json"),
