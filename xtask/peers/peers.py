@@ -37,6 +37,7 @@ def time_runs(settings, fn, prepare=None):
     while len(runs) < settings["max_runs"] and (
         len(runs) < settings["min_runs"] or time.perf_counter() - start < settings["min_seconds"]
     ):
+        arg = None  # the last run's copies go before the next run's are made
         arg = prepare() if prepare else None
         t = time.perf_counter()
         fn(arg)
@@ -246,20 +247,25 @@ def measure(peer, group, settings, cores, cpu):
     raw = sum(t.nbytes for t in tensors)
     one = peer.make(group["dtype"], 1)
     # A peer that picks a configuration per tensor (OpenZLBest) gets one coder per tensor.
-    coders = [peer.choose(one, t.tobytes()) if hasattr(peer, "choose") else one for t in tensors]
+    # Copies of a tensor are made one at a time and dropped at once: a 64 MiB batch must not
+    # hold several copies of itself beside the library's own buffers (the bench's memory bound).
+    coders = [peer.choose(one, bytearray(t)) if hasattr(peer, "choose") else one for t in tensors]
     enc = []
     for t, one in zip(tensors, coders):
-        blob = peer.compress(one, bytearray(t.tobytes()))
+        blob = peer.compress(one, bytearray(t))
         back = peer.decompress(one, blob)
-        if bytes(back) != t.tobytes():
+        same = np.array_equal(np.frombuffer(back, dtype=np.uint8), t)
+        del back
+        if not same:
             raise SystemExit(
                 "%s does not round-trip on %s (%s)" % (peer.name, group["dataset"], group["dtype"])
             )
-        enc.append(bytes(blob))
+        enc.append(blob if isinstance(blob, bytes) else bytes(blob))
+        del blob
     compressed = sum(len(e) for e in enc)
 
     def fresh():
-        return [bytearray(t.tobytes()) for t in tensors]
+        return [bytearray(t) for t in tensors]
 
     enc_runs = time_runs(
         settings, lambda copies: [peer.compress(k, c) for k, c in zip(coders, copies)], fresh

@@ -446,15 +446,21 @@ fn run_workloads(args: BenchArgs) -> Result<()> {
         }
     }
     bar.finish_with_message("measured");
+    // Our codecs' records are written before the peers run (an hour of Python on the
+    // workloads): whatever happens to the peers, this part of the run is kept.
+    let partial = out_dir.join("results-without-peers.json");
+    std::fs::create_dir_all(&out_dir)?;
+    std::fs::write(&partial, serde_json::to_string_pretty(&records)?)?;
     if let Some(p) = peers {
-        match p.run(settings) {
-            Ok(fresh) => {
-                let mut merged = Vec::new();
-                for r in fresh {
-                    add_merged(&mut merged, r)?;
-                }
-                crate::peers::merge(&mut records, merged);
+        let fresh = p.run(settings).and_then(|fresh| {
+            let mut merged = Vec::new();
+            for r in fresh {
+                add_merged(&mut merged, r)?;
             }
+            Ok(merged)
+        });
+        match fresh {
+            Ok(merged) => crate::peers::merge(&mut records, merged),
             Err(e) => println!("peers: NOT measured: {e:#}"),
         }
     }
@@ -479,6 +485,7 @@ fn run_workloads(args: BenchArgs) -> Result<()> {
         serde_json::to_string_pretty(&results)?,
     )?;
     write_tables(&results, &out_dir, true)?;
+    std::fs::remove_file(&partial)?;
     println!("wrote {}", out_dir.display());
     Ok(())
 }

@@ -102,10 +102,11 @@ impl Record {
             || next.gpu_decode_gbps.is_some()
             || self.gpu_transfer_gbps.is_some()
             || next.gpu_transfer_gbps.is_some()
-            || !self.notes.is_empty()
-            || !next.notes.is_empty()
+            || self.notes != next.notes
         {
-            return Err("GPU figures and notes do not merge across batches".into());
+            // Notes that are the same for every batch (a peer's "measured_from") carry over;
+            // per-batch observations cannot be summed.
+            return Err("GPU figures and differing notes do not merge across batches".into());
         }
         let (a, b) = (self.raw_bytes as f64, next.raw_bytes as f64);
         let rate = |x: f64, y: f64| (a + b) / (a / x.max(1e-12) + b / y.max(1e-12));

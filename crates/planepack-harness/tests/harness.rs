@@ -253,6 +253,16 @@ fn batched_measurement_adds_up_to_the_whole() {
     let a = measure::measure_group(codec.as_ref(), &g, s, "cpu").unwrap();
     let mut b = measure::measure_group(other.as_ref(), &g, s, "cpu").unwrap();
     assert!(b.merge(&a).is_err());
+    // A note every batch carries alike (a peer's "measured_from") merges; differing ones do not.
+    let mut x = a.clone();
+    let note = |r: &mut planepack_harness::Record, v: &str| {
+        r.notes.insert("measured_from".into(), serde_json::json!(v));
+    };
+    note(&mut x, "Python");
+    let mut y = x.clone();
+    assert!(x.merge(&y).is_ok(), "equal notes merge");
+    note(&mut y, "elsewhere");
+    assert!(x.merge(&y).is_err(), "differing notes do not");
 }
 
 /// Merged rates are total bytes over total time: two batches of equal size at 1 and 3 GB/s
