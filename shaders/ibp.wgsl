@@ -22,8 +22,9 @@
 // workgroup prefix sum (`scan`) turns the sums into every run's first bit in the row's field
 // stream. Pass 2: each invocation reads its fields in order through a three-word window that
 // advances by one load when the position crosses into the next 32 bits, deposits them into the
-// columns' free bits and writes its output words. One extra workgroup copies the tensor's tail
-// bytes when `tail_len > 0`.
+// columns' free bits and writes its output words. Extra workgroups copy the tensor's tail bytes
+// (IBP_TAIL_WORDS_PER_GROUP words each; llvmpipe cuts an invocation's loops short after 65535
+// iterations, so no invocation copies a long tail alone).
 //
 // Why this shape: on GPUs and on lavapipe alike, memory operations are what a chunk costs, and
 // lavapipe executes both sides of every branch whose condition differs between invocations.
@@ -251,11 +252,14 @@ fn spread4(b: u32) -> u32 {
     return ((((b & 0xfu) * 0x00204081u) & 0x01010101u) * 0xffu);
 }
 
-fn tail() {
-    // Copy `tail_len` bytes to the end of the output, one word per invocation.
+fn tail(tg: u32) {
+    // Copy tail group `tg`'s words of the `tail_len` bytes to the end of the output, one word
+    // per invocation at a time (IBP_TAIL_WORDS_PER_GROUP per group, so no invocation loops long).
     let base = params.n_out * params.columns * B;
     let words = (params.tail_len + 3u) / 4u;
-    for (var t = slot; t < words; t = t + WG) {
+    let lo = tg * IBP_TAIL_WORDS_PER_GROUP;
+    let hi = min(words, lo + IBP_TAIL_WORDS_PER_GROUP);
+    for (var t = lo + slot; t < hi; t = t + WG) {
         var v = 0u;
         for (var i = 0u; i < 4u; i = i + 1u) {
             let b = 4u * t + i;
@@ -273,13 +277,13 @@ fn run(wg: vec3<u32>) {
     let lanes = LANES;
     let rpg = WG / lanes;
     let body_groups = (params.count + rpg - 1u) / rpg;
-    let has_tail = params.tail_len > 0u;
-    if (g > body_groups || (g == body_groups && !has_tail)) {
+    let tail_groups = ((params.tail_len + 3u) / 4u + IBP_TAIL_WORDS_PER_GROUP - 1u) / IBP_TAIL_WORDS_PER_GROUP;
+    if (g >= body_groups + tail_groups) {
         return;
     }
     err = 0u;
-    if (g == body_groups) {
-        tail();
+    if (g >= body_groups) {
+        tail(g - body_groups);
         if (err != 0u) {
             atomicOr(&status[0], err);
         }

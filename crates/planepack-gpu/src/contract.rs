@@ -35,6 +35,11 @@ pub const TAG_BITS: u32 = planepack_bitplane::TAG_BITS;
 /// Candidate masks the IBP score kernel takes in one pass (the threshold sweep has six).
 pub const IBP_MAX_CANDIDATES: u32 = 8;
 
+/// Words of an IBP tensor's tail (the bytes after the rows) each workgroup copies: 64 words
+/// per invocation. One workgroup copying a whole tail looped over it, and llvmpipe ends an
+/// invocation's loops after 65535 iterations in all: a tail over about 3 MiB came back wrong.
+pub const IBP_TAIL_WORDS_PER_GROUP: u32 = 64 * 64;
+
 /// The names of the error bits set in `flags`.
 pub fn describe_flags(flags: u32) -> String {
     let v: Vec<&str> = ERRORS
@@ -69,6 +74,7 @@ pub fn wgsl_prelude() -> String {
         planepack_bitplane::block::RAW_BITS,
     );
     s += &format!("const IBP_MAX_CANDIDATES: u32 = {IBP_MAX_CANDIDATES}u;\n");
+    s += &format!("const IBP_TAIL_WORDS_PER_GROUP: u32 = {IBP_TAIL_WORDS_PER_GROUP}u;\n");
     for (name, bits, len) in planepack_bitplane::CODES {
         s += &format!("const CODE_{name}: u32 = {bits}u;\nconst CODE_{name}_LEN: u32 = {len}u;\n");
     }

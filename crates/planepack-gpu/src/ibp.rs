@@ -252,7 +252,10 @@ impl Gpu {
         for (i, &(cluster, first, count)) in runs.iter().enumerate() {
             // The last pass also copies the tail.
             let tail = if i + 1 == runs.len() { tail_len } else { 0 };
-            let groups = count.div_ceil(rows_per_group) + u32::from(tail > 0);
+            let tail_groups = u32_of(tail, "tail")?
+                .div_ceil(4)
+                .div_ceil(crate::contract::IBP_TAIL_WORDS_PER_GROUP);
+            let groups = count.div_ceil(rows_per_group) + tail_groups;
             let (gx, gy) = self.grid(groups);
             let p = self.uniform(&IbpParams {
                 columns: u32_of(columns, "columns")?,
