@@ -22,7 +22,7 @@ use planepack_harness::{Group, Results};
 use planepack_rans::Rans;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Elements per chunk of the analysis (the rANS codec's default chunk).
 const CHUNK: usize = 1 << 16;
@@ -253,19 +253,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
     let mut rows: Vec<Row> = Vec::new();
     let (results, out, corpus) = if workloads {
         use planepack_harness::input::{Batches, BATCH_BYTES};
-        let dir = crate::workloads::dir(root);
-        anyhow::ensure!(
-            dir.join("generated.json").is_file(),
-            "no workloads in {}: run `cargo xtask workloads` first",
-            dir.display()
-        );
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-            .collect();
-        files.sort();
-        for f in &files {
+        for f in &crate::workloads::files(root, &[])? {
             let name = f.file_stem().and_then(|s| s.to_str()).unwrap_or("file");
             let mut b = Batches::open(name, crate::bench::workload_category(name), f, BATCH_BYTES)?;
             for i in 0..b.len() {

@@ -367,12 +367,7 @@ pub(crate) fn workload_category(name: &str) -> &'static str {
 fn run_workloads(args: BenchArgs) -> Result<()> {
     use planepack_harness::input::{Batches, BATCH_BYTES};
     let root = workspace_root();
-    let dir = crate::workloads::dir(&root);
-    anyhow::ensure!(
-        dir.join("generated.json").is_file(),
-        "no workloads in {}: run `cargo xtask workloads` first",
-        dir.display()
-    );
+    let files = crate::workloads::files(&root, &args.filter)?;
     let machine = args
         .machine
         .clone()
@@ -396,16 +391,6 @@ fn run_workloads(args: BenchArgs) -> Result<()> {
     .into_iter()
     .map(|c| c.codec())
     .collect();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-        .filter(|p| {
-            let name = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-            args.filter.is_empty() || args.filter.iter().any(|f| name.contains(f.as_str()))
-        })
-        .collect();
-    files.sort();
     anyhow::ensure!(!files.is_empty(), "no workload files match");
     let mut plans = Vec::new();
     for f in &files {

@@ -198,27 +198,12 @@ fn groups(filter: &[String], workloads: bool, root: &Path) -> Result<Vec<Group>>
     let keep = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
     let mut out = Vec::new();
     if workloads {
-        let dir = crate::workloads::dir(root);
-        anyhow::ensure!(
-            dir.join("generated.json").is_file(),
-            "no workloads in {}: run `cargo xtask workloads` first",
-            dir.display()
-        );
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-            .collect();
-        files.sort();
-        for f in files {
+        for f in crate::workloads::files(root, filter)? {
             let name = f
                 .file_stem()
                 .and_then(|s| s.to_str())
                 .unwrap_or("file")
                 .to_owned();
-            if !keep(&name) {
-                continue;
-            }
             let category = crate::bench::workload_category(&name);
             let mut b = Batches::open(&name, category, &f, WORKLOAD_SAMPLE_BYTES)?;
             let mut seen: Vec<(String, SizeClass)> = Vec::new();

@@ -23,6 +23,28 @@ pub fn dir(root: &Path) -> PathBuf {
     root.join("target/workloads")
 }
 
+/// The generated workload files whose name contains one of `filter` (all when empty), in name
+/// order; an error if `cargo xtask workloads` has not run.
+pub fn files(root: &Path, filter: &[String]) -> Result<Vec<PathBuf>> {
+    let dir = dir(root);
+    anyhow::ensure!(
+        dir.join("generated.json").is_file(),
+        "no workloads in {}: run `cargo xtask workloads` first",
+        dir.display()
+    );
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .filter(|p| {
+            let name = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
 /// One generated file, as the committed manifest records it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Entry {
