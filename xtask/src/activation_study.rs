@@ -59,6 +59,21 @@ impl Shares {
     fn pct(&self, n: u64) -> f64 {
         100.0 * n as f64 / self.elements.max(1) as f64
     }
+
+    /// The table cells of the element classes, in column order (zero to literal).
+    fn class_cells(&self) -> String {
+        [
+            self.zero,
+            self.left,
+            self.up,
+            self.dict,
+            self.channel,
+            self.matched,
+            self.literal,
+        ]
+        .map(|n| format!("{:.1}", self.pct(n)))
+        .join(" | ")
+    }
 }
 
 fn elements(data: &[u8], width: usize) -> Vec<u32> {
@@ -334,18 +349,12 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {rn:.3} | {rm:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
+            "| {} | {} | {} | {:.1} | {} | {:.1} | {rn:.3} | {rm:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
             r.category,
             r.dataset,
             r.dtype,
             r.raw as f64 / 1e6,
-            s.pct(s.zero),
-            s.pct(s.left),
-            s.pct(s.up),
-            s.pct(s.dict),
-            s.pct(s.channel),
-            s.pct(s.matched),
-            s.pct(s.literal),
+            s.class_cells(),
             s.pct(s.repeated_rows),
         );
         let c = cats.entry(r.category.clone()).or_default();
@@ -375,15 +384,9 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         };
         let _ = writeln!(
             md,
-            "| {cat} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {rm:.3} | {peer_cell} | {gap_cell} |",
+            "| {cat} | {:.1} | {} | {:.3} | {rm:.3} | {peer_cell} | {gap_cell} |",
             *raw as f64 / 1e6,
-            s.pct(s.zero),
-            s.pct(s.left),
-            s.pct(s.up),
-            s.pct(s.dict),
-            s.pct(s.channel),
-            s.pct(s.matched),
-            s.pct(s.literal),
+            s.class_cells(),
             *raw as f64 / *nm.max(&1) as f64,
         );
     }
