@@ -33,6 +33,10 @@
 // branch: skipping it when no invocation crosses a word pays on sparse rows (narrow fields)
 // and costs nothing measurable on dense ones (`examples/gpu_probe.rs`).
 //
+// Long rows: llvmpipe stops an invocation's loops once 65535 iterations are spent in all; the
+// host gives a long row more invocations (`row_lanes` in ibp.rs) and a canary loop at the end
+// reports ERR_LOOP if a limit was hit anyway.
+//
 // Untrusted input: every read is bounds-checked, loops are bounded by the row's chunk count,
 // writes stay inside the output row, and a row whose fields do not add up to its stored
 // length, or whose padding is not zero, sets a bit in `status[0]` (row index in `status[1]`).
@@ -422,6 +426,18 @@ fn run(wg: vec3<u32>) {
                 }
             }
         }
+    }
+    // The canary: once llvmpipe's loop limiter has spent an invocation's iterations, every
+    // loop stops after its current pass, this one too. The host keeps rows within the budget
+    // (LOOP_ITERATIONS_MAX, `row_lanes` in ibp.rs); if it ever misjudges, the launch fails
+    // instead of returning rows that were cut short. The trip count is a uniform, so the loop
+    // stays a loop.
+    var laps = 0u;
+    for (var i = 0u; i <= params.lanes; i = i + 1u) {
+        laps = laps + 1u;
+    }
+    if (laps != params.lanes + 1u) {
+        err = err | ERR_LOOP;
     }
     if (err != 0u) {
         atomicOr(&status[0], err);

@@ -148,10 +148,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
 
     let groups = load_groups(&args.filter, &args.paths)?;
     anyhow::ensure!(!groups.is_empty(), "no tensors to measure");
-    let codecs: Vec<_> = registry::named(&args.codecs)?
-        .into_iter()
-        .map(|c| c.codec())
-        .collect();
+    let codecs = registry::named(&args.codecs)?;
 
     let bar = ProgressBar::new((groups.len() * codecs.len()) as u64);
     bar.set_style(
@@ -163,7 +160,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     for g in &groups {
         for c in &codecs {
             bar.set_message(format!("{} {} {}", g.dataset, g.dtype, c.name()));
-            let mut rec = measure::measure_group(c.as_ref(), g, settings, &device)?;
+            let mut rec = measure::measure_spec(*c, g, settings, &device)?;
             measure::annotate(&mut rec, g)?;
             records.push(rec);
             bar.inc(1);
@@ -213,7 +210,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
     write_tables(&results, &out_dir, true)?;
 
     // IBP's threshold and sampling study on the row-structured datasets.
-    if codecs.iter().any(|c| c.name() == "ibp") {
+    if codecs
+        .iter()
+        .any(|c| c.id == planepack_container::CodecId::Ibp)
+    {
         let mut study = Vec::new();
         for g in groups.iter().filter(|g| {
             matches!(
@@ -383,14 +383,11 @@ fn run_workloads(args: BenchArgs) -> Result<()> {
         max_runs: 3,
     };
     let device = format!("cpu: {machine}");
-    let codecs: Vec<_> = if args.codecs.is_empty() {
+    let codecs = if args.codecs.is_empty() {
         workload_codecs()
     } else {
         registry::named(&args.codecs)?
-    }
-    .into_iter()
-    .map(|c| c.codec())
-    .collect();
+    };
     anyhow::ensure!(!files.is_empty(), "no workload files match");
     let mut plans = Vec::new();
     for f in &files {
@@ -421,7 +418,7 @@ fn run_workloads(args: BenchArgs) -> Result<()> {
             let g = batches.load(i)?;
             for c in &codecs {
                 bar.set_message(format!("{} {} {}", g.dataset, g.dtype, c.name()));
-                let rec = measure::measure_group(c.as_ref(), &g, settings, &device)?;
+                let rec = measure::measure_spec(*c, &g, settings, &device)?;
                 add_merged(&mut records, rec)?;
                 bar.inc(1);
             }

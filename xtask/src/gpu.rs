@@ -12,6 +12,7 @@
 //! records of the CPU results (`--results`) so the harness tables show it.
 
 use anyhow::{Context, Result};
+use planepack_container::{CodecId, CodecSpec};
 use planepack_core::Codec;
 use planepack_datasets::{datasets_dir, Manifest};
 use planepack_gpu::{Gpu, GpuOptions, KernelConfig, ScanPath};
@@ -186,7 +187,27 @@ struct GatherRow {
 }
 
 /// IBP with at most 4 masks (one decode pass per cluster), measured beside one mask.
-const CLUSTERED: &str = "ibp-clusters-4";
+const CLUSTERED: CodecSpec = CodecSpec {
+    id: CodecId::IbpClusters,
+    level: 4,
+};
+
+/// The codecs with a GPU decoder, in the order the tables list them.
+const GPU_CODECS: [CodecSpec; 4] = [
+    CodecSpec {
+        id: CodecId::Ibp,
+        level: 0,
+    },
+    CLUSTERED,
+    CodecSpec {
+        id: CodecId::BitPlane,
+        level: 0,
+    },
+    CodecSpec {
+        id: CodecId::Rans,
+        level: 0,
+    },
+];
 
 /// Bytes of a workload sample: the first batch of each file's dtype and size class, tensors
 /// over this size in pieces of it (lavapipe decodes at tens of MB/s: the whole 4.6 GB would
@@ -250,18 +271,8 @@ pub fn bench(
             d
         }
     });
-    let codecs: Vec<(Box<dyn Codec>, &str)> = vec![
-        (Box::new(planepack_bitplane::BitPlane::new()), "bitplane"),
-        (Box::new(planepack_ibp::Ibp::default()), "ibp"),
-        (
-            Box::new(planepack_ibp::Ibp {
-                clusters: 4,
-                ..planepack_ibp::Ibp::default()
-            }),
-            CLUSTERED,
-        ),
-        (Box::new(planepack_rans::Rans::default()), "rans"),
-    ];
+    let codecs: Vec<(Box<dyn Codec>, CodecSpec)> =
+        GPU_CODECS.iter().map(|&s| (s.codec(), s)).collect();
     let mut paths = vec![ScanPath::Workgroup];
     if gpu.has_subgroups() {
         paths.insert(0, ScanPath::Subgroup);
@@ -270,10 +281,11 @@ pub fn bench(
     let mut gathers = Vec::new();
     {
         for g in groups(filter, workloads, root)? {
-            for (codec, name) in &codecs {
+            for (codec, spec) in &codecs {
+                let name = spec.name();
                 // IBP with clusters only where rows have structure (on activations and
                 // weights IBP stores raw whatever the mask count: ibp-clusters.md).
-                if *name == CLUSTERED
+                if *spec == CLUSTERED
                     && !matches!(g.category.as_str(), "embedding" | "gnn" | "kv-cache")
                 {
                     continue;
@@ -292,7 +304,7 @@ pub fn bench(
                         dtype: g.dtype.clone(),
                         size_class: g.size_class,
                         tensors: 0,
-                        codec: name.to_string(),
+                        codec: name.clone(),
                         path: format!("{path:?}").to_lowercase(),
                         raw_bytes: 0,
                         compressed_bytes: 0,
@@ -313,7 +325,7 @@ pub fn bench(
                     let cfg = gpu.config().with_path(path);
                     let mut launches = Vec::new();
                     for ((_, data), enc) in g.tensors.iter().zip(&encoded) {
-                        let Some(prepared) = prepare(&gpu, name, enc, &cfg)? else {
+                        let Some(prepared) = prepare(&gpu, *spec, enc, &cfg)? else {
                             continue;
                         };
                         let got = gpu.run(&prepared)?;
@@ -349,8 +361,8 @@ pub fn bench(
                     let t = gpu.time_pipelined(&items, runs)?;
                     r.pipelined_seconds = median(t.compressed);
                     r.pipelined_raw_seconds = median(t.raw);
-                    if matches!(*name, "bitplane" | "ibp") && path == paths[0] {
-                        r.encode = encode_direction(&gpu, &g, name, &encoded, runs)?;
+                    if matches!(spec.id, CodecId::BitPlane | CodecId::Ibp) && path == paths[0] {
+                        r.encode = encode_direction(&gpu, &g, spec.id, &encoded, runs)?;
                         if let Some(e) = &r.encode {
                             println!(
                                 "{} {} {name} encode: {:.3} of copy, offload {:.3} of raw download",
@@ -360,7 +372,7 @@ pub fn bench(
                                 e.download_raw_seconds / e.offload_seconds
                             );
                         }
-                        if *name == "ibp" {
+                        if spec.id == CodecId::Ibp {
                             gathers.extend(gather_fraction(&gpu, &g, &encoded)?);
                         }
                     }
@@ -456,7 +468,7 @@ pub fn bench(
 fn encode_direction(
     gpu: &Gpu,
     g: &planepack_harness::Group,
-    codec: &str,
+    codec: CodecId,
     cpu: &[Vec<u8>],
     runs: usize,
 ) -> Result<Option<EncodeRow>> {
@@ -466,7 +478,7 @@ fn encode_direction(
         // bytes a run brings back)
         type Offload<'a> = Box<dyn Fn() -> Result<Vec<u8>> + 'a>;
         let (offload, kernel, raw, down): (Offload, planepack_gpu::Prepared, _, u64) = if codec
-            == "bitplane"
+            == CodecId::BitPlane
         {
             let t = gpu.upload(data)?;
             let width = g.elem.bits();
@@ -591,15 +603,15 @@ fn gather_fraction(
 /// take (16-bit rows of odd length), which is left out of its dataset's sums.
 fn prepare(
     gpu: &Gpu,
-    name: &str,
+    spec: CodecSpec,
     enc: &[u8],
     cfg: &KernelConfig,
 ) -> Result<Option<planepack_gpu::Prepared>> {
-    let prepared = match name {
-        "bitplane" => gpu.prepare_bitplane(enc, cfg),
-        "rans" => gpu.prepare_rans(enc, cfg),
-        "ibp" | CLUSTERED => gpu.prepare_ibp(enc, None, cfg),
-        other => anyhow::bail!("no GPU decoder for {other}"),
+    let prepared = match spec.id {
+        CodecId::BitPlane => gpu.prepare_bitplane(enc, cfg),
+        CodecId::Rans => gpu.prepare_rans(enc, cfg),
+        CodecId::Ibp | CodecId::IbpClusters => gpu.prepare_ibp(enc, None, cfg),
+        _ => anyhow::bail!("no GPU decoder for {}", spec.name()),
     };
     match prepared {
         Ok(p) => Ok(Some(p)),
@@ -633,7 +645,7 @@ pub fn transfer(
     };
     println!("GPU transfer-and-decode on {device}");
     for rec in records.iter_mut() {
-        let Some(spec) = planepack_container::CodecSpec::parse(&rec.codec) else {
+        let Some(spec) = rec.spec else {
             continue;
         };
         if !spec.gpu_decoder() {
@@ -651,7 +663,7 @@ pub fn transfer(
         for (shape, data) in &g.tensors {
             let mut enc = Vec::new();
             codec.encode_shaped(data, g.elem, shape, &mut enc)?;
-            let Some(p) = prepare(&gpu, &rec.codec, &enc, &gpu.config())? else {
+            let Some(p) = prepare(&gpu, spec, &enc, &gpu.config())? else {
                 continue;
             };
             anyhow::ensure!(
@@ -771,7 +783,8 @@ fn markdown(
         s,
         " decode / copy (tensors >= 1 MiB) | return trip: raw / (compressed + decode), pipelined | target |\n|---|---|---|---|---|---|---|---|---|---|---|"
     );
-    for codec in ["ibp", CLUSTERED, "bitplane", "rans"] {
+    for spec in GPU_CODECS {
+        let codec = spec.name();
         for path in ["subgroup", "workgroup"] {
             let sel: Vec<&Row> = rows
                 .iter()
@@ -812,10 +825,10 @@ fn markdown(
                 s,
                 " {large} | {:.3} | {} |",
                 pr / pc,
-                match codec {
-                    "ibp" => ">= 0.25 (>= 0.35 on >= 1 MiB)",
-                    CLUSTERED => "none (embeddings, GNN, KV caches only)",
-                    "rans" => ">= 0.10 (>= 1 MiB)",
+                match spec.id {
+                    CodecId::Ibp => ">= 0.25 (>= 0.35 on >= 1 MiB)",
+                    CodecId::IbpClusters => "none (embeddings, GNN, KV caches only)",
+                    CodecId::Rans => ">= 0.10 (>= 1 MiB)",
                     _ => ">= 0.10 (>= 0.15 on >= 1 MiB)",
                 }
             );

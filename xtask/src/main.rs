@@ -94,6 +94,10 @@ enum Command {
         /// Runs of the whole suite; each benchmark reports the median of its runs' medians.
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// The production-size workloads (`cargo xtask workloads` first) instead of the
+        /// corpus -> bench-results/criterion-workloads.md.
+        #[arg(long)]
+        workloads: bool,
     },
     /// Peak resident memory of `planepack compress` / `decompress` on a large file
     /// (bench-results/cli-memory.md and the README).
@@ -212,7 +216,11 @@ fn main() -> Result<()> {
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
             workloads,
         ),
-        Command::Criterion { no_run, runs } => criterion::run(no_run, runs),
+        Command::Criterion {
+            no_run,
+            runs,
+            workloads,
+        } => criterion::run(no_run, runs, workloads),
         Command::Datasets { stats } => datasets(stats),
         Command::Workloads {
             out,

@@ -210,12 +210,12 @@ macro_rules! geometry {
             #[inline(always)]
             unsafe fn to_planes_at<const T: u8>(elems: &Self::Elems) -> Self::Planes {
                 // SAFETY: the caller's guarantee, passed on.
-                unsafe { $to(elems) }
+                $to(unsafe { planepack_core::cpu::Tier::<T>::assume() }, elems)
             }
             #[inline(always)]
             unsafe fn from_planes_at<const T: u8>(planes: &Self::Planes) -> Self::Elems {
                 // SAFETY: the caller's guarantee, passed on.
-                unsafe { $from(planes) }
+                $from(unsafe { planepack_core::cpu::Tier::<T>::assume() }, planes)
             }
             #[inline(always)]
             unsafe fn expand_at<const T: u8>(mask: $plane, packed: &Self::Elems) -> Self::Elems {

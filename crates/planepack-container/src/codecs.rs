@@ -119,6 +119,14 @@ impl serde::Serialize for CodecSpec {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for CodecSpec {
+    /// The spelling [`CodecSpec::parse`] takes; an unknown one is an error.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        CodecSpec::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown codec {s:?}")))
+    }
+}
+
 impl From<CodecId> for CodecSpec {
     /// The family at its default level.
     fn from(id: CodecId) -> Self {

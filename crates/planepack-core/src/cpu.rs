@@ -85,6 +85,38 @@ pub const X86_64_V3: u8 = 1;
 /// x86-64-v3 plus AVX-512 VBMI/VBMI2 and GFNI ([`avx512`]).
 pub const AVX512: u8 = 2;
 
+/// Proof that this process may run tier `T`: a function compiled for a tier takes one, so
+/// it is safe to call whatever its argument. Made by [`Tier::detect`] (which asks the CPU and
+/// the switches), [`Tier::portable`] (every CPU runs the baseline), or, where the caller
+/// already knows the tier runs (inside a `#[target_feature]` function of that tier), the
+/// unsafe [`Tier::assume`].
+#[derive(Debug, Clone, Copy)]
+pub struct Tier<const T: u8>(());
+
+impl<const T: u8> Tier<T> {
+    /// The token, if this process may run tier `T` (`T <= tier()`).
+    pub fn detect() -> Option<Tier<T>> {
+        (T <= tier()).then_some(Tier(()))
+    }
+
+    /// The token, unchecked.
+    ///
+    /// # Safety
+    /// This process must run tier `T` (`T <= tier()`).
+    #[inline(always)]
+    pub const unsafe fn assume() -> Tier<T> {
+        Tier(())
+    }
+}
+
+impl Tier<PORTABLE> {
+    /// The baseline tier's token.
+    #[inline(always)]
+    pub const fn portable() -> Tier<PORTABLE> {
+        Tier(())
+    }
+}
+
 /// The highest tier this process may run (CPU and switches).
 #[inline(always)]
 pub fn tier() -> u8 {
@@ -115,4 +147,18 @@ pub fn tier_label(t: u8) -> &'static str {
 /// `avx512-vbmi2-gfni`, `avx2-bmi2` (x86-64-v3) or `portable`.
 pub fn tier_name() -> &'static str {
     tier_label(tier())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_exist_for_the_tiers_this_process_runs_only() {
+        assert!(Tier::<PORTABLE>::detect().is_some());
+        assert_eq!(Tier::<X86_64_V3>::detect().is_some(), tier() >= X86_64_V3);
+        assert_eq!(Tier::<AVX512>::detect().is_some(), tier() >= AVX512);
+        assert!(Tier::<{ AVX512 + 1 }>::detect().is_none());
+        assert!(Tier::<255>::detect().is_none());
+    }
 }

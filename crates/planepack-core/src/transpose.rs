@@ -16,6 +16,8 @@
 //! are peeled off with `movemask`. `PLANEPACK_NO_AVX512=1` stops at AVX2 and
 //! `PLANEPACK_NO_SIMD=1` keeps the portable code.
 
+use crate::cpu::Tier;
+
 macro_rules! square_transpose {
     ($name:ident, $t:ty, $n:expr, [$(($j:expr, $m:expr)),*]) => {
         /// Transpose a square bit matrix in place: afterwards bit `c` of row `r` is what was bit
@@ -74,16 +76,21 @@ pub fn transpose8(x: u64) -> u64 {
     x
 }
 
-/// Call `$at::<T>($x)` for the tier this process runs ([`crate::cpu::tier`]).
+/// Call `$at` with the token of the tier this process runs ([`crate::cpu::tier`]).
 macro_rules! at_detected_tier {
     ($at:ident, $x:expr) => {
         match crate::cpu::tier() {
-            // SAFETY: `cpu::tier()` said this CPU runs the tier.
-            crate::cpu::AVX512 => unsafe { $at::<{ crate::cpu::AVX512 }>($x) },
-            // SAFETY: as above.
-            crate::cpu::X86_64_V3 => unsafe { $at::<{ crate::cpu::X86_64_V3 }>($x) },
-            // SAFETY: every CPU runs the portable tier.
-            _ => unsafe { $at::<{ crate::cpu::PORTABLE }>($x) },
+            crate::cpu::AVX512 => {
+                // SAFETY: `cpu::tier()` said this CPU runs the tier.
+                let tier = unsafe { Tier::<{ crate::cpu::AVX512 }>::assume() };
+                $at(tier, $x)
+            }
+            crate::cpu::X86_64_V3 => {
+                // SAFETY: as above.
+                let tier = unsafe { Tier::<{ crate::cpu::X86_64_V3 }>::assume() };
+                $at(tier, $x)
+            }
+            _ => $at(Tier::portable(), $x),
         }
     };
 }
@@ -94,16 +101,14 @@ pub fn planes32(elems: &[u32; 32]) -> [u32; 32] {
     at_detected_tier!(planes32_at, elems)
 }
 
-/// [`planes32`] with tier `T`'s instructions: GFNI, AVX2, or SSE2 (x86_64's baseline).
-///
-/// # Safety
-/// The CPU must run tier `T` (`T <= cpu::tier()`).
+/// [`planes32`] with tier `T`'s instructions: GFNI, AVX2, or SSE2 (x86_64's baseline). The
+/// token proves this process runs the tier.
 #[inline(always)]
-pub unsafe fn planes32_at<const T: u8>(elems: &[u32; 32]) -> [u32; 32] {
+pub fn planes32_at<const T: u8>(_tier: Tier<T>, elems: &[u32; 32]) -> [u32; 32] {
     #[cfg(target_arch = "x86_64")]
     {
         if T >= crate::cpu::AVX512 {
-            // SAFETY: the caller guarantees the tier's features.
+            // SAFETY: `_tier` proves the CPU runs the tier, which has these features.
             return unsafe { gfni::transpose::<32, 32, 32, 32>(elems) };
         }
         if T >= crate::cpu::X86_64_V3 {
@@ -132,13 +137,9 @@ pub fn elems32(planes: &[u32; 32]) -> [u32; 32] {
 }
 
 /// Inverse of [`planes32_at`] (a 32x32 transpose is its own inverse).
-///
-/// # Safety
-/// The CPU must run tier `T`.
 #[inline(always)]
-pub unsafe fn elems32_at<const T: u8>(planes: &[u32; 32]) -> [u32; 32] {
-    // SAFETY: the caller's guarantee, passed on.
-    unsafe { planes32_at::<T>(planes) }
+pub fn elems32_at<const T: u8>(tier: Tier<T>, planes: &[u32; 32]) -> [u32; 32] {
+    planes32_at(tier, planes)
 }
 
 /// 64 elements of 16 bits to 16 planes of 64 bits, at the tier this process runs.
@@ -148,15 +149,12 @@ pub fn planes16(elems: &[u16; 64]) -> [u64; 16] {
 }
 
 /// [`planes16`] with tier `T`'s instructions.
-///
-/// # Safety
-/// The CPU must run tier `T`.
 #[inline(always)]
-pub unsafe fn planes16_at<const T: u8>(elems: &[u16; 64]) -> [u64; 16] {
+pub fn planes16_at<const T: u8>(_tier: Tier<T>, elems: &[u16; 64]) -> [u64; 16] {
     #[cfg(target_arch = "x86_64")]
     {
         if T >= crate::cpu::AVX512 {
-            // SAFETY: the caller guarantees the tier's features.
+            // SAFETY: `_tier` proves the CPU runs the tier, which has these features.
             return unsafe { gfni::transpose::<64, 16, 64, 16>(elems) };
         }
         if T >= crate::cpu::X86_64_V3 {
@@ -191,15 +189,12 @@ pub fn elems16(planes: &[u64; 16]) -> [u16; 64] {
 }
 
 /// [`elems16`] with tier `T`'s instructions (AVX2 has no faster way than SSE2's).
-///
-/// # Safety
-/// The CPU must run tier `T`.
 #[inline(always)]
-pub unsafe fn elems16_at<const T: u8>(planes: &[u64; 16]) -> [u16; 64] {
+pub fn elems16_at<const T: u8>(_tier: Tier<T>, planes: &[u64; 16]) -> [u16; 64] {
     #[cfg(target_arch = "x86_64")]
     {
         if T >= crate::cpu::AVX512 {
-            // SAFETY: the caller guarantees the tier's features.
+            // SAFETY: `_tier` proves the CPU runs the tier, which has these features.
             return unsafe { gfni::transpose::<16, 64, 16, 64>(planes) };
         }
         sse2::elems16(planes)
@@ -231,14 +226,11 @@ pub fn planes8(elems: &[u8; 128]) -> [u128; 8] {
 }
 
 /// [`planes8`] with tier `T`'s instructions (GFNI, else the portable loop).
-///
-/// # Safety
-/// The CPU must run tier `T`.
 #[inline(always)]
-pub unsafe fn planes8_at<const T: u8>(elems: &[u8; 128]) -> [u128; 8] {
+pub fn planes8_at<const T: u8>(_tier: Tier<T>, elems: &[u8; 128]) -> [u128; 8] {
     #[cfg(target_arch = "x86_64")]
     if T >= crate::cpu::AVX512 {
-        // SAFETY: the caller guarantees the tier's features.
+        // SAFETY: `_tier` proves the CPU runs the tier, which has these features.
         return unsafe { gfni::transpose::<128, 8, 128, 8>(elems) };
     }
     portable_planes8(elems)
@@ -264,14 +256,11 @@ pub fn elems8(planes: &[u128; 8]) -> [u8; 128] {
 }
 
 /// [`elems8`] with tier `T`'s instructions.
-///
-/// # Safety
-/// The CPU must run tier `T`.
 #[inline(always)]
-pub unsafe fn elems8_at<const T: u8>(planes: &[u128; 8]) -> [u8; 128] {
+pub fn elems8_at<const T: u8>(_tier: Tier<T>, planes: &[u128; 8]) -> [u8; 128] {
     #[cfg(target_arch = "x86_64")]
     if T >= crate::cpu::AVX512 {
-        // SAFETY: the caller guarantees the tier's features.
+        // SAFETY: `_tier` proves the CPU runs the tier, which has these features.
         return unsafe { gfni::transpose::<8, 128, 8, 128>(planes) };
     }
     portable_elems8(planes)
@@ -738,6 +727,36 @@ mod tests {
             prop_assert_eq!(elems8(&p), e);
             prop_assert_eq!(portable_planes8(&e), p);
             prop_assert_eq!(portable_elems8(&p), e);
+        }
+    }
+
+    /// Every tier whose token this process gets transposes like the reference.
+    #[test]
+    fn every_tier_with_a_token() {
+        fn check<const T: u8>(tier: Tier<T>) {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let e32: [u32; 32] = core::array::from_fn(|_| next() as u32);
+            let e16: [u16; 64] = core::array::from_fn(|_| next() as u16);
+            let e8: [u8; 128] = core::array::from_fn(|_| next() as u8);
+            assert_eq!(planes32_at(tier, &e32), portable_planes32(&e32));
+            assert_eq!(elems32_at(tier, &planes32_at(tier, &e32)), e32);
+            assert_eq!(planes16_at(tier, &e16), portable_planes16(&e16));
+            assert_eq!(elems16_at(tier, &planes16_at(tier, &e16)), e16);
+            assert_eq!(planes8_at(tier, &e8), portable_planes8(&e8));
+            assert_eq!(elems8_at(tier, &planes8_at(tier, &e8)), e8);
+        }
+        check(Tier::portable());
+        if let Some(t) = Tier::<{ crate::cpu::X86_64_V3 }>::detect() {
+            check(t);
+        }
+        if let Some(t) = Tier::<{ crate::cpu::AVX512 }>::detect() {
+            check(t);
         }
     }
 }

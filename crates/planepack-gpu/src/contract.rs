@@ -14,7 +14,7 @@
 use planepack_bitplane::Mode;
 
 /// The error bits a kernel ORs into `status[0]`, with what [`crate::GpuError::Corrupt`] calls them.
-pub const ERRORS: [(&str, u32, &str); 8] = [
+pub const ERRORS: [(&str, u32, &str); 9] = [
     ("ERR_BOUNDS", 1, "a read past the stream"),
     ("ERR_OVERRUN", 2, "a read past a chunk"),
     ("ERR_TAG", 4, "a bad block tag or length"),
@@ -23,11 +23,26 @@ pub const ERRORS: [(&str, u32, &str); 8] = [
     ("ERR_VALUE", 32, "a bad value or nonzero padding"),
     ("ERR_ROW", 64, "a row index out of range"),
     ("ERR_LAYOUT", ERR_LAYOUT, "subgroups it cannot number"),
+    ("ERR_LOOP", ERR_LOOP, "a loop the driver cut short"),
 ];
 
 /// The error bit a subgroup kernel sets when it cannot number its subgroups: the host reruns
 /// the decode on the workgroup-memory path.
 pub const ERR_LAYOUT: u32 = 256;
+
+/// The error bit a kernel sets when its canary loop ran fewer times than asked: the driver
+/// stopped the invocation's loops (llvmpipe's loop limiter, [`LOOP_ITERATIONS_MAX`]), so its
+/// output is incomplete. The host reports it as unsupported, not as a corrupt stream.
+pub const ERR_LOOP: u32 = 512;
+
+/// The most loop iterations one invocation may make, all loops together. llvmpipe (CI's
+/// Vulkan and GL driver) counts every iteration of every loop of an invocation (its shader is
+/// one inlined function) and, once 65535 are spent, ends each loop after its current pass: a
+/// kernel that loops longer returns incomplete output without any fault. Portable kernels stay
+/// under it, and the host checks the launches whose loops grow with the input (the IBP
+/// decoder's rows, [`crate::Gpu::prepare_ibp`]; the rANS decoder's lanes are bounded by
+/// `MAX_MODELLED_LANE` in `rans.rs`).
+pub const LOOP_ITERATIONS_MAX: u32 = 65535;
 
 /// Bits of the tag in a bit-plane block-table entry (the payload length takes the rest).
 pub const TAG_BITS: u32 = planepack_bitplane::TAG_BITS;

@@ -196,6 +196,7 @@ impl Gpu {
                 ScanPath::Workgroup
             },
             ibp_lanes: self.ibp_lanes,
+            loop_budget: crate::contract::LOOP_ITERATIONS_MAX,
         }
     }
 

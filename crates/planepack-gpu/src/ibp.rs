@@ -228,9 +228,15 @@ impl Gpu {
         let n_out = u32_of(ids.len(), "row count")?;
         let tail_len = at.tail_len;
         // Invocations per row: up to the configured lanes, fewer for short rows (each takes
-        // whole 32-chunk groups); the kernel's workgroup (64 invocations) takes 64 / lanes rows.
-        let chunk_groups = (columns.div_ceil(32)).max(1) as u32;
-        let lanes = chunk_groups.next_power_of_two().min(lanes_max);
+        // whole 32-chunk groups), more for rows too long for one invocation's loop budget;
+        // the kernel's workgroup (64 invocations) takes 64 / lanes rows.
+        let lanes = row_lanes(
+            columns,
+            width,
+            deposit_loops(g.masks),
+            lanes_max,
+            cfg.loop_budget,
+        )?;
         let rows_per_group = 64 / lanes;
         let kernel = Kernel::Ibp { width, lanes };
         let pipeline = self.pipeline(kernel, cfg.path)?;
@@ -327,6 +333,87 @@ impl Gpu {
     ) -> Result<Vec<u8>> {
         self.decode_with(|c| self.prepare_rows(group, mask, rows, c))
     }
+}
+
+/// The invocations per row of a launch: `configured` (fewer when a row has fewer 32-chunk
+/// groups), raised to the first power of two at which one invocation stays within `budget`
+/// loop iterations ([`crate::contract::LOOP_ITERATIONS_MAX`]: at one lane, lavapipe's default,
+/// a row of a million F32 columns came back wrong). A row too long even for 64 lanes is
+/// refused, and the CLI decodes it on the CPU.
+fn row_lanes(
+    columns: usize,
+    width: u32,
+    deposit: u64,
+    configured: u32,
+    budget: u32,
+) -> Result<u32> {
+    let groups = columns.div_ceil(32).max(1) as u64;
+    let mut lanes = groups.next_power_of_two().min(configured as u64) as u32;
+    while loop_iterations(columns as u64, width, lanes, deposit) > budget as u64 {
+        if lanes >= 64 {
+            return Err(GpuError::Unsupported(format!(
+                "IBP rows of {columns} columns of {width} bits: one invocation would loop more \
+                 than {budget} times (llvmpipe's limit)"
+            )));
+        }
+        lanes *= 2;
+    }
+    Ok(lanes)
+}
+
+/// An upper bound on the loop iterations, all loops together, of one invocation of
+/// `shaders/ibp.wgsl` decoding rows of `columns` chunks of `width` bits at `lanes` invocations
+/// per row, each chunk's deposit looping at most `deposit` times ([`deposit_loops`]). It
+/// follows the kernel's loops one by one and counts loops of a constant trip count as if the
+/// compiler had not unrolled them. Keep it in step with the kernel.
+fn loop_iterations(columns: u64, width: u32, lanes: u32, deposit: u64) -> u64 {
+    const WG: u64 = 64;
+    const TILE: u64 = 4096;
+    let groups = columns.div_ceil(32);
+    let per_lane = groups.div_ceil(lanes as u64);
+    let tiles = columns.div_ceil(TILE);
+    // Pass 1: per tile, the popcount table (WG words at a time, 4 columns a word) ...
+    let table = tiles * (1 + (TILE / 4).div_ceil(WG) * (1 + 4));
+    // ... and this invocation's groups, 8 table words each.
+    let widths = per_lane * (1 + 8) + tiles;
+    // The prefix sum (the subgroup path loops over subgroups, the workgroup path over
+    // log2(WG) steps).
+    let scan = WG;
+    // Pass 2: the groups' 32 chunks, each with its deposit loop.
+    let decode = per_lane * (1 + 32 * (1 + deposit));
+    // A raw row's copy, a word per lane at a time (an invocation does this or pass 2; both
+    // are counted).
+    let copy = (columns * u64::from(width) / 32).div_ceil(lanes as u64);
+    // The padding check (at most two bitmap words) and the canary (at most 65 laps).
+    let checks = 2 + 65;
+    table + widths + scan + decode + copy + checks
+}
+
+/// The most times the kernel's deposit loops for one chunk, over every column of `masks`:
+/// `deposit` iterates once per run of free bits (`~mask`) in a 32-bit word, for both words of
+/// a 64-bit chunk; a narrower chunk's free bits in at most two runs take the closed form.
+fn deposit_loops(masks: &[Mask]) -> u64 {
+    let runs = |x: u32| u64::from((x & !(x << 1)).count_ones()).min(16);
+    let mut most = 0;
+    for m in masks {
+        let width_mask = if m.width >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << m.width) - 1
+        };
+        let free = |j: usize| !m.mask[j] & width_mask;
+        let n = match m.width {
+            64 => (0..m.mask.len())
+                .map(|j| runs(free(j) as u32) + runs((free(j) >> 32) as u32))
+                .max(),
+            _ => (0..m.mask.len())
+                .map(|j| runs(free(j) as u32))
+                .filter(|&r| r > 2)
+                .max(),
+        };
+        most = most.max(n.unwrap_or(0));
+    }
+    most
 }
 
 fn misaligned(align: usize) -> GpuError {
@@ -472,4 +559,66 @@ struct Gather {
     /// The stored row behind each uploaded row.
     rows: Vec<usize>,
     at: Offsets,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::LOOP_ITERATIONS_MAX as BUDGET;
+
+    #[test]
+    fn short_rows_keep_the_configured_lanes_or_fewer() {
+        assert_eq!(row_lanes(4500, 32, 0, 1, BUDGET).unwrap(), 1);
+        assert_eq!(row_lanes(4500, 32, 0, 16, BUDGET).unwrap(), 16);
+        // 2 groups of 32 chunks: 2 lanes at most.
+        assert_eq!(row_lanes(40, 32, 0, 16, BUDGET).unwrap(), 2);
+        assert_eq!(row_lanes(0, 16, 0, 64, BUDGET).unwrap(), 1);
+    }
+
+    #[test]
+    fn long_rows_take_lanes_until_an_invocation_fits_the_budget() {
+        let lanes = row_lanes(300_000, 32, 0, 1, BUDGET).unwrap();
+        assert!(lanes > 1);
+        assert!(loop_iterations(300_000, 32, lanes, 0) <= BUDGET as u64);
+        assert!(loop_iterations(300_000, 32, lanes / 2, 0) > BUDGET as u64);
+        // Deposit loops make a row's chunks dearer.
+        assert!(
+            row_lanes(150_000, 64, 6, 1, BUDGET).unwrap()
+                > row_lanes(150_000, 64, 0, 1, BUDGET).unwrap()
+        );
+    }
+
+    #[test]
+    fn rows_too_long_for_a_whole_workgroup_are_refused() {
+        for (columns, width) in [(8 << 20, 32), (1 << 32, 16)] {
+            match row_lanes(columns, width, 0, 1, BUDGET) {
+                Err(GpuError::Unsupported(m)) => assert!(m.contains("columns"), "{m}"),
+                other => panic!("{columns} columns: {other:?}"),
+            }
+        }
+        assert_eq!(row_lanes(8 << 20, 32, 0, 1, u32::MAX).unwrap(), 1);
+    }
+
+    #[test]
+    fn deposit_loops_count_runs_of_free_bits() {
+        let mask = |width, m: Vec<u64>| Mask {
+            width,
+            bitval: vec![0; m.len()],
+            mask: m,
+        };
+        // 32-bit chunks: free bits in one or two runs take the closed form.
+        assert_eq!(
+            deposit_loops(&[mask(32, vec![0xffff_0000, 0x7f80_0000])]),
+            0
+        );
+        // Three runs: 0..8, 16..24 and 31 are free.
+        assert_eq!(deposit_loops(&[mask(32, vec![0x7f00_ff00])]), 3);
+        // 64-bit chunks always loop: one run in each half of an empty mask.
+        assert_eq!(deposit_loops(&[mask(64, vec![0])]), 2);
+        // 16-bit chunks: 0x70f0 leaves 0..4, 8..12 and 15 free.
+        assert_eq!(
+            deposit_loops(&[mask(16, vec![0x00f0]), mask(16, vec![0x70f0])]),
+            3
+        );
+    }
 }

@@ -10,7 +10,7 @@
 //! subgroup-fallback handling every launch shares, and `condense`, which both encoders use to
 //! lay their variable-length rows or chunks back to back.
 
-use crate::contract::{describe_flags, CopyParams, IbpCondenseParams, ERR_LAYOUT};
+use crate::contract::{describe_flags, CopyParams, IbpCondenseParams, ERR_LAYOUT, ERR_LOOP};
 use crate::shaders::{Kernel, ScanPath};
 use crate::{u32_of, Gpu, GpuError, KernelConfig, Result};
 
@@ -232,6 +232,13 @@ impl Gpu {
         let at = u32::from_le_bytes(status[4..8].try_into().unwrap());
         if flags == 0 {
             return Ok(());
+        }
+        if flags & ERR_LOOP != 0 {
+            // The output is incomplete whatever else the kernel saw: not the stream's fault.
+            return Err(GpuError::Unsupported(format!(
+                "the driver cut the {:?} kernel's loops short (its iteration limit)",
+                p.kernel
+            )));
         }
         Err(GpuError::Corrupt {
             flags,

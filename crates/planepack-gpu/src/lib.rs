@@ -44,7 +44,7 @@ mod timing;
 pub mod twins;
 
 pub use bitplane_encode::BitplaneEncode;
-pub use contract::ERR_LAYOUT;
+pub use contract::{ERR_LAYOUT, ERR_LOOP};
 pub use device::{Gpu, GpuOptions};
 pub use ibp_encode::{DeviceRows, EncodedRows, IbpPack};
 pub use launch::{DeviceTensor, Prepared};
@@ -68,8 +68,13 @@ pub const IBP_LANES_GPU: u32 = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelConfig {
     pub path: ScanPath,
-    /// A power of two, 1 to 64 (checked when a launch is prepared).
+    /// A power of two, 1 to 64 (checked when a launch is prepared). Long rows take more, up
+    /// to 64, so that no invocation loops more than `loop_budget` times.
     pub ibp_lanes: u32,
+    /// The most loop iterations the host lets one invocation of a kernel make (all loops
+    /// together): [`contract::LOOP_ITERATIONS_MAX`] by default. A launch that would need more
+    /// is refused as unsupported; a larger budget only serves to test the kernels' canary.
+    pub loop_budget: u32,
 }
 
 impl KernelConfig {
@@ -79,6 +84,13 @@ impl KernelConfig {
 
     pub fn with_ibp_lanes(self, ibp_lanes: u32) -> KernelConfig {
         KernelConfig { ibp_lanes, ..self }
+    }
+
+    pub fn with_loop_budget(self, loop_budget: u32) -> KernelConfig {
+        KernelConfig {
+            loop_budget,
+            ..self
+        }
     }
 }
 

@@ -926,3 +926,76 @@ fn hostile_header_fields_are_refused_on_the_gpu() {
         );
     });
 }
+
+/// Rows too long for one invocation's loops. llvmpipe stops an invocation's loops once 65535
+/// iterations are spent in all; at one lane per row (lavapipe's default) a row of 100 000
+/// columns needs several times that. The host gives such rows more lanes and they decode
+/// bit-identically, in 64-bit chunks (deposit loops) and 32-bit ones, packed rows and a raw
+/// one. With the host's budget lifted, llvmpipe cuts the loops short and the kernel's
+/// canary makes the launch fail as unsupported: never rows returned incomplete.
+#[test]
+fn ibp_rows_longer_than_one_invocations_loops() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(21);
+    // IBP codes rows only from 16 of them (MIN_ROWS).
+    let rows = 16;
+    let limited = g.adapter_name().contains("llvmpipe");
+    let mut canary_fired = 0;
+    for (elem, cols) in [
+        (ElemType::F32, 100_000),
+        (ElemType::F32, 100_001),
+        (ElemType::BF16, 200_002),
+    ] {
+        // Values in [1, 2): sign and exponent the same in every column, so IBP packs the
+        // rows (the last one is random bits, stored raw: the raw row's copy loop).
+        let mut data = Vec::with_capacity(rows * cols * elem.size());
+        for r in 0..rows {
+            for _ in 0..cols {
+                let x = rng.next_u64();
+                match (elem, r + 1 == rows) {
+                    (_, true) if elem == ElemType::F32 => {
+                        data.extend_from_slice(&(x as u32).to_le_bytes())
+                    }
+                    (_, true) => data.extend_from_slice(&(x as u16).to_le_bytes()),
+                    (ElemType::F32, false) => data
+                        .extend_from_slice(&(0x3f80_0000 | (x as u32 & 0x7f_ffff)).to_le_bytes()),
+                    _ => data.extend_from_slice(&(0x3f80 | (x as u16 & 0x7f)).to_le_bytes()),
+                }
+            }
+        }
+        let shape = vec![rows, cols];
+        let mut enc = Vec::new();
+        Ibp::default()
+            .encode_shaped(&data, elem, &shape, &mut enc)
+            .unwrap();
+        let what = format!("{elem} {shape:?}");
+        assert!(
+            enc.len() < data.len() * 9 / 10,
+            "{what}: rows not packed ({} of {})",
+            enc.len(),
+            data.len()
+        );
+        on_each_path(g, |d| {
+            let got = d
+                .decode_ibp(&enc)
+                .unwrap_or_else(|e| panic!("{what} {:?}: {e}", d.cfg.path));
+            assert!(got == data, "{what} {:?}", d.cfg.path);
+        });
+        let unlimited = Dec {
+            g,
+            cfg: g.config().with_ibp_lanes(1).with_loop_budget(u32::MAX),
+        };
+        match unlimited.decode_ibp(&enc) {
+            Ok(got) => {
+                assert!(got == data, "{what}: rows cut short came back as data");
+                assert!(!limited, "{what}: llvmpipe did not cut the loops");
+            }
+            Err(GpuError::Unsupported(m)) => {
+                assert!(m.contains("cut"), "{what}: {m}");
+                canary_fired += 1;
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+    assert!(!limited || canary_fired == 3);
+}

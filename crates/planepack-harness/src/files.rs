@@ -87,11 +87,7 @@ pub fn bench_files(
             "no tensors of a dtype the codecs take (F32, F16, BF16, 8-bit)".into(),
         ));
     }
-    let codecs: Vec<_> = registry::named(codecs)
-        .map_err(|e| FilesError::Usage(format!("{e:#}")))?
-        .into_iter()
-        .map(|c| c.codec())
-        .collect();
+    let codecs = registry::named(codecs).map_err(|e| FilesError::Usage(format!("{e:#}")))?;
     let settings = if quick {
         Settings::quick()
     } else {
@@ -113,10 +109,9 @@ pub fn bench_files(
                     total,
                     &format!("{} {} {}", g.dataset, g.dtype, c.name()),
                 );
-                let rec =
-                    measure::measure_group(c.as_ref(), &g, settings, &device).map_err(|e| {
-                        FilesError::Internal(format!("{} {}: {e:#}", g.dataset, c.name()))
-                    })?;
+                let rec = measure::measure_spec(*c, &g, settings, &device).map_err(|e| {
+                    FilesError::Internal(format!("{} {}: {e:#}", g.dataset, c.name()))
+                })?;
                 // The next batch of a dtype already measured adds to its record.
                 match records[first..]
                     .iter_mut()

@@ -2,6 +2,7 @@
 
 use crate::Record;
 use anyhow::{bail, Result};
+use planepack_container::CodecSpec;
 use planepack_core::{Codec, ElemType};
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -107,7 +108,17 @@ fn rates(bytes: u64, secs: &[f64]) -> (f64, [f64; 2]) {
     (median(&r), [lo, hi])
 }
 
-/// Measure one codec on one group. Fails if any tensor does not round-trip bit-exactly.
+/// [`measure_group`] for a codec of planepack's catalogue: the record carries its spec and
+/// says whether planepack has a GPU decoder for it.
+pub fn measure_spec(spec: CodecSpec, g: &Group, s: Settings, device: &str) -> Result<Record> {
+    let mut r = measure_group(spec.codec().as_ref(), g, s, device)?;
+    r.spec = Some(spec);
+    r.gpu_decoder = spec.gpu_decoder();
+    Ok(r)
+}
+
+/// Measure one codec on one group. Fails if any tensor does not round-trip bit-exactly. The
+/// record has no spec: [`measure_spec`] is for codecs of the catalogue.
 pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) -> Result<Record> {
     let name = codec.name();
     let encoded: Vec<Vec<u8>> = g
@@ -201,6 +212,7 @@ pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) ->
         decode_allcore_gbps,
         memcpy_gbps,
         device: device.to_owned(),
+        spec: None,
         gpu_decode_gbps: None,
         gpu_device: None,
         gpu_transfer_gbps: None,
@@ -209,8 +221,7 @@ pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) ->
         simd_tier: simd_tier(codec),
         cpu: crate::cpu_model(),
         threads: rayon::current_num_threads(),
-        gpu_decoder: planepack_container::CodecSpec::parse(&codec.name())
-            .is_some_and(|c| c.gpu_decoder()),
+        gpu_decoder: false,
         notes: BTreeMap::new(),
     })
 }

@@ -23,7 +23,13 @@ pub struct Record {
     /// None in records from before classes.
     #[serde(default)]
     pub size_class: Option<crate::SizeClass>,
+    /// The codec's name as tables print it (for a peer, the peer's setting).
     pub codec: String,
+    /// The codec as the container knows it, for planepack's catalogue (what `--codec` takes);
+    /// None for a peer measured through its own package. Code that needs to know which codec
+    /// a record is asks this, never the name.
+    #[serde(default)]
+    pub spec: Option<planepack_container::CodecSpec>,
     pub tensors: usize,
     pub raw_bytes: u64,
     /// Everything the decoder needs: headers, tables, masks, padding.
@@ -90,6 +96,7 @@ impl Record {
             && self.dtype == next.dtype
             && self.size_class == next.size_class
             && self.codec == next.codec
+            && self.spec == next.spec
             && self.device == next.device
             && self.threads == next.threads;
         if !same {

@@ -74,9 +74,7 @@ fn records_tables_and_plots_from_tiny_inputs() {
         let g = tiny_group(cat);
         let names = ["bitplane", "ibp", "raw", "lz4", "blosc2-shuffle-zstd-5"].map(String::from);
         for c in planepack_harness::registry::named(&names).unwrap() {
-            let mut r =
-                measure::measure_group(c.codec().as_ref(), &g, Settings::quick(), "cpu: test")
-                    .unwrap();
+            let mut r = measure::measure_spec(c, &g, Settings::quick(), "cpu: test").unwrap();
             measure::annotate(&mut r, &g).unwrap();
             assert_eq!(r.raw_bytes, 8192 + 200);
             assert!(r.ratio > 0.0 && r.decode_gbps > 0.0 && r.memcpy_gbps > 0.0);

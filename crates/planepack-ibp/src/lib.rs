@@ -16,6 +16,33 @@
 //! condensed groups), `cluster` (k-means masks), `bits`, and `wide` (packed rows four at a
 //! time with AVX2). [`internals`] re-exports what the GPU crate, the fuzz targets and the
 //! tests reach in there; it is not a stable API.
+//!
+//! ```
+//! use planepack_core::{Codec, ElemType};
+//! use planepack_ibp::{compress, preprocess, Columns, Ibp, Layout, Rows, Sample, Threshold};
+//!
+//! // 64 rows of 96 FP32 values in [1, 2): sign and exponent the same in every row.
+//! let values: Vec<f32> = (0..64 * 96).map(|i| 1.0 + (i % 97) as f32 / 97.0).collect();
+//! let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+//!
+//! // A self-contained stream, as the container stores it.
+//! let mut stream = Vec::new();
+//! Ibp::default().encode_shaped(&bytes, ElemType::F32, &[64, 96], &mut stream)?;
+//! assert!(stream.len() < bytes.len());
+//! let mut back = vec![0u8; bytes.len()];
+//! Ibp::default().decode(&stream, &mut back)?;
+//! assert_eq!(back, bytes);
+//!
+//! // A group of rows with its mask, and a gather of three of them.
+//! let rows = Rows::new(&bytes, 96 * 4, 32)?;
+//! let pre = preprocess(&rows, Threshold::Sweep, Sample::All);
+//! let cols = Columns::new(&pre.mask);
+//! let group = compress(&rows, &cols, Layout::Condensed);
+//! let mut three = vec![0u8; 3 * 96 * 4];
+//! group.gather(&cols, &[5, 0, 63], &mut three)?;
+//! assert_eq!(&three[..96 * 4], &bytes[5 * 96 * 4..6 * 96 * 4]);
+//! # Ok::<(), planepack_core::Error>(())
+//! ```
 
 mod bits;
 mod cluster;

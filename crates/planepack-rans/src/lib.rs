@@ -27,6 +27,27 @@
 //! a damaged stream is an error, never a panic, an out-of-bounds access or a hang.
 //! [`internals`] re-exports the format constants the GPU kernels share (generated into WGSL
 //! by `planepack-gpu`); it is not a stable API.
+//!
+//! ```
+//! use planepack_core::{Codec, ElemType};
+//! use planepack_rans::Rans;
+//!
+//! // A BF16 tensor of 4 rows of 1024: a few distinct exponents, half of it zeros.
+//! let bytes: Vec<u8> = (0..4 * 1024u32)
+//!     .flat_map(|i| {
+//!         let v: u16 = if i % 2 == 0 { 0 } else { 0x3f80 | (i % 128) as u16 };
+//!         v.to_le_bytes()
+//!     })
+//!     .collect();
+//! let rans = Rans::default();
+//! let mut stream = Vec::new();
+//! rans.encode_shaped(&bytes, ElemType::BF16, &[4, 1024], &mut stream)?;
+//! assert!(stream.len() < bytes.len() / 2);
+//! let mut back = vec![0u8; rans.decoded_len(&stream)?];
+//! rans.decode_parallel(&stream, &mut back)?; // chunks over every core
+//! assert_eq!(back, bytes);
+//! # Ok::<(), planepack_core::Error>(())
+//! ```
 
 mod lanes;
 mod model;

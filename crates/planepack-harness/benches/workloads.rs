@@ -1,0 +1,97 @@
+//! Single-core encode and decode speed of the GPU-decodable codecs (rANS, bit-plane, IBP) on
+//! production-size tensors, beside memcpy of the same bytes in the same run: the first batch
+//! (up to 64 MiB, as `cargo xtask bench --workloads` cuts them) of tensors of 16 MiB or more of
+//! three workload files: a transformer's BF16 activations, a BF16 KV cache of 8192 tokens and
+//! a CNN's BF16 activations. The files come from `cargo xtask workloads` (`target/workloads/`,
+//! or the folder `PLANEPACK_WORKLOADS` names); without them this bench stops and says so.
+//! Run with `cargo xtask criterion --workloads`.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use planepack_container::CodecSpec;
+use planepack_harness::input::{Batches, BATCH_BYTES};
+use planepack_harness::{Group, SizeClass};
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// (criterion group, workload file stem)
+const FILES: [(&str, &str); 3] = [
+    ("wl-transformer-bf16", "transformer-minilm-16x512-bf16"),
+    ("wl-kv-bf16", "kv-smollm2-8192-bf16"),
+    ("wl-cnn-bf16", "cnn-efficientnet-lite0-b40-bf16"),
+];
+
+fn workloads_dir() -> PathBuf {
+    std::env::var_os("PLANEPACK_WORKLOADS").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/workloads"),
+        PathBuf::from,
+    )
+}
+
+/// The file's first batch of tensors of 16 MiB or more.
+fn large_batch(stem: &str) -> Group {
+    let path = workloads_dir().join(format!("{stem}.safetensors"));
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo xtask workloads` first",
+        path.display()
+    );
+    let mut b = Batches::open(stem, "workload", &path, BATCH_BYTES)
+        .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+    let i = (0..b.len())
+        .find(|&i| b.kind(i).is_some_and(|k| k.1 == SizeClass::Large))
+        .unwrap_or_else(|| panic!("{stem}: no tensor of 16 MiB or more"));
+    b.load(i).unwrap_or_else(|e| panic!("{stem}: {e:#}"))
+}
+
+fn bench(c: &mut Criterion) {
+    for (label, stem) in FILES {
+        let g = large_batch(stem);
+        let bytes: usize = g.tensors.iter().map(|t| t.1.len()).sum();
+        let mut group = c.benchmark_group(label);
+        group
+            .throughput(Throughput::Bytes(bytes as u64))
+            .sample_size(10)
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(5));
+        let mut dst: Vec<Vec<u8>> = g.tensors.iter().map(|t| vec![0u8; t.1.len()]).collect();
+        group.bench_function("memcpy", |b| {
+            b.iter(|| {
+                for ((_, src), d) in g.tensors.iter().zip(&mut dst) {
+                    d.copy_from_slice(black_box(src));
+                }
+            })
+        });
+        for name in ["rans", "bitplane", "ibp"] {
+            let codec = CodecSpec::parse(name).expect("a catalogue name").codec();
+            let encode_all = |out: &mut Vec<Vec<u8>>| {
+                for ((shape, data), o) in g.tensors.iter().zip(out.iter_mut()) {
+                    o.clear();
+                    codec.encode_shaped(data, g.elem, shape, o).unwrap();
+                }
+            };
+            let mut enc: Vec<Vec<u8>> = vec![Vec::new(); g.tensors.len()];
+            encode_all(&mut enc);
+            for ((_, data), (e, d)) in g.tensors.iter().zip(enc.iter().zip(&mut dst)) {
+                codec.decode(e, d).unwrap();
+                assert!(d == data, "{name} does not round-trip on {stem}");
+            }
+            let ratio = bytes as f64 / enc.iter().map(Vec::len).sum::<usize>() as f64;
+            eprintln!("{label}: {name} ratio {ratio:.3} on {bytes} bytes");
+            group.bench_function(BenchmarkId::new("encode", name), |b| {
+                b.iter(|| encode_all(&mut enc))
+            });
+            group.bench_function(BenchmarkId::new("decode", name), |b| {
+                b.iter(|| {
+                    for (e, d) in enc.iter().zip(&mut dst) {
+                        codec.decode(black_box(e), d).unwrap();
+                    }
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
