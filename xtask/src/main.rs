@@ -115,6 +115,10 @@ enum Command {
         /// Only this platform preset (A100-40GB, H100-SXM, H200-SXM).
         #[arg(long)]
         platform: Option<String>,
+        /// Only compare the planner's predicted ratios with the ratios `cargo xtask bench
+        /// --workloads` measured on this machine (bench-results/trace/ratios-workloads.md).
+        #[arg(long)]
+        against_workloads: bool,
     },
     /// Seed the cargo-fuzz targets of fuzz/ from the datasets and run each under
     /// AddressSanitizer (needs cargo-fuzz and nightly).
@@ -270,10 +274,17 @@ fn main() -> Result<()> {
             workloads,
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
         ),
-        Command::Trace { platform } => trace::run(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+        Command::Trace {
             platform,
-        ),
+            against_workloads,
+        } => {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            if against_workloads {
+                trace::against_workloads(&root)
+            } else {
+                trace::run(&root, platform)
+            }
+        }
         Command::CliMemory { mib, codecs } => climem::run(
             mib,
             &codecs,
