@@ -11,7 +11,7 @@
 use crate::contract::IbpParams;
 use crate::launch::{Pass, Prepared};
 use crate::shaders::Kernel;
-use crate::{checked_lanes, u32_of, Gpu, GpuError, KernelConfig, Result};
+use crate::{checked_lanes, u32_of, within_loop_budget, Gpu, GpuError, KernelConfig, Result};
 
 use planepack_ibp::Mask;
 use std::collections::HashMap;
@@ -349,16 +349,15 @@ fn row_lanes(
 ) -> Result<u32> {
     let groups = columns.div_ceil(32).max(1) as u64;
     let mut lanes = groups.next_power_of_two().min(configured as u64) as u32;
-    while loop_iterations(columns as u64, width, lanes, deposit) > budget as u64 {
-        if lanes >= 64 {
-            return Err(GpuError::Unsupported(format!(
-                "IBP rows of {columns} columns of {width} bits: one invocation would loop more \
-                 than {budget} times (llvmpipe's limit)"
-            )));
+    loop {
+        let iterations = loop_iterations(columns as u64, width, lanes, deposit);
+        if lanes >= 64 || iterations <= u64::from(budget) {
+            let rows = format!("IBP rows of {columns} columns of {width} bits");
+            within_loop_budget(iterations, budget, &rows)?;
+            return Ok(lanes);
         }
         lanes *= 2;
     }
-    Ok(lanes)
 }
 
 /// An upper bound on the loop iterations, all loops together, of one invocation of
@@ -390,30 +389,37 @@ fn loop_iterations(columns: u64, width: u32, lanes: u32, deposit: u64) -> u64 {
 }
 
 /// The most times the kernel's deposit loops for one chunk, over every column of `masks`:
-/// `deposit` iterates once per run of free bits (`~mask`) in a 32-bit word, for both words of
-/// a 64-bit chunk; a narrower chunk's free bits in at most two runs take the closed form.
+/// `deposit` iterates once per run of free bits (`~mask`) in a 32-bit word (at most 16), for
+/// both words of a 64-bit chunk; a narrower chunk's free bits in at most two runs take the
+/// closed form.
 fn deposit_loops(masks: &[Mask]) -> u64 {
-    let runs = |x: u32| u64::from((x & !(x << 1)).count_ones()).min(16);
-    let mut most = 0;
-    for m in masks {
-        let width_mask = if m.width >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << m.width) - 1
-        };
-        let free = |j: usize| !m.mask[j] & width_mask;
-        let n = match m.width {
-            64 => (0..m.mask.len())
-                .map(|j| runs(free(j) as u32) + runs((free(j) >> 32) as u32))
-                .max(),
-            _ => (0..m.mask.len())
-                .map(|j| runs(free(j) as u32))
-                .filter(|&r| r > 2)
-                .max(),
-        };
-        most = most.max(n.unwrap_or(0));
-    }
-    most
+    masks
+        .iter()
+        .flat_map(|m| {
+            free_bit_runs(m).map(move |(lo, hi)| match m.width {
+                64 => lo.min(16) + hi.min(16),
+                _ if lo > 2 => lo.min(16),
+                _ => 0,
+            })
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Per column of `m`, the runs of free bits (clear in the mask, within the chunk width) in the
+/// low and the high 32 bits of its chunk: what the kernels' deposit (decode) and `pext`
+/// (packing) loops iterate over.
+pub(crate) fn free_bit_runs(m: &Mask) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let runs = |x: u32| u64::from((x & !(x << 1)).count_ones());
+    let width_mask = if m.width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << m.width) - 1
+    };
+    m.mask.iter().map(move |&k| {
+        let free = !k & width_mask;
+        (runs(free as u32), runs((free >> 32) as u32))
+    })
 }
 
 fn misaligned(align: usize) -> GpuError {

@@ -18,14 +18,14 @@
 //! writer.
 //!
 //! One invocation scores or packs a whole row, so rows too long for one invocation's loop
-//! budget (`LOOP_ITERATIONS_MAX`: about 7 000 chunks for scoring) are refused as unsupported
+//! budget (`LOOP_ITERATIONS_MAX`: about 9 000 chunks for the six-mask score) are refused as unsupported
 //! and encoded on the CPU.
 
 use crate::contract::{IbpCountParams, IbpPackParams, IbpScoreParams, LOOP_ITERATIONS_MAX};
 use crate::device::prefix_starts;
 use crate::launch::{Pass, Prepared};
 use crate::shaders::{Kernel, ScanPath};
-use crate::{u32_of, Gpu, GpuError, Result};
+use crate::{u32_of, within_loop_budget, Gpu, GpuError, Result};
 
 use planepack_core::ElemType;
 use planepack_ibp::internals::BitCounts;
@@ -67,35 +67,11 @@ pub struct EncodedRows {
     pub upload_bytes: usize,
 }
 
-/// Refuse a launch one of whose invocations would loop more than [`LOOP_ITERATIONS_MAX`]
-/// times in all (llvmpipe cuts such loops short without a fault: see `contract.rs`). The
-/// encoder kernels give one invocation a whole row (packing, scoring) or a strip of rows
-/// (counting), so very long rows are refused and the CLI encodes them on the CPU.
-fn within_loop_budget(iterations: u64, kernel: &str) -> Result<()> {
-    if iterations > u64::from(LOOP_ITERATIONS_MAX) {
-        return Err(GpuError::Unsupported(format!(
-            "{kernel}: one invocation would loop {iterations} times (llvmpipe stops at \
-             {LOOP_ITERATIONS_MAX})"
-        )));
-    }
-    Ok(())
-}
-
 /// The most times `pext32` in `ibp_pack.wgsl` loops for one chunk of `mask`: once per run of
 /// free bits in each 32-bit half.
 fn pext_loops(mask: &Mask) -> u64 {
-    let runs = |x: u32| u64::from((x & !(x << 1)).count_ones());
-    let width_mask = if mask.width >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << mask.width) - 1
-    };
-    mask.mask
-        .iter()
-        .map(|&m| {
-            let free = !m & width_mask;
-            runs(free as u32) + runs((free >> 32) as u32)
-        })
+    crate::ibp::free_bit_runs(mask)
+        .map(|(lo, hi)| lo + hi)
         .max()
         .unwrap_or(0)
 }
@@ -180,7 +156,11 @@ impl Gpu {
         // Strips of rows: enough of them to fill the device, at most the grid's height.
         let strip = r.rows.div_ceil(self.max_groups as usize).max(64);
         // Per row of the strip, the row loop and two bit loops of up to 32; then W sums.
-        within_loop_budget(strip as u64 * 65 + u64::from(r.width), "IBP bit counts")?;
+        within_loop_budget(
+            strip as u64 * 65 + u64::from(r.width),
+            LOOP_ITERATIONS_MAX,
+            "IBP bit counts",
+        )?;
         let strips = u32_of(r.rows.div_ceil(strip), "rows")?;
         if cols_x > self.max_groups {
             return Err(GpuError::Unsupported(format!("{} columns", r.columns)));
@@ -223,7 +203,11 @@ impl Gpu {
         let refs: Vec<&Mask> = masks.iter().collect();
         // Per column, the column loop and the candidate loop; then a 6-step sum per candidate.
         let nc = masks.len() as u64;
-        within_loop_budget(r.columns as u64 * (1 + nc) + nc * 8, "IBP scores")?;
+        within_loop_budget(
+            r.columns as u64 * (1 + nc) + nc * 8,
+            LOOP_ITERATIONS_MAX,
+            "IBP scores",
+        )?;
         let m = self.masks_buffer(&refs, r)?;
         let groups = u32_of(r.rows.div_ceil(64), "rows")?;
         let (gx, gy) = self.grid(groups);
@@ -265,7 +249,11 @@ impl Gpu {
         }
         // Three walks over the row's columns (sizing; then the raw copy or the packing, whose
         // chunks each take `pext_loops`), counted as if an invocation did all three.
-        within_loop_budget(r.columns as u64 * (3 + pext_loops(mask)), "IBP packing")?;
+        within_loop_budget(
+            r.columns as u64 * (3 + pext_loops(mask)),
+            LOOP_ITERATIONS_MAX,
+            "IBP packing",
+        )?;
         let m = self.masks_buffer(&[mask], r)?;
         let rb = r.row_bytes();
         let b = (r.width / 8) as usize;

@@ -94,6 +94,20 @@ impl KernelConfig {
     }
 }
 
+/// Refuse a launch one of whose invocations would loop `iterations` times, all loops
+/// together, when that is over `budget` ([`contract::LOOP_ITERATIONS_MAX`] unless a test lifts
+/// it): llvmpipe cuts such loops short without a fault. `what` names the launch. The CLI then
+/// runs the CPU codec.
+fn within_loop_budget(iterations: u64, budget: u32, what: &str) -> Result<()> {
+    if iterations > u64::from(budget) {
+        return Err(GpuError::Unsupported(format!(
+            "{what}: one invocation would loop {iterations} times (more than {budget}, \
+             llvmpipe's limit)"
+        )));
+    }
+    Ok(())
+}
+
 /// Invocations per IBP row must be a power of two dividing the kernel's workgroup of 64.
 fn checked_lanes(lanes: u32) -> Result<u32> {
     if lanes.is_power_of_two() && lanes <= 64 {

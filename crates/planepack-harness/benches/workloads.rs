@@ -1,9 +1,10 @@
 //! Single-core encode and decode speed of the GPU-decodable codecs (rANS, bit-plane, IBP) on
 //! production-size tensors, beside memcpy of the same bytes in the same run: the first batch
 //! (up to 64 MiB, as `cargo xtask bench --workloads` cuts them) of the largest size class of
-//! three workload files (>= 16 MiB; 1-16 MiB for the KV cache, whose layers are 3 MiB): a transformer's BF16 activations, a BF16 KV cache of 8192 tokens and
-//! a CNN's BF16 activations. The files come from `cargo xtask workloads` (`target/workloads/`,
-//! or the folder `PLANEPACK_WORKLOADS` names); without them this bench stops and says so.
+//! three workload files (>= 16 MiB; 1-16 MiB for the KV cache, whose layers are 3 MiB): a
+//! transformer's BF16 activations, a BF16 KV cache of 8192 tokens and a CNN's BF16
+//! activations. The files come from `cargo xtask workloads` (`target/workloads/`); without
+//! them this bench stops and says so.
 //! Run with `cargo xtask criterion --workloads`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -21,11 +22,9 @@ const FILES: [(&str, &str); 3] = [
     ("wl-cnn-bf16", "cnn-efficientnet-lite0-b40-bf16"),
 ];
 
+/// Where `cargo xtask workloads` writes them (xtask's `workloads::dir`).
 fn workloads_dir() -> PathBuf {
-    std::env::var_os("PLANEPACK_WORKLOADS").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/workloads"),
-        PathBuf::from,
-    )
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/workloads")
 }
 
 /// The file's first batch of its largest size class (>= 16 MiB; the KV cache's layers are
