@@ -38,6 +38,18 @@ pub trait Codec: Send + Sync {
         self.encode(input, elem, out)
     }
 
+    /// [`Codec::encode_shaped`] using every core, where the format allows it; the same bytes
+    /// (default: [`Codec::encode_shaped`]).
+    fn encode_shaped_parallel(
+        &self,
+        input: &[u8],
+        elem: ElemType,
+        shape: &[usize],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.encode_shaped(input, elem, shape, out)
+    }
+
     /// Number of bytes `compressed` decodes to, read from its header.
     fn decoded_len(&self, compressed: &[u8]) -> Result<usize>;
 

@@ -31,9 +31,9 @@ impl Decided {
     }
 }
 
-/// x86-64-v3: AVX2, BMI1, BMI2, POPCNT, LZCNT (Haswell and later, Zen and later), unless
+/// x86-64-v3: AVX2, FMA, BMI1, BMI2, POPCNT, LZCNT (Haswell and later, Zen and later), unless
 /// `PLANEPACK_NO_SIMD` is set. Fast paths of this tier are compiled with
-/// `#[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]` or a subset.
+/// `#[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt")]` or a subset.
 #[inline(always)]
 pub fn x86_64_v3() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -42,6 +42,7 @@ pub fn x86_64_v3() -> bool {
         V3.get(|| {
             std::env::var_os("PLANEPACK_NO_SIMD").is_none()
                 && is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
                 && is_x86_feature_detected!("bmi1")
                 && is_x86_feature_detected!("bmi2")
                 && is_x86_feature_detected!("popcnt")

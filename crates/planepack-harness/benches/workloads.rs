@@ -1,5 +1,6 @@
 //! Single-core encode and decode speed of the GPU-decodable codecs (rANS, bit-plane, IBP) on
-//! production-size tensors, beside memcpy of the same bytes in the same run: the first batch
+//! production-size tensors, beside memcpy of the same bytes in the same run, and rANS's
+//! parallel encoder and decoder on 1 to all of the machine's threads: the first batch
 //! (up to 64 MiB, as `cargo xtask bench --workloads` cuts them) of the largest size class of
 //! three workload files (>= 16 MiB; 1-16 MiB for the KV cache, whose layers are 3 MiB): a
 //! transformer's BF16 activations, a BF16 KV cache of 8192 tokens and a CNN's BF16
@@ -89,6 +90,42 @@ fn bench(c: &mut Criterion) {
                     }
                 })
             });
+            if name != "rans" {
+                continue;
+            }
+            // Scaling: the parallel encoder and decoder (chunks over rayon) on pools of 1 to
+            // all of this machine's threads, each tensor in turn.
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            for threads in 1..=cores {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .expect("a thread pool");
+                let mut par: Vec<Vec<u8>> = vec![Vec::new(); g.tensors.len()];
+                let id = format!("{name}-{threads}-threads");
+                group.bench_function(BenchmarkId::new("encode-parallel", &id), |b| {
+                    b.iter(|| {
+                        pool.install(|| {
+                            for ((shape, data), o) in g.tensors.iter().zip(par.iter_mut()) {
+                                o.clear();
+                                codec
+                                    .encode_shaped_parallel(data, g.elem, shape, o)
+                                    .unwrap();
+                            }
+                        })
+                    })
+                });
+                assert!(par == enc, "{name}: the parallel encoder wrote other bytes");
+                group.bench_function(BenchmarkId::new("decode-parallel", &id), |b| {
+                    b.iter(|| {
+                        pool.install(|| {
+                            for (e, d) in enc.iter().zip(&mut dst) {
+                                codec.decode_parallel(black_box(e), d).unwrap();
+                            }
+                        })
+                    })
+                });
+            }
         }
         group.finish();
     }

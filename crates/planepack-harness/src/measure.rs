@@ -191,7 +191,16 @@ pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) ->
             codec.decode_parallel(enc, out).unwrap();
         }
     });
+    let enc_all_runs = time_runs(s, || {
+        for (shape, data) in &g.tensors {
+            scratch.clear();
+            codec
+                .encode_shaped_parallel(black_box(data), g.elem, shape, &mut scratch)
+                .unwrap();
+        }
+    });
     let (encode_gbps, encode_gbps_spread) = rates(raw, &enc_runs);
+    let (encode_allcore_gbps, _) = rates(raw, &enc_all_runs);
     let (decode_gbps, decode_gbps_spread) = rates(raw, &dec_runs);
     let (decode_allcore_gbps, _) = rates(raw, &all_runs);
     let (memcpy_gbps, _) = rates(raw, &memcpy_runs);
@@ -210,6 +219,7 @@ pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) ->
         decode_gbps,
         decode_gbps_spread,
         decode_allcore_gbps,
+        encode_allcore_gbps,
         memcpy_gbps,
         device: device.to_owned(),
         spec: None,

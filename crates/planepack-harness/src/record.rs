@@ -45,6 +45,11 @@ pub struct Record {
     /// chunks for planepack's codecs, C-Blosc2's thread pool; one core for zstd and LZ4),
     /// GB/s of raw bytes, median.
     pub decode_allcore_gbps: f64,
+    /// All cores, encoding: each tensor in turn with the codec's own parallel encoder (rayon
+    /// over chunks for `rans`; one core for the codecs without one), GB/s of raw bytes,
+    /// median. 0 where not measured (the Python peers, records from before it existed).
+    #[serde(default)]
+    pub encode_allcore_gbps: f64,
     /// memcpy of the same bytes, single core, median, measured interleaved with decode.
     pub memcpy_gbps: f64,
     /// Where the decode figures were measured.
@@ -120,6 +125,12 @@ impl Record {
         self.encode_gbps = rate(self.encode_gbps, next.encode_gbps);
         self.decode_gbps = rate(self.decode_gbps, next.decode_gbps);
         self.decode_allcore_gbps = rate(self.decode_allcore_gbps, next.decode_allcore_gbps);
+        self.encode_allcore_gbps =
+            if self.encode_allcore_gbps > 0.0 && next.encode_allcore_gbps > 0.0 {
+                rate(self.encode_allcore_gbps, next.encode_allcore_gbps)
+            } else {
+                0.0
+            };
         self.memcpy_gbps = rate(self.memcpy_gbps, next.memcpy_gbps);
         for (s, n) in [
             (&mut self.encode_gbps_spread, next.encode_gbps_spread),

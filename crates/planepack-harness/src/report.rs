@@ -139,12 +139,12 @@ pub fn geomean_by(recs: &[&Record], f: impl Fn(&Record) -> f64) -> f64 {
 pub fn csv(res: &Results) -> String {
     let mut s = String::from(
         "dataset,category,dtype,size_class,codec,tensors,raw_bytes,compressed_bytes,ratio,encode_gbps,encode_gbps_min,encode_gbps_max,\
-         decode_gbps,decode_gbps_min,decode_gbps_max,decode_allcore_gbps,memcpy_gbps,device,gpu_decode_gbps,gpu_device\n",
+         decode_gbps,decode_gbps_min,decode_gbps_max,decode_allcore_gbps,memcpy_gbps,device,gpu_decode_gbps,gpu_device,encode_allcore_gbps\n",
     );
     for r in &res.records {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{:.5},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},\"{}\",{},{}",
+            "{},{},{},{},{},{},{},{},{:.5},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},\"{}\",{},{},{:.4}",
             r.dataset,
             r.category,
             r.dtype,
@@ -164,7 +164,8 @@ pub fn csv(res: &Results) -> String {
             r.memcpy_gbps,
             r.device,
             r.gpu_decode_gbps.map(|g| format!("{g:.3}")).unwrap_or_default(),
-            r.gpu_device.clone().unwrap_or_default()
+            r.gpu_device.clone().unwrap_or_default(),
+            r.encode_allcore_gbps
         );
     }
     s
@@ -555,9 +556,13 @@ pub fn ratio_speed_table(r: &[Record]) -> String {
     }
     let _ = writeln!(
         s,
-        " decode GB/s | decode / memcpy | decode GB/s, all cores | GPU decoder | implementation |"
+        " encode GB/s | encode GB/s, all cores | decode GB/s | decode / memcpy | decode GB/s, all cores | GPU decoder | implementation |"
     );
-    let _ = writeln!(s, "|---|{}---|---|---|---|---|", "---|".repeat(cats.len()));
+    let _ = writeln!(
+        s,
+        "|---|{}---|---|---|---|---|---|---|",
+        "---|".repeat(cats.len())
+    );
     for codec in codecs(r) {
         let _ = write!(s, "| {codec} |");
         for c in &cats {
@@ -570,6 +575,12 @@ pub fn ratio_speed_table(r: &[Record]) -> String {
             let _ = write!(s, " {cell} |");
         }
         let recs = select(r, None, &codec);
+        let enc = geomean_by(&recs, |x| x.encode_gbps);
+        let enc_all = if recs.iter().all(|x| x.encode_allcore_gbps > 0.0) {
+            format!("{:.2}", geomean_by(&recs, |x| x.encode_allcore_gbps))
+        } else {
+            "-".to_owned()
+        };
         let dec = geomean_by(&recs, |x| x.decode_gbps);
         let rel = geomean_by(&recs, |x| x.decode_gbps / x.memcpy_gbps);
         let all = geomean_by(&recs, |x| x.decode_allcore_gbps);
@@ -582,7 +593,10 @@ pub fn ratio_speed_table(r: &[Record]) -> String {
             .first()
             .map(|x| x.implementation.as_str())
             .unwrap_or("");
-        let _ = writeln!(s, " {dec:.2} | {rel:.3} | {all:.2} | {gpu} | {imp} |");
+        let _ = writeln!(
+            s,
+            " {enc:.2} | {enc_all} | {dec:.2} | {rel:.3} | {all:.2} | {gpu} | {imp} |"
+        );
     }
     note_partial(&mut s);
     s

@@ -77,6 +77,18 @@ impl Encoder {
     /// each lane's words in decoding order, lane 0 first. Fails if a lane would need more
     /// than 65535 words (planes of at most `32 * 65535` symbols always fit).
     pub fn encode(&mut self, table: &Table, symbols: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.encode_with(table, symbols, true, out)
+    }
+
+    /// [`Encoder::encode`], with the AVX2 kernel where `simd` and the CPU allow (the same
+    /// bytes either way; the tests compare them).
+    pub(crate) fn encode_with(
+        &mut self,
+        table: &Table,
+        symbols: &[u8],
+        simd: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         let n = symbols.len();
         let k = lanes_for(n);
         // floor(x / f) by a multiply: with r = ceil(2^52 / f), x r / 2^52 exceeds x / f by
@@ -100,34 +112,43 @@ impl Encoder {
         self.words.resize(k * region, 0);
         let mut states = [L; MAX_LANES];
         let mut pos = [region; MAX_LANES];
-        // Lanes four at a time: their dependency chains are independent, so the CPU overlaps
-        // them (each symbol's multiply waits on the previous state); the rest one at a time.
-        let mut j = 0;
-        while j + 4 <= k {
-            encode_group::<4>(
-                &syms,
-                symbols,
-                k,
-                j,
-                &mut self.words,
-                region,
-                &mut states,
-                &mut pos,
-            );
-            j += 4;
-        }
-        while j < k {
-            encode_group::<1>(
-                &syms,
-                symbols,
-                k,
-                j,
-                &mut self.words,
-                region,
-                &mut states,
-                &mut pos,
-            );
-            j += 1;
+        #[cfg(target_arch = "x86_64")]
+        let simd = simd && k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3();
+        #[cfg(not(target_arch = "x86_64"))]
+        let simd = {
+            let _ = simd;
+            false
+        };
+        if simd {
+            #[cfg(target_arch = "x86_64")]
+            {
+                // Lanes below n % k have one symbol more than the rest: it is coded first
+                // (each lane runs backwards), alone; then every lane's common rounds.
+                let common = n / k;
+                for (l, (x, p)) in states.iter_mut().zip(&mut pos).enumerate().take(n % k) {
+                    let lane = &mut self.words[l * region..(l + 1) * region];
+                    put(&syms[symbols[l + common * k] as usize], x, lane, p);
+                }
+                let mut info = [0u32; 256];
+                for (i, e) in info.iter_mut().zip(&syms) {
+                    *i = e.freq | e.cum << 13;
+                }
+                let body = &symbols[..common * k];
+                let (w, st, ps) = (&mut self.words, &mut states, &mut pos);
+                // SAFETY: the CPU has AVX2 and FMA (x86-64-v3, checked above); k is a
+                // multiple of 8 up to 32, so G = k / 8 is 1 to 4, and `body` is `common`
+                // whole rounds of k; a lane's region has a word for each of its symbols.
+                unsafe {
+                    match k / 8 {
+                        1 => avx2::encode::<1>(&info, body, w, region, st, ps),
+                        2 => avx2::encode::<2>(&info, body, w, region, st, ps),
+                        3 => avx2::encode::<3>(&info, body, w, region, st, ps),
+                        _ => avx2::encode::<4>(&info, body, w, region, st, ps),
+                    }
+                };
+            }
+        } else {
+            self.encode_scalar(&syms, symbols, k, region, &mut states, &mut pos);
         }
         if pos[..k].iter().any(|&p| region - p > u16::MAX as usize) {
             return Err(Error::Unsupported("rANS lane over 65535 words".into()));
@@ -147,6 +168,29 @@ impl Encoder {
             }
         }
         Ok(())
+    }
+
+    /// The scalar coder: every lane's symbols, lanes four at a time.
+    fn encode_scalar(
+        &mut self,
+        syms: &[EncSymbol; 256],
+        symbols: &[u8],
+        k: usize,
+        region: usize,
+        states: &mut [u32; MAX_LANES],
+        pos: &mut [usize; MAX_LANES],
+    ) {
+        // Lanes four at a time: their dependency chains are independent, so the CPU overlaps
+        // them (each symbol's multiply waits on the previous state); the rest one at a time.
+        let mut j = 0;
+        while j + 4 <= k {
+            encode_group::<4>(syms, symbols, k, j, &mut self.words, region, states, pos);
+            j += 4;
+        }
+        while j < k {
+            encode_group::<1>(syms, symbols, k, j, &mut self.words, region, states, pos);
+            j += 1;
+        }
     }
 }
 
@@ -348,6 +392,103 @@ mod avx2 {
     use super::{L, MAX_LANES, PROB_BITS, PROB_SCALE};
     use std::arch::x86_64::*;
 
+    /// `(floor(x / f), x mod f)` per lane, for states `x` below `f * 2^20` (as after
+    /// renormalisation) and frequencies `f` in 1..=4096, from f32 arithmetic and one
+    /// correction each way. `x` is converted in two exact halves and summed (relative error
+    /// at most 2^-24); `1 / f` is the hardware's estimate refined by one Newton step (at most
+    /// about 5 * 2^-24); with the product's rounding the estimate of `x / f` (below 2^20) is
+    /// within 2^20 * 8 * 2^-24 = 0.5 of it, so truncating it is off by at most one, and the
+    /// remainder's sign and size say which way. (Tested against integer division for every
+    /// `f` at the edges of the quotients.)
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub fn div_mod(x: __m256i, f: __m256i) -> (__m256i, __m256i) {
+        let ff = _mm256_cvtepi32_ps(f);
+        let r0 = _mm256_rcp_ps(ff);
+        let rf = _mm256_mul_ps(r0, _mm256_fnmadd_ps(ff, r0, _mm256_set1_ps(2.0)));
+        let xf = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(_mm256_srli_epi32::<16>(x)),
+            _mm256_set1_ps(65536.0),
+            _mm256_cvtepi32_ps(_mm256_and_si256(x, _mm256_set1_epi32(0xffff))),
+        );
+        let mut q = _mm256_cvttps_epi32(_mm256_mul_ps(xf, rf));
+        let mut r = _mm256_sub_epi32(x, _mm256_mullo_epi32(q, f));
+        let under = _mm256_cmpgt_epi32(_mm256_setzero_si256(), r);
+        q = _mm256_add_epi32(q, under);
+        r = _mm256_add_epi32(r, _mm256_and_si256(under, f));
+        let over = _mm256_cmpgt_epi32(r, _mm256_sub_epi32(f, _mm256_set1_epi32(1)));
+        q = _mm256_sub_epi32(q, over);
+        r = _mm256_sub_epi32(r, _mm256_and_si256(over, f));
+        (q, r)
+    }
+
+    /// Code `symbols` (whole rounds of `8 G` lanes) backwards, eight lanes to a vector, as
+    /// the scalar `put` does symbol for symbol: `info[s]` is `freq | cum << 13`. Lane `l`'s
+    /// words go down from `pos[l]` in its region `l` of `words`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. `G` is 1 to 4, `symbols.len()` a multiple of `8 G`,
+    /// every symbol has a nonzero frequency, and each region of `region` words has room below
+    /// `pos[l]` for one word per remaining symbol of its lane.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn encode<const G: usize>(
+        info: &[u32; 256],
+        symbols: &[u8],
+        words: &mut [u16],
+        region: usize,
+        x: &mut [u32; MAX_LANES],
+        pos: &mut [usize; MAX_LANES],
+    ) {
+        let k = 8 * G;
+        assert!((1..=4).contains(&G) && symbols.len().is_multiple_of(k));
+        assert!(words.len() >= k * region);
+        // SAFETY: `x` holds 32 lanes and g < G <= 4.
+        let mut xs: [__m256i; G] = std::array::from_fn(|g| unsafe {
+            _mm256_loadu_si256(x.as_ptr().add(8 * g) as *const __m256i)
+        });
+        let fmask = _mm256_set1_epi32(0x1fff);
+        let table = info.as_ptr() as *const i32;
+        let mut spill = [0u32; 8];
+        for row in symbols.chunks_exact(k).rev() {
+            for (g, xg) in xs.iter_mut().enumerate() {
+                // SAFETY: row holds k >= 8 (g + 1) bytes.
+                let raw = unsafe { _mm_loadl_epi64(row.as_ptr().add(8 * g) as *const __m128i) };
+                let sv = _mm256_cvtepu8_epi32(raw);
+                // SAFETY: symbols are below 256, the table's length.
+                let e = unsafe { _mm256_i32gather_epi32::<4>(table, sv) };
+                let f = _mm256_and_si256(e, fmask);
+                let cum = _mm256_srli_epi32::<13>(e);
+                let mut xv = *xg;
+                // Renormalise where x >= freq << (32 - PROB_BITS) (wrapping, as the scalar
+                // step): unsigned x >= m is max(x, m) == x.
+                let xmax = _mm256_slli_epi32::<{ 32 - PROB_BITS as i32 }>(f);
+                let emit = _mm256_cmpeq_epi32(_mm256_max_epu32(xv, xmax), xv);
+                let bits = _mm256_movemask_ps(_mm256_castsi256_ps(emit)) as u32;
+                // Every lane stores its low word below its words and keeps it (moves its
+                // cursor) only where it renormalises: no branch on the data, which is random.
+                // SAFETY: spill holds eight u32.
+                unsafe { _mm256_storeu_si256(spill.as_mut_ptr() as *mut __m256i, xv) };
+                let base = 8 * g;
+                for (l, &w) in spill.iter().enumerate() {
+                    let lane = base + l;
+                    let p = pos[lane];
+                    words[lane * region + p - 1] = w as u16;
+                    pos[lane] = p - (bits >> l & 1) as usize;
+                }
+                xv = _mm256_blendv_epi8(xv, _mm256_srli_epi32::<16>(xv), emit);
+                let (q, r) = div_mod(xv, f);
+                *xg = _mm256_add_epi32(
+                    _mm256_add_epi32(_mm256_slli_epi32::<{ PROB_BITS as i32 }>(q), r),
+                    cum,
+                );
+            }
+        }
+        for (g, v) in xs.iter().enumerate() {
+            // SAFETY: eight lanes from 8 * g are inside `x` (32 lanes).
+            unsafe { _mm256_storeu_si256(x.as_mut_ptr().add(8 * g) as *mut __m256i, *v) };
+        }
+    }
+
     /// Decode `out.len() / (8 groups)` whole rounds of `8 groups` lanes.
     ///
     /// # Safety
@@ -468,6 +609,101 @@ mod tests {
                 for x in [q * f, q * f + f - 1, (q * f).wrapping_sub(1)] {
                     check(x);
                 }
+            }
+        }
+    }
+
+    /// The AVX2 encoder's division is exact for every frequency, at and around every kind of
+    /// quotient edge, over the states it meets (below `f * 2^20`).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_division_is_exact() {
+        use std::arch::x86_64::*;
+        if !planepack_core::cpu::x86_64_v3() {
+            eprintln!("no AVX2 and FMA on this CPU: the kernel cannot run here");
+            return;
+        }
+        let mut seed = 5u64;
+        for f in 1..=4096u32 {
+            let top = (f as u64) << 20; // exclusive
+            let mut xs: Vec<u32> = vec![0, 1, (top - 1) as u32, (top - 2) as u32, 1 << 16];
+            for _ in 0..64 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let q = (seed >> 33) % (1 << 20);
+                for d in [0i64, -1, 1, f as i64 - 1] {
+                    let x = (q * f as u64) as i64 + d;
+                    if (0..top as i64).contains(&x) {
+                        xs.push(x as u32);
+                    }
+                }
+            }
+            for chunk in xs.chunks(8) {
+                let mut lanes = [0u32; 8];
+                lanes[..chunk.len()].copy_from_slice(chunk);
+                let (mut q, mut r) = ([0u32; 8], [0u32; 8]);
+                // SAFETY: the CPU has AVX2 and FMA (checked above); the arrays hold 8 u32.
+                unsafe {
+                    let xv = _mm256_loadu_si256(lanes.as_ptr() as *const __m256i);
+                    let (qv, rv) = avx2::div_mod(xv, _mm256_set1_epi32(f as i32));
+                    _mm256_storeu_si256(q.as_mut_ptr() as *mut __m256i, qv);
+                    _mm256_storeu_si256(r.as_mut_ptr() as *mut __m256i, rv);
+                }
+                for i in 0..8 {
+                    assert_eq!(
+                        (q[i], r[i]),
+                        (lanes[i] / f, lanes[i] % f),
+                        "{} / {f}",
+                        lanes[i]
+                    );
+                }
+            }
+        }
+    }
+
+    /// The AVX2 encoder writes the scalar coder's bytes: skewed, flat and extreme tables
+    /// (one symbol at 4095 of 4096; 256 symbols at 16; many at the floor of 1), every lane
+    /// count, lengths with and without a ragged last round, up to planes of 32 full lanes.
+    #[test]
+    fn avx2_encoder_matches_scalar() {
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        let mut enc = Encoder::default();
+        for shape in 0..6 {
+            for n in [
+                1usize, 7, 1024, 8191, 8192, 8200, 16_385, 32_768, 40_000, 100_003,
+            ] {
+                let symbols: Vec<u8> = (0..n)
+                    .map(|i| match shape {
+                        0 => (next() % 256) as u8,
+                        1 => (next() % 7) as u8 * (next() % 2) as u8,
+                        2 => (next() % 256).min(next() % 256).min(next() % 256) as u8,
+                        3 => {
+                            if i % 5000 == 0 {
+                                (next() % 256) as u8
+                            } else {
+                                3
+                            }
+                        }
+                        4 => (next().leading_zeros() * 7) as u8,
+                        _ => (i % 2) as u8 | 0x80,
+                    })
+                    .collect();
+                let counts = histogram(&symbols);
+                if counts.iter().filter(|&&c| c > 0).count() < 2 {
+                    continue;
+                }
+                let table = Table::from_counts(&counts);
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                enc.encode_with(&table, &symbols, false, &mut a).unwrap();
+                enc.encode_with(&table, &symbols, true, &mut b).unwrap();
+                assert!(a == b, "shape {shape} n {n}");
             }
         }
     }

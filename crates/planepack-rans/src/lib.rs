@@ -164,7 +164,7 @@ impl Codec for Rans {
     }
 
     fn encode(&self, input: &[u8], elem: ElemType, out: &mut Vec<u8>) -> Result<()> {
-        self.encode_rows(input, elem, 0, None, out)
+        self.encode_rows(input, elem, 0, None, false, out)
     }
 
     /// With a shape, rows (the last dimension) that repeat earlier rows are coded as
@@ -176,25 +176,19 @@ impl Codec for Rans {
         shape: &[usize],
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        let row_bytes = shape.last().copied().unwrap_or(0) * elem.size();
-        if self.rows
-            && shape.len() >= 2
-            && row_bytes >= 16
-            && input.len().is_multiple_of(row_bytes)
-            && input.len() > row_bytes
-        {
-            let copies = find_copies(input, row_bytes);
-            if !copies.is_empty() {
-                let map = RowMap { row_bytes, copies };
-                return self.encode_rows(input, elem, row_bytes / elem.size(), Some(map), out);
-            }
-        }
-        let row = if shape.len() >= 2 {
-            shape.last().copied().unwrap_or(0)
-        } else {
-            0
-        };
-        self.encode_rows(input, elem, row, None, out)
+        self.encode_shaped_impl(input, elem, shape, false, out)
+    }
+
+    /// Chunks in tasks of at least 1 MiB over rayon's threads: the same bytes as
+    /// [`Codec::encode_shaped`].
+    fn encode_shaped_parallel(
+        &self,
+        input: &[u8],
+        elem: ElemType,
+        shape: &[usize],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.encode_shaped_impl(input, elem, shape, true, out)
     }
 
     fn decoded_len(&self, compressed: &[u8]) -> Result<usize> {
@@ -207,6 +201,38 @@ impl Codec for Rans {
 
     fn decode_parallel(&self, compressed: &[u8], out: &mut [u8]) -> Result<()> {
         self.decode_impl(compressed, out, true)
+    }
+}
+
+impl Rans {
+    fn encode_shaped_impl(
+        &self,
+        input: &[u8],
+        elem: ElemType,
+        shape: &[usize],
+        parallel: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let row_bytes = shape.last().copied().unwrap_or(0) * elem.size();
+        if self.rows
+            && shape.len() >= 2
+            && row_bytes >= 16
+            && input.len().is_multiple_of(row_bytes)
+            && input.len() > row_bytes
+        {
+            let copies = find_copies(input, row_bytes);
+            if !copies.is_empty() {
+                let map = RowMap { row_bytes, copies };
+                let row = row_bytes / elem.size();
+                return self.encode_rows(input, elem, row, Some(map), parallel, out);
+            }
+        }
+        let row = if shape.len() >= 2 {
+            shape.last().copied().unwrap_or(0)
+        } else {
+            0
+        };
+        self.encode_rows(input, elem, row, None, parallel, out)
     }
 }
 

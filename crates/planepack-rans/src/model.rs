@@ -33,33 +33,7 @@ impl Table {
         let total: u64 = counts.iter().map(|&c| c as u64).sum();
         assert!(total > 0, "a table needs at least one symbol");
         let mut freq = [0u16; 256];
-        let mut sum = 0i64;
-        for s in 0..256 {
-            if counts[s] > 0 {
-                let f = ((counts[s] as u64 * PROB_SCALE as u64) / total).max(1);
-                freq[s] = f as u16;
-                sum += f as i64;
-            }
-        }
-        let mut diff = PROB_SCALE as i64 - sum;
-        // Positive: give it to the most frequent symbol. Negative (symbols forced up to 1):
-        // take one at a time from the largest frequencies, which can spare it best.
-        while diff != 0 {
-            let (top, _) = (0..256)
-                .filter(|&s| freq[s] > 1 || (diff > 0 && freq[s] > 0))
-                .map(|s| (s, freq[s]))
-                .fold(
-                    (0usize, 0u16),
-                    |best, (s, f)| if f > best.1 { (s, f) } else { best },
-                );
-            if diff > 0 {
-                freq[top] += diff as u16;
-                diff = 0;
-            } else {
-                freq[top] -= 1;
-                diff += 1;
-            }
-        }
+        normalize(counts, PROB_SCALE, &mut freq);
         Table::from_freq(freq)
     }
 
@@ -193,4 +167,46 @@ pub fn histogram(bytes: &[u8]) -> [u32; 256] {
         out[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s];
     }
     out
+}
+
+/// Frequencies summing to `scale` for `counts` (not all zero), into `freq` (zeros on entry,
+/// the length of `counts`): every present symbol at least 1, the rest in proportion
+/// (`floor(count * scale / total)`), then the difference to `scale`: a surplus to the most
+/// frequent symbol (ties: the lowest), a shortfall (the floor of 1 overshot) taken one at a
+/// time from the largest frequency above 1 (ties: the lowest symbol). The plane tables and
+/// the modelled chunk's context tables share this rule (format-rans.md, informative).
+pub(crate) fn normalize(counts: &[u32], scale: u32, freq: &mut [u16]) {
+    let total: u64 = counts.iter().map(|&c| c as u64).sum();
+    debug_assert!(total > 0 && freq.len() == counts.len());
+    let mut sum = 0i64;
+    for (f, &c) in freq.iter_mut().zip(counts) {
+        if c > 0 {
+            *f = ((c as u64 * scale as u64) / total).max(1) as u16;
+            sum += *f as i64;
+        }
+    }
+    let mut diff = scale as i64 - sum;
+    // The largest frequency, lowest symbol first among equals.
+    let key = |s: usize, f: u16| (f, std::cmp::Reverse(s));
+    if diff > 0 {
+        let top = (0..freq.len())
+            .max_by_key(|&s| key(s, freq[s]))
+            .unwrap_or(0);
+        freq[top] += diff as u16;
+    } else if diff < 0 {
+        // One at a time from the current largest: a heap keeps that order in O(log n) a step
+        // (a scan per step cost a large share of the encoder on tables of many rare symbols).
+        let mut heap: std::collections::BinaryHeap<_> = (0..freq.len())
+            .filter(|&s| freq[s] > 1)
+            .map(|s| key(s, freq[s]))
+            .collect();
+        while diff < 0 {
+            let (f, std::cmp::Reverse(s)) = heap.pop().expect("frequencies above 1 to take from");
+            freq[s] = f - 1;
+            diff += 1;
+            if f - 1 > 1 {
+                heap.push(key(s, f - 1));
+            }
+        }
+    }
 }

@@ -91,13 +91,6 @@ pub fn context(left: Option<u16>, e0: u8) -> usize {
     }
 }
 
-/// The top plane byte of element `v`: byte `W - 1` of `rotl(v, 1)` (of `v` itself for single
-/// bytes or without rotation).
-#[inline(always)]
-pub fn top_byte(v: u32, width: usize, rotate: bool) -> u8 {
-    (rotated(v, width, rotate) >> (8 * (width - 1))) as u8
-}
-
 /// `rotl(v, 1)` over `8W` bits where the stream rotates (`W` > 1), else `v`.
 #[inline(always)]
 fn rotated(v: u32, width: usize, rotate: bool) -> u32 {
@@ -157,33 +150,7 @@ impl ModelTable {
             return ModelTable::empty();
         }
         let mut freq = [0u16; SYMBOLS];
-        let mut sum = 0i64;
-        for s in 0..SYMBOLS {
-            if counts[s] > 0 {
-                let f = ((counts[s] as u64 * MODEL_SCALE as u64) / total).max(1);
-                freq[s] = f as u16;
-                sum += f as i64;
-            }
-        }
-        let mut diff = MODEL_SCALE as i64 - sum;
-        while diff != 0 {
-            let mut top = 0usize;
-            let mut best = 0u16;
-            for (s, &f) in freq.iter().enumerate() {
-                let ok = f > 1 || (diff > 0 && f > 0);
-                if ok && f > best {
-                    top = s;
-                    best = f;
-                }
-            }
-            if diff > 0 {
-                freq[top] += diff as u16;
-                diff = 0;
-            } else {
-                freq[top] -= 1;
-                diff += 1;
-            }
-        }
+        crate::model::normalize(counts, MODEL_SCALE, &mut freq);
         ModelTable::from_freq(freq)
     }
 

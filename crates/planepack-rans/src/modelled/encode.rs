@@ -26,6 +26,10 @@ pub(crate) struct Classified {
 pub(crate) struct Scratch {
     c: Classified,
     values: Vec<u32>,
+    /// [`COUNT_COPIES`] sets of the context counts, element `i` counted in set `i % 4`.
+    counts: Vec<[u32; SYMBOLS]>,
+    /// Per context, each present symbol's `ceil(2^52 / freq)`.
+    rcp: Vec<[u64; SYMBOLS]>,
     words: Vec<u16>,
     counter: ValueCounter,
 }
@@ -77,18 +81,37 @@ impl ValueCounter {
     }
 }
 
+/// Copies of the context counts [`classify`] counts into, in turn: a run of one symbol in one
+/// context (the zeros over an image's background) would otherwise make every increment wait
+/// for the one before it in memory.
+const COUNT_COPIES: usize = 4;
+
 /// Classify `elems` (whole elements of `width` bytes) with rows of `row` elements (0: no
 /// "equal to up").
 pub(crate) fn classify(elems: &[u8], width: usize, rotate: bool, row: usize, s: &mut Scratch) {
-    let n = elems.len() / width;
+    // One loop per element width and rotation, so that loads, rotations and plane splits are
+    // fixed shifts (as the decoder's `decode_lanes`).
+    match (width, rotate && width > 1) {
+        (1, _) => classify_as::<1, false>(elems, row, s),
+        (2, false) => classify_as::<2, false>(elems, row, s),
+        (2, true) => classify_as::<2, true>(elems, row, s),
+        (_, false) => classify_as::<4, false>(elems, row, s),
+        (_, true) => classify_as::<4, true>(elems, row, s),
+    }
+}
+
+fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut Scratch) {
+    let n = elems.len() / W;
     let c = &mut s.c;
     let v = &mut s.values;
     v.clear();
-    v.extend((0..n).map(|i| load(elems, i, width)));
+    v.extend((0..n).map(|i| load(elems, i, W)));
     let k = lanes_for(n);
     let u = if row > 0 && row < n { row } else { 0 };
     // Pass 1: zero, left and up (D is not known yet); the dictionary is the most frequent
     // value among what is left, the reference exponent the most frequent top byte of it.
+    // The symbol is picked without branches (which element is a repeat follows the data, so
+    // a branch would be mispredicted often); only the dictionary's sampled count branches.
     c.symbols.clear();
     c.symbols.resize(n, SYM_LITERAL);
     let rest = &mut s.counter;
@@ -97,24 +120,29 @@ pub(crate) fn classify(elems: &[u8], width: usize, rotate: bool, row: usize, s: 
     // of the elements stays in cache).
     let sample = if n >= 4096 { 3 } else { 0 };
     rest.reset(n / (sample + 1) + 1);
-    let mut tops = [0u32; 256];
+    // Top bytes of the literals; slot 256 takes the repeats' (uncounted) increments.
+    let mut tops = [0u32; 257];
     for j in 0..k {
         let r = lane_range(j, n, k);
         for i in r.clone() {
             let x = v[i];
+            let left = i > r.start && x == v[i - 1];
+            let up = u > 0 && i >= r.start + u && x == v[i - u];
             let sym = if x == 0 {
                 SYM_ZERO
-            } else if i > r.start && x == v[i - 1] {
+            } else if left {
                 SYM_LEFT
-            } else if u > 0 && i >= r.start + u && x == v[i - u] {
+            } else if up {
                 SYM_UP
             } else {
-                if i & sample == 0 {
-                    rest.add(x);
-                }
-                tops[top_byte(x, width, rotate) as usize] += 1;
                 SYM_LITERAL
             };
+            let literal = sym == SYM_LITERAL;
+            if literal && i & sample == 0 {
+                rest.add(x);
+            }
+            let top = (rotated(x, W, R) >> (8 * (W - 1))) as usize;
+            tops[if literal { top } else { 256 }] += 1;
             c.symbols[i] = sym;
         }
     }
@@ -129,37 +157,62 @@ pub(crate) fn classify(elems: &[u8], width: usize, rotate: bool, row: usize, s: 
     c.lanes = k;
     c.contexts.clear();
     c.contexts.resize(n, 0);
-    c.counts.clear();
-    c.counts.resize(CONTEXTS, [0; SYMBOLS]);
-    c.literal_planes.resize_with(width - 1, Vec::new);
+    let counts = &mut s.counts;
+    counts.clear();
+    counts.resize(CONTEXTS * COUNT_COPIES, [0; SYMBOLS]);
+    // Each symbol's context for its successor, looked up rather than computed.
+    let ctx_after: [u8; SYMBOLS] = std::array::from_fn(|s| context(Some(s as u16), e0) as u8);
+    // The literal planes are written at a cursor that moves only for literals (every element
+    // writes, so no branch), then cut to length.
+    c.literal_planes.resize_with(W - 1, Vec::new);
     for p in c.literal_planes.iter_mut() {
         p.clear();
+        p.resize(n + 1, 0);
     }
+    let mut planes: [&mut [u8]; 3] = {
+        let mut it = c.literal_planes.iter_mut().map(|p| &mut p[..]);
+        std::array::from_fn(|_| it.next().unwrap_or_default())
+    };
+    let mut at = 0usize;
     c.lane_literals.clear();
     for j in 0..k {
         let r = lane_range(j, n, k);
-        let mut literals = 0u32;
+        let lane_start = at;
+        let mut ctx = 0u8;
         for i in r.clone() {
             let x = v[i];
             let mut sym = c.symbols[i];
+            let literal = sym == SYM_LITERAL && !(dict != 0 && x == dict);
+            let t = rotated(x, W, R);
             if sym == SYM_LITERAL {
-                if dict != 0 && x == dict {
-                    sym = SYM_DICT;
+                sym = if literal {
+                    SYM_LITERAL + (t >> (8 * (W - 1))) as u16
                 } else {
-                    let t = rotated(x, width, rotate);
-                    sym = SYM_LITERAL + (t >> (8 * (width - 1))) as u16;
-                    for (p, plane) in c.literal_planes.iter_mut().enumerate() {
-                        plane.push((t >> (8 * (width - 2 - p))) as u8);
-                    }
-                    literals += 1;
-                }
-                c.symbols[i] = sym;
+                    SYM_DICT
+                };
             }
-            let ctx = context((i > r.start).then(|| c.symbols[i - 1]), e0);
-            c.contexts[i] = ctx as u8;
-            c.counts[ctx][sym as usize] += 1;
+            for (p, plane) in planes.iter_mut().enumerate().take(W - 1) {
+                plane[at] = (t >> (8 * (W - 2 - p))) as u8;
+            }
+            at += literal as usize;
+            c.symbols[i] = sym;
+            c.contexts[i] = ctx;
+            counts[(i % COUNT_COPIES) * CONTEXTS + ctx as usize][sym as usize] += 1;
+            ctx = ctx_after[sym as usize];
         }
-        c.lane_literals.push(literals);
+        c.lane_literals.push((at - lane_start) as u32);
+    }
+    for p in c.literal_planes.iter_mut() {
+        p.truncate(at);
+    }
+    c.counts.clear();
+    c.counts.extend_from_slice(&counts[..CONTEXTS]);
+    for copy in counts[CONTEXTS..].chunks_exact(CONTEXTS) {
+        for (sum, more) in c.counts.iter_mut().zip(copy) {
+            for (a, b) in sum.iter_mut().zip(more) {
+                *a += b;
+            }
+        }
     }
 }
 
@@ -202,6 +255,7 @@ pub(crate) fn encode(
     let c = &s.c;
     let n = elems.len() / width;
     let k = c.lanes;
+    debug_assert!(k <= 32);
     out.push(CHUNK_MODELLED);
     out.extend_from_slice(&(c.u as u32).to_le_bytes());
     out.extend_from_slice(&c.dict.to_le_bytes()[..width]);
@@ -210,55 +264,63 @@ pub(crate) fn encode(
     for t in tables {
         t.write(out);
     }
-    // Each lane backwards from its last element; its words come out last-first.
-    let rcp: Vec<[u64; SYMBOLS]> = tables
-        .iter()
-        .map(|t| {
-            let mut r = [0u64; SYMBOLS];
-            for (r, &f) in r.iter_mut().zip(&t.freq) {
-                if f > 0 {
-                    *r = (1u64 << 52).div_ceil(f as u64);
-                }
+    // floor(x / f) by a multiply, as the planes' coder does (`lanes::div_by`); entries of
+    // absent symbols are left as they were (never read).
+    s.rcp.resize(CONTEXTS, [0; SYMBOLS]);
+    for (r, t) in s.rcp.iter_mut().zip(tables) {
+        for (r, &f) in r.iter_mut().zip(&t.freq) {
+            if f > 0 {
+                *r = (1u64 << 52).div_ceil(f as u64);
             }
-            r
-        })
-        .collect();
-    let heads_at = out.len();
-    out.resize(heads_at + k * LANE_HEADER, 0);
-    let mut lane_words = Vec::with_capacity(k);
+        }
+    }
+    let rcp = &s.rcp;
+    // Every lane backwards from its last element, all lanes in step (their state chains are
+    // independent, so the CPU overlaps them): lane j's words are written down from the end
+    // of its region of `words`, so they end up in decoding order.
+    let ranges: Vec<std::ops::Range<usize>> = (0..k).map(|j| lane_range(j, n, k)).collect();
+    let longest = ranges.iter().map(|r| r.len()).max().unwrap_or(0);
+    let region = longest + 1;
     s.words.clear();
-    for j in 0..k {
-        let r = lane_range(j, n, k);
-        let start = s.words.len();
-        let mut x = L;
-        for i in r.rev() {
+    s.words.resize(k * region, 0);
+    let mut x = [L; 32];
+    let mut pos = [region; 32];
+    for t in 0..longest {
+        for (j, r) in ranges.iter().enumerate() {
+            if t >= r.len() {
+                continue;
+            }
+            let i = r.end - 1 - t;
             let ctx = c.contexts[i] as usize;
             let sym = c.symbols[i] as usize;
-            let t = &tables[ctx];
-            let f = t.freq[sym] as u32;
+            let table = &tables[ctx];
+            let f = table.freq[sym] as u32;
             debug_assert!(f > 0);
-            if x as u64 >= (f as u64) << (32 - MODEL_PROB_BITS) {
-                s.words.push(x as u16);
-                x >>= 16;
-            }
-            let q = ((x as u128 * rcp[ctx][sym] as u128) >> 52) as u32;
-            x = (q << MODEL_PROB_BITS) + (x - q * f) + t.cum[sym] as u32;
+            // Branch-free renormalisation: the word is always stored, kept only if needed.
+            let emit = (x[j] as u64 >= (f as u64) << (32 - MODEL_PROB_BITS)) as u32;
+            s.words[j * region + pos[j] - 1] = x[j] as u16;
+            pos[j] -= emit as usize;
+            x[j] >>= emit * 16;
+            let q = ((x[j] as u128 * rcp[ctx][sym] as u128) >> 52) as u32;
+            x[j] = (q << MODEL_PROB_BITS) + (x[j] - q * f) + table.cum[sym] as u32;
         }
-        let words = s.words.len() - start;
+    }
+    let heads_at = out.len();
+    out.resize(heads_at + k * LANE_HEADER, 0);
+    for j in 0..k {
+        let words = region - pos[j];
         if words > u16::MAX as usize {
             return Err(Error::Unsupported(
                 "a modelled lane would need more than 65535 words".into(),
             ));
         }
-        s.words[start..].reverse();
-        lane_words.push((start, words));
         let h = heads_at + j * LANE_HEADER;
-        out[h..h + 4].copy_from_slice(&x.to_le_bytes());
+        out[h..h + 4].copy_from_slice(&x[j].to_le_bytes());
         out[h + 4..h + 6].copy_from_slice(&(words as u16).to_le_bytes());
         out[h + 6..h + 10].copy_from_slice(&c.lane_literals[j].to_le_bytes());
     }
-    for (start, words) in lane_words {
-        for w in &s.words[start..start + words] {
+    for (j, &p) in pos[..k].iter().enumerate() {
+        for w in &s.words[j * region + p..(j + 1) * region] {
             out.extend_from_slice(&w.to_le_bytes());
         }
     }

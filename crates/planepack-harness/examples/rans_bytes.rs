@@ -1,0 +1,64 @@
+//! Compressed bytes of `rans` per dataset group and per workload batch, for comparing two
+//! builds of the encoder: `cargo run --release -p planepack-harness --example rans_bytes`.
+use planepack_container::CodecSpec;
+use planepack_datasets::{datasets_dir, Manifest};
+use planepack_harness::input::{groups_of, Batches, BATCH_BYTES};
+
+fn main() {
+    let codec = CodecSpec::parse("rans").unwrap().codec();
+    let dir = datasets_dir();
+    let manifest = Manifest::read(&dir).unwrap();
+    let mut total = (0u64, 0u64);
+    for d in &manifest.datasets {
+        for g in groups_of(&d.name, &d.category, &dir.join(&d.file)).unwrap() {
+            let mut c = 0u64;
+            for (shape, data) in &g.tensors {
+                let mut o = Vec::new();
+                codec.encode_shaped(data, g.elem, shape, &mut o).unwrap();
+                c += o.len() as u64;
+            }
+            total.0 += g.raw_bytes();
+            total.1 += c;
+            println!(
+                "{} {} {:?} {} {}",
+                g.dataset,
+                g.dtype,
+                g.size_class,
+                g.raw_bytes(),
+                c
+            );
+        }
+    }
+    println!("corpus {} {}", total.0, total.1);
+    let wl = std::path::Path::new("target/workloads");
+    let Ok(entries) = std::fs::read_dir(wl) else {
+        return;
+    };
+    let mut files: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    files.sort();
+    for f in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "safetensors"))
+    {
+        let stem = f.file_stem().unwrap().to_string_lossy().to_string();
+        let mut b = Batches::open(&stem, "workload", f, BATCH_BYTES).unwrap();
+        // Every 8th batch: a sample of each file in a few minutes.
+        for i in (0..b.len()).step_by(8) {
+            let g = b.load(i).unwrap();
+            let mut c = 0u64;
+            for (shape, data) in &g.tensors {
+                let mut o = Vec::new();
+                codec
+                    .encode_shaped_parallel(data, g.elem, shape, &mut o)
+                    .unwrap();
+                c += o.len() as u64;
+            }
+            println!(
+                "{stem} batch {i} {:?} {} {}",
+                g.size_class,
+                g.raw_bytes(),
+                c
+            );
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! Encode and decode one workload batch with `rans` in a loop, for a profiler:
+//! `cargo run --profile profiling -p planepack-harness --example rans_profile -- STEM [ITERS]`.
+use planepack_container::CodecSpec;
+use planepack_harness::input::{Batches, BATCH_BYTES};
+use planepack_harness::SizeClass;
+use std::time::Instant;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let stem = args.next().expect("a workload stem");
+    let iters: usize = args.next().map_or(3, |s| s.parse().unwrap());
+    let codec_name = args.next().unwrap_or_else(|| "rans".into());
+    let path = std::path::Path::new("target/workloads").join(format!("{stem}.safetensors"));
+    let mut b = Batches::open(&stem, "workload", &path, BATCH_BYTES).unwrap();
+    let i = [SizeClass::Large, SizeClass::Medium]
+        .into_iter()
+        .find_map(|c| (0..b.len()).find(|&i| b.kind(i).is_some_and(|k| k.1 == c)))
+        .unwrap();
+    let g = b.load(i).unwrap();
+    let bytes: usize = g.tensors.iter().map(|t| t.1.len()).sum();
+    let codec = CodecSpec::parse(&codec_name).unwrap().codec();
+    let mut enc: Vec<Vec<u8>> = vec![Vec::new(); g.tensors.len()];
+    if std::env::var_os("ENCODE_ONLY").is_some() {
+        let mut best = f64::MAX;
+        for _ in 0..iters {
+            let t = Instant::now();
+            for ((shape, data), o) in g.tensors.iter().zip(enc.iter_mut()) {
+                o.clear();
+                codec.encode_shaped(data, g.elem, shape, o).unwrap();
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        println!(
+            "{stem}: encode best of {iters}: {:.3} GB/s",
+            bytes as f64 / best / 1e9
+        );
+        return;
+    }
+    for _ in 0..iters {
+        let t = Instant::now();
+        for ((shape, data), o) in g.tensors.iter().zip(enc.iter_mut()) {
+            o.clear();
+            codec.encode_shaped(data, g.elem, shape, o).unwrap();
+        }
+        let e = t.elapsed().as_secs_f64();
+        let mut dst: Vec<Vec<u8>> = g.tensors.iter().map(|t| vec![0u8; t.1.len()]).collect();
+        let t = Instant::now();
+        for (e, d) in enc.iter().zip(&mut dst) {
+            codec.decode(e, d).unwrap();
+        }
+        let d = t.elapsed().as_secs_f64();
+        let c: usize = enc.iter().map(Vec::len).sum();
+        let mut modes = [0usize; 4];
+        for e in &enc {
+            if let Ok(h) = planepack_rans::parse_header(e) {
+                for (at, _) in planepack_rans::chunk_spans(e, &h).unwrap_or_default() {
+                    modes[(e[at] as usize).min(3)] += 1;
+                }
+            }
+        }
+        println!("chunk modes raw/dense/sparse/modelled: {modes:?}");
+        let mut par: Vec<Vec<u8>> = vec![Vec::new(); g.tensors.len()];
+        let t = Instant::now();
+        for ((shape, data), o) in g.tensors.iter().zip(par.iter_mut()) {
+            o.clear();
+            codec
+                .encode_shaped_parallel(data, g.elem, shape, o)
+                .unwrap();
+        }
+        let pe = t.elapsed().as_secs_f64();
+        assert!(par == enc, "parallel encode differs");
+        let t = Instant::now();
+        for (e, d) in enc.iter().zip(&mut dst) {
+            codec.decode_parallel(e, d).unwrap();
+        }
+        let pd = t.elapsed().as_secs_f64();
+        println!(
+            "all cores: encode {:.3} GB/s decode {:.3} GB/s",
+            bytes as f64 / pe / 1e9,
+            bytes as f64 / pd / 1e9
+        );
+        println!(
+            "{stem}: {} tensors {:.1} MiB ratio {:.4} encode {:.3} GB/s decode {:.3} GB/s",
+            g.tensors.len(),
+            bytes as f64 / 1048576.0,
+            bytes as f64 / c as f64,
+            bytes as f64 / e / 1e9,
+            bytes as f64 / d / 1e9
+        );
+    }
+}
