@@ -29,6 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+# One thread each, as the peers are run: planepack's parallel encoder and decoder (rayon) read
+# this before the first call. RAYON_NUM_THREADS=0 (all cores) measures what a default call gets.
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+
 import planepack
 from planepack import _planepack
 
