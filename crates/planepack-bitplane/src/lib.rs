@@ -43,6 +43,8 @@ pub const HEADER_BYTES: usize = 16;
 pub const CHUNK_BLOCKS: usize = 32;
 /// Raw bytes per chunk.
 pub const CHUNK_BYTES: usize = CHUNK_BLOCKS * BLOCK_BYTES;
+/// The parallel encoder's task: whole chunks adding up to at least 256 KiB, as rANS's.
+const TASK_BYTES: usize = 256 << 10;
 /// Bits of one block-table entry: 3-bit tag + 10-bit payload length.
 pub const TABLE_ENTRY_BITS: usize = 13;
 /// Bits of the tag at the bottom of a block-table entry.
@@ -160,6 +162,29 @@ impl BitPlane {
         stats.header_bytes += HEADER_BYTES as u64;
         stats.paper_layout_bytes += HEADER_BYTES as u64;
         Ok(stats)
+    }
+
+    /// [`BitPlane::encode_as`] with tasks of whole chunks coded on rayon's threads into buffers
+    /// of their own, then appended in order.
+    fn encode_parallel_as<G: Geometry>(&self, input: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        let task = CHUNK_BYTES * TASK_BYTES.div_ceil(CHUNK_BYTES);
+        out.reserve(max_len(input.len()));
+        write_header(G::W, input.len(), out);
+        let parts: Vec<Vec<u8>> = input
+            .par_chunks(task)
+            .map(|part| {
+                let mut bytes = Vec::with_capacity(max_len(part.len()));
+                let mut stats = Stats::default();
+                for chunk in part.chunks(CHUNK_BYTES) {
+                    simd::encode_chunk::<G>(chunk, self.forced, &mut bytes, &mut stats);
+                }
+                bytes
+            })
+            .collect();
+        for p in parts {
+            out.extend_from_slice(&p);
+        }
+        Ok(())
     }
 
     /// Decode on all cores (rayon): chunks are independent.
@@ -633,6 +658,23 @@ impl Codec for BitPlane {
 
     fn encode(&self, input: &[u8], elem: ElemType, out: &mut Vec<u8>) -> Result<()> {
         self.encode_with_stats(input, elem, out).map(|_| ())
+    }
+
+    /// Chunks in tasks of [`TASK_BYTES`] on rayon's threads: the same bytes as
+    /// [`Codec::encode`] (chunks are coded independently and follow each other in the stream).
+    fn encode_shaped_parallel(
+        &self,
+        input: &[u8],
+        elem: ElemType,
+        _shape: &[usize],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        match elem.bits() {
+            32 => self.encode_parallel_as::<W32>(input, out),
+            16 => self.encode_parallel_as::<W16>(input, out),
+            8 => self.encode_parallel_as::<W8>(input, out),
+            w => Err(Error::Unsupported(format!("element width {w}"))),
+        }
     }
 
     fn decoded_len(&self, compressed: &[u8]) -> Result<usize> {

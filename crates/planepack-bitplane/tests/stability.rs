@@ -39,3 +39,31 @@ fn encoder_output_is_unchanged() {
         "encoder output changed: {h:#018x}"
     );
 }
+
+/// The parallel encoder writes the serial encoder's bytes, on a pool of 4 threads whatever the
+/// machine has (tensors of many tasks, every pattern and width, every forced mode).
+#[test]
+fn parallel_encoder_writes_the_same_bytes() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap();
+    let mut codecs = vec![BitPlane::new()];
+    codecs.extend(Mode::ALL.map(BitPlane::forcing));
+    for codec in &codecs {
+        for elem in [ElemType::F32, ElemType::BF16, ElemType::U8] {
+            for pattern in Pattern::ALL {
+                let len = 1_500_000 / elem.size() + 77;
+                let data = generate(pattern, elem, len, 11);
+                let serial = codec.encode_to_vec(&data, elem).unwrap();
+                let mut parallel = Vec::new();
+                pool.install(|| {
+                    codec
+                        .encode_shaped_parallel(&data, elem, &[len], &mut parallel)
+                        .unwrap()
+                });
+                assert!(serial == parallel, "{} {elem:?} {pattern:?}", codec.name());
+            }
+        }
+    }
+}

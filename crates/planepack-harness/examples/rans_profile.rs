@@ -1,5 +1,7 @@
-//! Encode and decode one workload batch with `rans` in a loop, for a profiler:
-//! `cargo run --profile profiling -p planepack-harness --example rans_profile -- STEM [ITERS]`.
+//! Encode and decode one workload batch in a loop, for a profiler (`rans` unless a codec of the
+//! catalogue is named; `ENCODE_ONLY=1` or `=parallel` times the encoder alone, best of ITERS):
+//! `cargo run --profile profiling -p planepack-harness --example rans_profile -- STEM [ITERS]
+//! [CODEC]`.
 use planepack_container::CodecSpec;
 use planepack_harness::input::{Batches, BATCH_BYTES};
 use planepack_harness::SizeClass;
@@ -21,17 +23,26 @@ fn main() {
     let codec = CodecSpec::parse(&codec_name).unwrap().codec();
     let mut enc: Vec<Vec<u8>> = vec![Vec::new(); g.tensors.len()];
     if std::env::var_os("ENCODE_ONLY").is_some() {
+        // ENCODE_ONLY=parallel: the parallel encoder on rayon's pool.
+        let parallel = std::env::var("ENCODE_ONLY").is_ok_and(|v| v == "parallel");
         let mut best = f64::MAX;
         for _ in 0..iters {
             let t = Instant::now();
             for ((shape, data), o) in g.tensors.iter().zip(enc.iter_mut()) {
                 o.clear();
-                codec.encode_shaped(data, g.elem, shape, o).unwrap();
+                if parallel {
+                    codec
+                        .encode_shaped_parallel(data, g.elem, shape, o)
+                        .unwrap();
+                } else {
+                    codec.encode_shaped(data, g.elem, shape, o).unwrap();
+                }
             }
             best = best.min(t.elapsed().as_secs_f64());
         }
+        let how = if parallel { "parallel" } else { "one core" };
         println!(
-            "{stem}: encode best of {iters}: {:.3} GB/s",
+            "{stem}: encode ({how}) best of {iters}: {:.3} GB/s",
             bytes as f64 / best / 1e9
         );
         return;
