@@ -42,13 +42,17 @@ fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("plot: {e:?}")
 }
 
-/// Marker shape of a codec, by who implemented it.
+/// Marker shape of a codec, by who implemented it (the palette repeats past 19 codecs, so
+/// the shape tells the families apart where colours coincide).
 #[derive(Clone, Copy, PartialEq)]
 enum Shape {
+    /// planepack's own codecs (solid lines in the line plots).
     Circle,
     Triangle,
     Square,
     Cross,
+    /// OpenZL's graphs: open circles.
+    Ring,
 }
 
 fn shape_of(codec: &str) -> Shape {
@@ -58,6 +62,8 @@ fn shape_of(codec: &str) -> Shape {
         Shape::Square
     } else if codec == "zipnn" || codec.starts_with("pyblosc2") {
         Shape::Cross
+    } else if codec.starts_with("openzl") {
+        Shape::Ring
     } else {
         Shape::Circle
     }
@@ -79,6 +85,7 @@ fn marker_at(
             c.filled(),
         )),
         Shape::Cross => area.draw(&Cross::new((x, y), r, c.stroke_width(2))),
+        Shape::Ring => area.draw(&Circle::new((x, y), r, c.stroke_width(2))),
     }
     .map_err(err)
 }
