@@ -1,6 +1,7 @@
 //! decode(encode(x)) == x for every codec, element type and (for the codecs that take one) row
-//! shape: the first byte picks the codec, the second the element type and a row length; the
-//! rest is the tensor's bytes (any length, so every tail is reached).
+//! shape, and the parallel encoder's bytes equal the serial one's: the first byte picks the
+//! codec, the second the element type and a row length; the rest is the tensor's bytes (any
+//! length, so every tail is reached).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -33,6 +34,12 @@ fuzz_target!(|data: &[u8]| {
         "{}: output over its own bound",
         codec.name()
     );
+    // The parallel encoder (rans, bit-plane: chunks over rayon) writes the serial one's bytes.
+    let mut par = Vec::new();
+    codec
+        .encode_shaped_parallel(input, elem, &dims, &mut par)
+        .expect("the parallel encoder takes what the serial one took");
+    assert!(par == enc, "{}: the parallel encoder wrote other bytes", codec.name());
     let mut out = vec![0u8; input.len()];
     codec.decode(&enc, &mut out).expect("decodes what it encoded");
     assert!(out == input, "{} does not round-trip", codec.name());
