@@ -43,8 +43,6 @@ pub const HEADER_BYTES: usize = 16;
 pub const CHUNK_BLOCKS: usize = 32;
 /// Raw bytes per chunk.
 pub const CHUNK_BYTES: usize = CHUNK_BLOCKS * BLOCK_BYTES;
-/// The parallel encoder's task: whole chunks adding up to at least 256 KiB, as rANS's.
-const TASK_BYTES: usize = 256 << 10;
 /// Bits of one block-table entry: 3-bit tag + 10-bit payload length.
 pub const TABLE_ENTRY_BITS: usize = 13;
 /// Bits of the tag at the bottom of a block-table entry.
@@ -167,7 +165,7 @@ impl BitPlane {
     /// [`BitPlane::encode_as`] with tasks of whole chunks coded on rayon's threads into buffers
     /// of their own, then appended in order.
     fn encode_parallel_as<G: Geometry>(&self, input: &[u8], out: &mut Vec<u8>) -> Result<()> {
-        let task = CHUNK_BYTES * TASK_BYTES.div_ceil(CHUNK_BYTES);
+        let task = CHUNK_BYTES * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(CHUNK_BYTES);
         out.reserve(max_len(input.len()));
         write_header(G::W, input.len(), out);
         let parts: Vec<Vec<u8>> = input
@@ -660,8 +658,9 @@ impl Codec for BitPlane {
         self.encode_with_stats(input, elem, out).map(|_| ())
     }
 
-    /// Chunks in tasks of [`TASK_BYTES`] on rayon's threads: the same bytes as
-    /// [`Codec::encode`] (chunks are coded independently and follow each other in the stream).
+    /// Chunks in tasks of [`planepack_core::codec::PARALLEL_TASK_BYTES`] on rayon's threads:
+    /// the same bytes as [`Codec::encode`] (chunks are coded independently and follow each
+    /// other in the stream).
     fn encode_shaped_parallel(
         &self,
         input: &[u8],

@@ -9,7 +9,7 @@
 
 use planepack_bitplane::{BitPlane, Mode};
 use planepack_core::{Codec, ElemType};
-use planepack_testkit::{generate, Pattern};
+use planepack_testkit::{encode_on_4_threads, generate, Pattern};
 
 /// FNV-1a, 64 bit: tiny and fixed forever, unlike std's hasher.
 fn fnv1a(h: &mut u64, bytes: &[u8]) {
@@ -44,10 +44,6 @@ fn encoder_output_is_unchanged() {
 /// machine has (tensors of many tasks, every pattern and width, every forced mode).
 #[test]
 fn parallel_encoder_writes_the_same_bytes() {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(4)
-        .build()
-        .unwrap();
     let mut codecs = vec![BitPlane::new()];
     codecs.extend(Mode::ALL.map(BitPlane::forcing));
     for codec in &codecs {
@@ -56,12 +52,7 @@ fn parallel_encoder_writes_the_same_bytes() {
                 let len = 1_500_000 / elem.size() + 77;
                 let data = generate(pattern, elem, len, 11);
                 let serial = codec.encode_to_vec(&data, elem).unwrap();
-                let mut parallel = Vec::new();
-                pool.install(|| {
-                    codec
-                        .encode_shaped_parallel(&data, elem, &[len], &mut parallel)
-                        .unwrap()
-                });
+                let parallel = encode_on_4_threads(codec, &data, elem, &[len]);
                 assert!(serial == parallel, "{} {elem:?} {pattern:?}", codec.name());
             }
         }

@@ -243,6 +243,14 @@ impl CodecSpec {
         }
     }
 
+    /// Whether the codec splits one tensor's chunks over rayon's pool (its parallel encoder and
+    /// decoder): then a large part uses every core, and parts coded at once (themselves on
+    /// rayon's threads) share that pool without oversubscribing it. C-Blosc2's parallel
+    /// decoder starts threads of its own, so the container keeps it to one core per part.
+    pub fn splits_on_rayon(self) -> bool {
+        matches!(self.id, CodecId::Rans | CodecId::BitPlane)
+    }
+
     /// Whether planepack has a GPU decoder for this codec.
     pub fn gpu_decoder(self) -> bool {
         matches!(

@@ -4,7 +4,7 @@
 //! change: an engine must write and read the very bytes the CPU codecs do (the GPU crate tests
 //! that its encoders are byte-identical), and every decoded part still meets its checksum.
 
-use crate::codecs::{CodecId, CodecSpec};
+use crate::codecs::CodecSpec;
 use planepack_core::ElemType;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -74,7 +74,7 @@ pub(crate) fn encode_on(
             out.truncate(start);
             e.counts().encoded_on_cpu.fetch_add(1, Ordering::Relaxed);
         }
-        if splits_on_rayon(codec) {
+        if codec.splits_on_rayon() {
             codec.codec().encode_shaped_parallel(data, elem, shape, out)
         } else {
             codec.codec().encode_shaped(data, elem, shape, out)
@@ -97,20 +97,12 @@ pub(crate) fn decode_on(
             }
             e.counts().decoded_on_cpu.fetch_add(1, Ordering::Relaxed);
         }
-        if splits_on_rayon(codec) {
+        if codec.splits_on_rayon() {
             codec.codec().decode_parallel(payload, out)
         } else {
             codec.codec().decode(payload, out)
         }
     })
-}
-
-/// Does the codec split one tensor's chunks over rayon's pool (its parallel encoder or
-/// decoder, where it has one)? Then a large part uses every core, and parts coded at once
-/// (themselves on rayon's threads) share that pool without oversubscribing it. C-Blosc2's
-/// parallel decoder starts threads of its own, so it stays on one core per part here.
-fn splits_on_rayon(codec: CodecSpec) -> bool {
-    matches!(codec.id, CodecId::Rans | CodecId::BitPlane)
 }
 
 /// Run a codec call with its panics caught: a panic is a bug in a codec, and it must reach

@@ -8,6 +8,11 @@
 
 use crate::{ElemType, Result};
 
+/// The smallest task a codec's parallel encoder hands to a thread: whole chunks adding up to at
+/// least this many bytes (256 KiB: a millisecond of work or more, so a task's scratch and
+/// hand-over cost little; a 3 MiB KV layer still makes 12 tasks to share out).
+pub const PARALLEL_TASK_BYTES: usize = 256 << 10;
+
 /// A lossless tensor codec.
 pub trait Codec: Send + Sync {
     /// Stable, short name used in tables and on the command line (e.g. `zstd-3`).

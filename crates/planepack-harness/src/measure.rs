@@ -154,15 +154,24 @@ pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) ->
     let raw = g.raw_bytes();
     let compressed: u64 = encoded.iter().map(|e| e.len() as u64).sum();
 
+    // Every tensor encoded in turn into one reused buffer, by one core or (`parallel`) by the
+    // codec's own parallel encoder (one core for the codecs without one).
     let mut scratch = Vec::new();
-    let enc_runs = time_runs(s, || {
-        for (shape, data) in &g.tensors {
-            scratch.clear();
-            codec
-                .encode_shaped(black_box(data), g.elem, shape, &mut scratch)
+    let mut time_encode = |parallel: bool| {
+        time_runs(s, || {
+            for (shape, data) in &g.tensors {
+                scratch.clear();
+                let data = black_box(data);
+                if parallel {
+                    codec.encode_shaped_parallel(data, g.elem, shape, &mut scratch)
+                } else {
+                    codec.encode_shaped(data, g.elem, shape, &mut scratch)
+                }
                 .unwrap();
-        }
-    });
+            }
+        })
+    };
+    let enc_runs = time_encode(false);
     // Decode and memcpy interleaved, each under its own clock: run i of each sees the same
     // machine state, and neither's time contains the other's.
     // Both write into the same output buffers (verified above, so no longer needed): the
@@ -191,14 +200,7 @@ pub fn measure_group(codec: &dyn Codec, g: &Group, s: Settings, device: &str) ->
             codec.decode_parallel(enc, out).unwrap();
         }
     });
-    let enc_all_runs = time_runs(s, || {
-        for (shape, data) in &g.tensors {
-            scratch.clear();
-            codec
-                .encode_shaped_parallel(black_box(data), g.elem, shape, &mut scratch)
-                .unwrap();
-        }
-    });
+    let enc_all_runs = time_encode(true);
     let (encode_gbps, encode_gbps_spread) = rates(raw, &enc_runs);
     let (encode_allcore_gbps, _) = rates(raw, &enc_all_runs);
     let (decode_gbps, decode_gbps_spread) = rates(raw, &dec_runs);

@@ -46,11 +46,6 @@ pub(crate) const MODELLED_SAMPLES: usize = 8;
 /// comes out 0.3-0.7 % larger in every chunk; where it wins, it wins by 5-40 %.)
 pub(crate) const MODELLED_SAMPLE_SLACK: f64 = 0.01;
 
-/// The parallel encoder's task: whole chunks adding up to at least 256 KiB (a millisecond of
-/// work or more, so a task's scratch and hand-over cost little; a 3 MiB KV layer still
-/// makes 12 tasks to share out).
-pub(crate) const TASK_BYTES: usize = 256 << 10;
-
 /// Order-0 entropy of a histogram, in bits: `sum c log2(n / c)`.
 pub(crate) fn entropy_bits(counts: &[u32; 256]) -> f64 {
     let n: f64 = counts.iter().map(|&c| c as f64).sum();
@@ -437,14 +432,19 @@ impl Rans {
             Ok::<bool, Error>(modelled)
         };
         let mut lens = Vec::with_capacity(n_chunks);
-        let task_bytes = chunk_bytes * TASK_BYTES.div_ceil(chunk_bytes);
+        let task_bytes =
+            chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
         let modelled = if parallel && body > task_bytes {
-            // Tasks of whole chunks, at least TASK_BYTES each, coded on rayon's threads into
-            // buffers of their own, then appended in order: the same bytes as one core's.
+            // Tasks of whole chunks, at least PARALLEL_TASK_BYTES each, coded on rayon's
+            // threads into buffers of their own (sized for a task's worst case: each chunk at
+            // most its raw bytes and a mode byte), then appended in order: the same bytes as
+            // one core's.
             let coded: Vec<Result<CodedTask>> = input_body[..body]
                 .par_chunks(task_bytes)
                 .map_init(EncScratch::default, |s, part| {
-                    let (mut bytes, mut part_lens) = (Vec::new(), Vec::new());
+                    let chunks = part.len().div_ceil(chunk_bytes);
+                    let mut bytes = Vec::with_capacity(part.len() + chunks);
+                    let mut part_lens = Vec::with_capacity(chunks);
                     let modelled = code(part, s, &mut bytes, &mut part_lens)?;
                     Ok((bytes, part_lens, modelled))
                 })

@@ -112,43 +112,14 @@ impl Encoder {
         self.words.resize(k * region, 0);
         let mut states = [L; MAX_LANES];
         let mut pos = [region; MAX_LANES];
-        #[cfg(target_arch = "x86_64")]
-        let simd = simd && k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3();
         #[cfg(not(target_arch = "x86_64"))]
-        let simd = {
-            let _ = simd;
-            false
-        };
-        if simd {
+        let _ = simd;
+        match () {
             #[cfg(target_arch = "x86_64")]
-            {
-                // Lanes below n % k have one symbol more than the rest: it is coded first
-                // (each lane runs backwards), alone; then every lane's common rounds.
-                let common = n / k;
-                for (l, (x, p)) in states.iter_mut().zip(&mut pos).enumerate().take(n % k) {
-                    let lane = &mut self.words[l * region..(l + 1) * region];
-                    put(&syms[symbols[l + common * k] as usize], x, lane, p);
-                }
-                let mut info = [0u32; 256];
-                for (i, e) in info.iter_mut().zip(&syms) {
-                    *i = e.freq | e.cum << 13;
-                }
-                let body = &symbols[..common * k];
-                let (w, st, ps) = (&mut self.words, &mut states, &mut pos);
-                // SAFETY: the CPU has AVX2 and FMA (x86-64-v3, checked above); k is a
-                // multiple of 8 up to 32, so G = k / 8 is 1 to 4, and `body` is `common`
-                // whole rounds of k; a lane's region has a word for each of its symbols.
-                unsafe {
-                    match k / 8 {
-                        1 => avx2::encode::<1>(&info, body, w, region, st, ps),
-                        2 => avx2::encode::<2>(&info, body, w, region, st, ps),
-                        3 => avx2::encode::<3>(&info, body, w, region, st, ps),
-                        _ => avx2::encode::<4>(&info, body, w, region, st, ps),
-                    }
-                };
+            () if simd && k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() => {
+                self.encode_avx2(&syms, symbols, k, region, &mut states, &mut pos)
             }
-        } else {
-            self.encode_scalar(&syms, symbols, k, region, &mut states, &mut pos);
+            () => self.encode_scalar(&syms, symbols, k, region, &mut states, &mut pos),
         }
         if pos[..k].iter().any(|&p| region - p > u16::MAX as usize) {
             return Err(Error::Unsupported("rANS lane over 65535 words".into()));
@@ -168,6 +139,49 @@ impl Encoder {
             }
         }
         Ok(())
+    }
+
+    /// The AVX2 coder (the CPU has x86-64-v3, `k` is a multiple of 8): lanes below `n % k`
+    /// have one symbol more than the rest, coded first (each lane runs backwards) by the
+    /// scalar step; then every lane's common rounds, eight lanes to a vector.
+    #[cfg(target_arch = "x86_64")]
+    fn encode_avx2(
+        &mut self,
+        syms: &[EncSymbol; 256],
+        symbols: &[u8],
+        k: usize,
+        region: usize,
+        states: &mut [u32; MAX_LANES],
+        pos: &mut [usize; MAX_LANES],
+    ) {
+        assert!(k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3());
+        let common = symbols.len() / k;
+        for (l, (x, p)) in states
+            .iter_mut()
+            .zip(pos.iter_mut())
+            .enumerate()
+            .take(symbols.len() % k)
+        {
+            let lane = &mut self.words[l * region..(l + 1) * region];
+            put(&syms[symbols[l + common * k] as usize], x, lane, p);
+        }
+        let mut info = [0u32; 256];
+        for (i, e) in info.iter_mut().zip(syms) {
+            *i = e.freq | e.cum << 13;
+        }
+        let body = &symbols[..common * k];
+        let w = &mut self.words;
+        // SAFETY: the CPU has AVX2 and FMA (x86-64-v3, asserted above); k is a multiple of 8
+        // up to 32, so G = k / 8 is 1 to 4, and `body` is `common` whole rounds of k; a lane's
+        // region has a word for each of its symbols.
+        unsafe {
+            match k / 8 {
+                1 => avx2::encode::<1>(&info, body, w, region, states, pos),
+                2 => avx2::encode::<2>(&info, body, w, region, states, pos),
+                3 => avx2::encode::<3>(&info, body, w, region, states, pos),
+                _ => avx2::encode::<4>(&info, body, w, region, states, pos),
+            }
+        };
     }
 
     /// The scalar coder: every lane's symbols, lanes four at a time.

@@ -179,8 +179,8 @@ impl Codec for Rans {
         self.encode_shaped_impl(input, elem, shape, false, out)
     }
 
-    /// Chunks in tasks of at least 1 MiB over rayon's threads: the same bytes as
-    /// [`Codec::encode_shaped`].
+    /// Chunks in tasks of [`planepack_core::codec::PARALLEL_TASK_BYTES`] over rayon's
+    /// threads: the same bytes as [`Codec::encode_shaped`].
     fn encode_shaped_parallel(
         &self,
         input: &[u8],

@@ -9,7 +9,7 @@
 
 use planepack_core::{Codec, ElemType};
 use planepack_rans::Rans;
-use planepack_testkit::{generate, Pattern};
+use planepack_testkit::{encode_on_4_threads, generate, Pattern};
 
 /// FNV-1a, 64 bit.
 fn fnv1a(h: &mut u64, bytes: &[u8]) {
@@ -96,10 +96,6 @@ fn encoder_output_is_unchanged() {
 /// whatever the machine has, so tasks really run at once and finish out of order.
 #[test]
 fn parallel_encoder_writes_the_same_bytes() {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(4)
-        .build()
-        .unwrap();
     for codec in [
         Rans::default(),
         Rans {
@@ -119,12 +115,7 @@ fn parallel_encoder_writes_the_same_bytes() {
                         codec
                             .encode_shaped(bytes, elem, shape, &mut serial)
                             .unwrap();
-                        let mut parallel = Vec::new();
-                        pool.install(|| {
-                            codec
-                                .encode_shaped_parallel(bytes, elem, shape, &mut parallel)
-                                .unwrap()
-                        });
+                        let parallel = encode_on_4_threads(&codec, bytes, elem, shape);
                         assert!(
                             serial == parallel,
                             "{} {elem:?} {pattern:?} {len} {shape:?}",

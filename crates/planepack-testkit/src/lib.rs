@@ -6,9 +6,31 @@
 //! subnormals, infinities, all-zero and constant blocks, ramps, ReLU-style sparsity and
 //! plain random bits. Generation is deterministic (SplitMix64) so failures reproduce.
 
-use planepack_core::ElemType;
+use planepack_core::{Codec, ElemType};
 
 pub mod alloc;
+
+/// `codec`'s parallel encoder ([`Codec::encode_shaped_parallel`]) on a pool of 4 threads
+/// whatever the machine has, so that tasks really run at once and finish out of order: what
+/// the parallel-encoder tests compare with the serial encoder's bytes. Panics if it fails.
+pub fn encode_on_4_threads(
+    codec: &dyn Codec,
+    data: &[u8],
+    elem: ElemType,
+    shape: &[usize],
+) -> Vec<u8> {
+    static POOL: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .expect("a pool of 4 threads")
+    });
+    let mut out = Vec::new();
+    pool.install(|| codec.encode_shaped_parallel(data, elem, shape, &mut out))
+        .expect("the parallel encoder takes the tensor");
+    out
+}
 
 /// SplitMix64: tiny, fast, deterministic.
 #[derive(Clone)]

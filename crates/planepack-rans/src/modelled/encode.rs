@@ -310,7 +310,9 @@ pub(crate) fn encode(
     // Every lane backwards from its last element, all lanes in step (their state chains are
     // independent, so the CPU overlaps them): lane j's words are written down from the end
     // of its region of `words`, so they end up in decoding order.
-    let ranges: Vec<std::ops::Range<usize>> = (0..k).map(|j| lane_range(j, n, k)).collect();
+    let ranges: [std::ops::Range<usize>; 32] =
+        std::array::from_fn(|j| if j < k { lane_range(j, n, k) } else { 0..0 });
+    let ranges = &ranges[..k];
     let longest = ranges.iter().map(|r| r.len()).max().unwrap_or(0);
     let region = longest + 1;
     s.words.clear();
