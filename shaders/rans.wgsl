@@ -553,6 +553,8 @@ fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
     for (var p = 1u; p < W; p = p + 1u) {
         if (at < cend) {
             at = plane(at, lits, p * K);
+        } else {
+            err = err | ERR_OVERRUN;
         }
     }
     storageBarrier();
@@ -659,6 +661,62 @@ fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
     return at;
 }
 
+// The block-scaled element `scale * q` (docs/format-rans.md, "Block-scaled chunk"), exact, in
+// integers (no float rounding or subnormal flush can differ between devices); `qb` is q's
+// two's-complement byte. A product that is not exact and normal sets ERR_VALUE. CPU twin:
+// `planepack_rans::internals::scaled::product`.
+fn scaled_product(scale: u32, qb: u32) -> u32 {
+    if (qb == 0u) {
+        return 0u;
+    }
+    let negative = qb >= 128u;
+    let e = (scale >> 23u) & 0xffu;
+    let p = ((scale & 0x7fffffu) | 0x800000u) * select(qb, 256u - qb, negative);
+    // p is in [2^23, 2^31): `sh` significant bits past 24.
+    let sh = 8u - countLeadingZeros(p);
+    if (e == 0u || e == 255u || (p & ((1u << sh) - 1u)) != 0u || e + sh > 254u) {
+        err = err | ERR_VALUE;
+        return 0u;
+    }
+    let sign = (scale >> 31u) ^ select(0u, 1u, negative);
+    return (sign << 31u) | ((e + sh) << 23u) | ((p >> sh) & 0x7fffffu);
+}
+
+// A block-scaled chunk (W = 4) of `n` elements whose block-size byte is at `at0`: the blocks'
+// scales as four planes of `nb` symbols (each in a quarter of plane 0's scratch: a block has at
+// least 4 elements), the integers as one plane of `n` (in plane 1's), then one element per
+// invocation step. Returns the byte after the chunk's planes.
+fn scaled(at0: u32, n: u32, K: u32) -> u32 {
+    need(at0, 1u);
+    let b = byte_at(at0);
+    if (b < SCALED_BLOCK_LOG2_MIN || b > SCALED_BLOCK_LOG2_MAX) {
+        err = err | ERR_VALUE;
+    }
+    let bl = clamp(b, SCALED_BLOCK_LOG2_MIN, SCALED_BLOCK_LOG2_MAX);
+    let nb = (n + (1u << bl) - 1u) >> bl;
+    let qs = K / 4u;
+    var at = at0 + 1u;
+    for (var p = 0u; p < 5u; p = p + 1u) {
+        if (at < cend) {
+            at = plane(at, select(nb, n, p == 4u), select(p * qs, K, p == 4u));
+        } else {
+            err = err | ERR_OVERRUN;
+        }
+    }
+    storageBarrier();
+    for (var e = slot; e < n; e = e + WG) {
+        var t = 0u;
+        for (var p = 0u; p < 4u; p = p + 1u) {
+            t = (t << 8u) | sbyte(p * qs + (e >> bl));
+        }
+        if (params.rotate != 0u) {
+            t = (t >> 1u) | (t << 31u);
+        }
+        out[obase + e] = scaled_product(t, sbyte(K + e));
+    }
+    return at;
+}
+
 // Store word `w` of this chunk's output (of `owords` words, `nbytes` bytes), if it is one;
 // the last chunk's last word takes the tail bytes after the body's.
 var<private> obase: u32;
@@ -707,6 +765,8 @@ fn run(wg: vec3<u32>) {
         }
     } else if (mode == CHUNK_MODELLED) {
         at = modelled(at0, n, K, first + n == params.elems);
+    } else if (mode == CHUNK_SCALED && W == 4u) {
+        at = scaled(at, n, K);
     } else if (mode == CHUNK_DENSE || mode == CHUNK_SPARSE) {
         let sparse = mode == CHUNK_SPARSE;
         var z = n;
@@ -721,8 +781,12 @@ fn run(wg: vec3<u32>) {
             at = plane(at, (n + 7u) / 8u, params.mask_at);
         }
         for (var p = 0u; p < W; p = p + 1u) {
+            // (Past an error `plane` returns the chunk's end; a chunk that ends before its
+            // last plane is short, not complete.)
             if (at < cend) {
                 at = plane(at, z, p * K);
+            } else {
+                err = err | ERR_OVERRUN;
             }
         }
         storageBarrier();

@@ -4,7 +4,7 @@
 //! Seeds: a slice of the first tensor of every dataset, encoded by every codec (for `decode`;
 //! the bit-plane stream alone for `tiers`), raw with a codec and no header edits (for
 //! `headers`, which encodes it and then edits header fields),
-//! raw (for `roundtrip`), as a small safetensors file (for `tensor_files`) and as a container
+//! raw (for `roundtrip`, and for `rans_scaled`, which reads any bytes as blocks), as a small safetensors file (for `tensor_files`) and as a container
 //! of that file (for `container`), and every input that once crashed a reader
 //! (`fuzz/regressions/<target>/`). They go to `target/fuzz-corpus/<target>/`, which is also
 //! where libFuzzer keeps what it finds, so a later run starts where the last one stopped.
@@ -20,10 +20,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Every target in `fuzz/Cargo.toml`.
-pub const TARGETS: [&str; 7] = [
+pub const TARGETS: [&str; 8] = [
     "decode",
     "headers",
     "roundtrip",
+    "rans_scaled",
     "ibp_rows",
     "tiers",
     "container",
@@ -202,6 +203,8 @@ fn seed(corpus: &Path) -> Result<()> {
         mk("container")?,
     );
     mk("ibp_rows")?;
+    // Any bytes are blocks of a scale and 32 integers to `rans_scaled`: the datasets' slices.
+    let scaled = mk("rans_scaled")?;
     let tiers = mk("tiers")?;
     let headers = mk("headers")?;
     for d in &manifest.datasets {
@@ -234,6 +237,9 @@ fn seed(corpus: &Path) -> Result<()> {
             let mut raw = vec![i as u8, shape_byte];
             raw.extend_from_slice(slice);
             std::fs::write(roundtrip.join(format!("{}-{}", d.name, id.name())), raw)?;
+            if i == 0 {
+                std::fs::write(scaled.join(&d.name), slice)?;
+            }
             // headers: codec, element type, row length, no edits yet, then the tensor.
             let mut h = vec![i as u8, elem_code(elem), cols as u8 - 1, 0];
             h.extend_from_slice(&slice[..slice.len().min(1024)]);

@@ -102,14 +102,22 @@ pub fn wgsl_prelude() -> String {
 }
 
 /// The rANS format's constants (`planepack-rans`, `docs/format-rans.md`): chunk modes, plane
-/// kinds, lane and table limits, and the modelled chunk's alphabet and tables.
+/// kinds, lane and table limits, the modelled chunk's alphabet and tables, and the
+/// block-scaled chunk's block sizes.
 fn rans_constants() -> String {
     use planepack_rans::internals::modelled as m;
-    let consts: [(&str, u32); 22] = [
+    use planepack_rans::internals::scaled as sc;
+    let consts: [(&str, u32); 25] = [
         ("CHUNK_RAW", planepack_rans::CHUNK_RAW as u32),
         ("CHUNK_DENSE", planepack_rans::CHUNK_DENSE as u32),
         ("CHUNK_SPARSE", planepack_rans::CHUNK_SPARSE as u32),
         ("CHUNK_MODELLED", m::CHUNK_MODELLED as u32),
+        ("CHUNK_SCALED", sc::CHUNK_SCALED as u32),
+        (
+            "SCALED_BLOCK_LOG2_MIN",
+            *sc::BLOCK_LOG2_RANGE.start() as u32,
+        ),
+        ("SCALED_BLOCK_LOG2_MAX", *sc::BLOCK_LOG2_RANGE.end() as u32),
         ("PLANE_RAW", planepack_rans::PLANE_RAW as u32),
         ("PLANE_CONST", planepack_rans::PLANE_CONST as u32),
         ("PLANE_RANS", planepack_rans::PLANE_RANS as u32),

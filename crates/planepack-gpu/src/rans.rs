@@ -27,10 +27,19 @@ impl Gpu {
         let modelled = spans
             .iter()
             .any(|&(o, _)| stream[o] == planepack_rans::internals::modelled::CHUNK_MODELLED);
-        if modelled && h.version < 2 {
+        if modelled && h.version < planepack_rans::VERSION_MODELLED {
             return Err(
                 planepack_core::Error::corrupt("a modelled chunk in a version-1 stream").into(),
             );
+        }
+        let scaled = planepack_rans::internals::scaled::CHUNK_SCALED;
+        if h.version < planepack_rans::internals::scaled::VERSION_SCALED
+            && spans.iter().any(|&(o, _)| stream[o] == scaled)
+        {
+            return Err(planepack_core::Error::corrupt(
+                "a block-scaled chunk in a stream before version 3",
+            )
+            .into());
         }
         let long_lanes = spans.iter().enumerate().any(|(i, &(o, _))| {
             let n = h

@@ -8,9 +8,9 @@ use super::*;
 pub(crate) struct DecScratch {
     pub(crate) modelled: modelled::DecodeState,
     pub(crate) planes: Vec<Vec<u8>>,
-    mask: Vec<u8>,
+    pub(crate) mask: Vec<u8>,
     /// A sparse chunk's nonzero elements, joined.
-    nonzero: Vec<u8>,
+    pub(crate) nonzero: Vec<u8>,
     /// Decode table and lane words.
     pub(crate) lanes: (Vec<u32>, Vec<u16>),
 }
@@ -96,8 +96,11 @@ pub(crate) fn decode_chunk(
             expand(&s.nonzero, &s.mask, h.width, out);
             at
         }
-        modelled::CHUNK_MODELLED if h.version >= 2 => {
+        modelled::CHUNK_MODELLED if h.version >= VERSION_MODELLED => {
             modelled::decode(chunk, h.width, h.rotate, s, out)?
+        }
+        scaled::CHUNK_SCALED if h.version >= scaled::VERSION_SCALED => {
+            scaled::decode(chunk, h, s, out)?
         }
         m => return Err(Error::corrupt_at(format!("chunk mode {m}"), 0)),
     };

@@ -60,6 +60,7 @@ pub(crate) fn entropy_bits(counts: &[u32; 256]) -> f64 {
 #[derive(Default)]
 pub(crate) struct EncScratch {
     modelled: modelled::Scratch,
+    scaled: scaled::Scratch,
     /// A chunk coded as planes while its modelled form is kept aside.
     planes: Vec<Vec<u8>>,
     sparse_planes: Vec<Vec<u8>>,
@@ -81,10 +82,12 @@ pub(crate) struct TensorPlan {
     pub row: usize,
     /// Whether chunks try the modelled form ([`Rans::modelled_may_pay`]).
     pub try_modelled: bool,
+    /// Whether chunks try the block-scaled form (FP32 only).
+    pub try_scaled: bool,
 }
 
-/// One parallel task's chunks: their bytes, each chunk's length, whether any is modelled.
-type CodedTask = (Vec<u8>, Vec<u32>, bool);
+/// One parallel task's chunks: their bytes, each chunk's length, the stream version they need.
+type CodedTask = (Vec<u8>, Vec<u32>, u8);
 
 /// How a plane will be written, chosen from its histogram alone.
 // One per byte plane of a chunk, on the stack: boxing the table would allocate per plane.
@@ -208,23 +211,35 @@ impl Rans {
     }
 
     /// Encode one chunk of whole elements as `plan` says, appending mode and planes to `out`;
-    /// returns whether the chunk is modelled (mode 3).
+    /// returns the stream version the chunk needs (1; 2 if modelled, 3 if scaled).
     pub(crate) fn encode_chunk(
         &self,
         elems: &[u8],
         plan: TensorPlan,
         s: &mut EncScratch,
         out: &mut Vec<u8>,
-    ) -> Result<bool> {
+    ) -> Result<u8> {
         let TensorPlan {
             width,
             rotate,
             row,
             try_modelled,
+            try_scaled,
         } = plan;
+        // A chunk whose every block factors (which the first block decides on nearly every
+        // other tensor, at once) is scaled where that is smaller than its planes: it decodes
+        // faster than planes, so any saving counts.
+        if try_scaled {
+            if let Some(scaled) = scaled::plan(elems, rotate, &mut s.scaled) {
+                if scaled.estimate < self.plane_estimate(elems, width, rotate, s) {
+                    scaled::encode(&scaled, &s.scaled, &mut s.lanes, out)?;
+                    return Ok(scaled::VERSION_SCALED);
+                }
+            }
+        }
         if !try_modelled {
             self.encode_chunk_planes(elems, width, rotate, s, out)?;
-            return Ok(false);
+            return Ok(1);
         }
         let best_plane_estimate = self.plane_estimate(elems, width, rotate, s);
         let (estimate, tables, plans) = modelled::plan(elems, width, rotate, row, &mut s.modelled);
@@ -241,10 +256,10 @@ impl Rans {
                 &mut s.lanes,
                 out,
             )?;
-            return Ok(true);
+            return Ok(VERSION_MODELLED);
         }
         self.encode_chunk_planes(elems, width, rotate, s, out)?;
-        Ok(false)
+        Ok(1)
     }
 
     /// The estimated size of the chunk as byte planes: the smaller of the dense and sparse
@@ -418,23 +433,24 @@ impl Rans {
             rotate,
             row,
             try_modelled: false,
+            try_scaled: self.scaled && width == 4,
         };
         plan.try_modelled = self.modelled
             && self.modelled_may_pay(&input_body[..body], plan, chunk_bytes, parallel, &mut s);
         // Chunks in order, coded into `out`; each chunk's length into the table.
         let code = |part: &[u8], s: &mut EncScratch, out: &mut Vec<u8>, lens: &mut Vec<u32>| {
-            let mut modelled = false;
+            let mut version = 1;
             for c in part.chunks(chunk_bytes) {
                 let at = out.len();
-                modelled |= self.encode_chunk(c, plan, s, out)?;
+                version = version.max(self.encode_chunk(c, plan, s, out)?);
                 lens.push((out.len() - at) as u32);
             }
-            Ok::<bool, Error>(modelled)
+            Ok::<u8, Error>(version)
         };
         let mut lens = Vec::with_capacity(n_chunks);
         let task_bytes =
             chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
-        let modelled = if parallel && body > task_bytes {
+        let version = if parallel && body > task_bytes {
             // Tasks of whole chunks, at least PARALLEL_TASK_BYTES each, coded on rayon's
             // threads into buffers of their own (sized for a task's worst case: each chunk at
             // most its raw bytes and a mode byte), then appended in order: the same bytes as
@@ -445,24 +461,22 @@ impl Rans {
                     let chunks = part.len().div_ceil(chunk_bytes);
                     let mut bytes = Vec::with_capacity(part.len() + chunks);
                     let mut part_lens = Vec::with_capacity(chunks);
-                    let modelled = code(part, s, &mut bytes, &mut part_lens)?;
-                    Ok((bytes, part_lens, modelled))
+                    let version = code(part, s, &mut bytes, &mut part_lens)?;
+                    Ok((bytes, part_lens, version))
                 })
                 .collect();
-            let mut any = false;
+            let mut newest = 1;
             for c in coded {
-                let (bytes, part_lens, modelled) = c?;
+                let (bytes, part_lens, version) = c?;
                 out.extend_from_slice(&bytes);
                 lens.extend_from_slice(&part_lens);
-                any |= modelled;
+                newest = newest.max(version);
             }
-            any
+            newest
         } else {
             code(&input_body[..body], &mut s, out, &mut lens)?
         };
-        if modelled {
-            out[version_at] = VERSION;
-        }
+        out[version_at] = version;
         for (entry, len) in out[table_at..table_at + 4 * n_chunks]
             .chunks_exact_mut(4)
             .zip(&lens)

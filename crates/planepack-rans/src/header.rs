@@ -55,8 +55,12 @@ impl Header {
 /// stream is long enough for the chunk table it implies (so a lying `raw_len` is refused
 /// before anything is allocated for it).
 pub fn parse_header(input: &[u8]) -> Result<Header> {
-    // Version 2 (modelled chunks) or 1; anything else is refused as version 2 would be.
-    let version = if input.get(4) == Some(&1) { 1 } else { VERSION };
+    // Version 3 (scaled chunks), 2 (modelled chunks) or 1; anything else is refused as the
+    // newest would be.
+    let version = match input.get(4) {
+        Some(&v) if v == 1 || v == VERSION_MODELLED => v,
+        _ => VERSION,
+    };
     let h = stream_header(input, HEADER_BYTES, MAGIC, version, "rANS")?;
     let width = h[5] as usize;
     if !matches!(width, 1 | 2 | 4) {

@@ -22,6 +22,9 @@
 //! * **Runs and repeats** (module `modelled`, stream version 2): where it pays, a chunk codes
 //!   each element as a symbol (zero, equal to left, equal to up, a dictionary value, or a
 //!   literal's top byte) with the previous symbol as context, in up to 8 contiguous lanes.
+//! * **Block-scaled integers** (module `scaled`, stream version 3): FP32 tensors that are a
+//!   scale per block times small integers, exactly (block-quantized weights dequantized, as
+//!   GGUF's Q8_0 tables are when loaded), stored as the scales and one byte per element.
 //!
 //! The stream format is `docs/format-rans.md`. Every decoder rule there is checked here:
 //! a damaged stream is an error, never a panic, an out-of-bounds access or a hang.
@@ -52,6 +55,7 @@
 mod lanes;
 mod model;
 mod modelled;
+mod scaled;
 
 mod decode;
 mod encode;
@@ -77,6 +81,12 @@ pub mod internals {
             SYM_LITERAL, SYM_UP, SYM_ZERO,
         };
     }
+    /// The block-scaled chunk's constants and its element rule.
+    pub mod scaled {
+        pub use crate::scaled::{
+            product, BLOCK_LOG2_RANGE, CHUNK_SCALED, ENCODER_BLOCK_LOG2, VERSION_SCALED,
+        };
+    }
 }
 
 use model::{histogram, Table};
@@ -87,9 +97,11 @@ use rayon::prelude::*;
 
 /// Stream magic.
 pub const MAGIC: [u8; 4] = *b"PPRA";
-/// Format version: 2 when a chunk is modelled (mode 3), else 1 (the streams of the first
-/// version, byte for byte). Decoders read both.
-pub const VERSION: u8 = 2;
+/// Format version: 3 when a chunk is block-scaled (mode 4), else 2 when a chunk is modelled
+/// (mode 3), else 1 (the streams of the first version, byte for byte). Decoders read all three.
+pub const VERSION: u8 = scaled::VERSION_SCALED;
+/// The version that allows modelled chunks (mode 3).
+pub const VERSION_MODELLED: u8 = 2;
 /// Bytes of the stream header.
 pub const HEADER_BYTES: usize = 16;
 /// Chunk sizes the format allows: 2^12 (4 KiB) to 2^20 (1 MiB) bytes.
@@ -126,6 +138,9 @@ pub struct Rans {
     /// Try the modelled chunk ([`modelled`]: runs, repeated values, neighbours' magnitudes)
     /// and keep it where it is smaller.
     pub modelled: bool,
+    /// Try block-scaled chunks ([`scaled`]: FP32 blocks that are a scale times small
+    /// integers) and keep them where they are smaller.
+    pub scaled: bool,
 }
 
 impl Default for Rans {
@@ -136,6 +151,7 @@ impl Default for Rans {
             rotate: true,
             rows: true,
             modelled: true,
+            scaled: true,
         }
     }
 }
@@ -146,12 +162,13 @@ impl Codec for Rans {
             "rans".into()
         } else {
             format!(
-                "rans-c{}{}{}{}{}",
+                "rans-c{}{}{}{}{}{}",
                 self.chunk_log2,
                 if self.zero_mask { "" } else { "-nozero" },
                 if self.rotate { "" } else { "-norotate" },
                 if self.rows { "" } else { "-norows" },
-                if self.modelled { "" } else { "-nomodel" }
+                if self.modelled { "" } else { "-nomodel" },
+                if self.scaled { "" } else { "-noscale" }
             )
         }
     }

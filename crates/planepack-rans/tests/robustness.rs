@@ -35,6 +35,12 @@ fn mutated_streams_are_errors_or_right_length() {
             assert_eq!(enc[7] & 2, 2, "expected a row map");
             streams.push((raw, enc));
         }
+        // Block-scaled chunks (version 3), one chunk of them broken off the grid.
+        let mut raw = planepack_testkit::block_scaled_f32(20_000, 8, 4);
+        raw[9_000] ^= 1;
+        let enc = codec.encode_to_vec(&raw, ElemType::F32).unwrap();
+        assert_eq!(enc[4], planepack_rans::internals::scaled::VERSION_SCALED);
+        streams.push((raw, enc));
         let (mut errors, mut rounds) = (0, 0);
         for round in 0..20_000 {
             let (raw, enc) = &streams[round % streams.len()];

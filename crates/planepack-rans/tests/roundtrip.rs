@@ -19,6 +19,7 @@ fn settings() -> Vec<Rans> {
                         rotate,
                         rows: true,
                         modelled,
+                        scaled: modelled,
                     });
                 }
             }
@@ -148,6 +149,60 @@ fn repeated_rows_round_trip_and_pay() {
                 );
             }
         }
+    }
+}
+
+/// FP32 tensors that are a scale per block of 32 times int8 (a dequantized Q8_0 table) are
+/// stored block-scaled (version 3): about a byte per element, every tail length, zero blocks,
+/// rows, both decoders; a block that does not factor leaves only its chunk as planes.
+#[test]
+fn block_scaled_tensors_round_trip_and_pay() {
+    let codec = Rans::default();
+    let data = planepack_testkit::block_scaled_f32(1 << 20, 3, 7);
+    let enc = codec.encode_to_vec(&data, ElemType::F32).unwrap();
+    assert_eq!(enc[4], planepack_rans::internals::scaled::VERSION_SCALED);
+    let ratio = data.len() as f64 / enc.len() as f64;
+    assert!(ratio > 3.3, "ratio {ratio}");
+    check(&codec, &data, ElemType::F32);
+    let planes = Rans {
+        scaled: false,
+        ..Rans::default()
+    }
+    .encode_to_vec(&data, ElemType::F32)
+    .unwrap();
+    assert!(planes[4] < 3 && planes.len() as f64 > 2.0 * enc.len() as f64);
+    // One element off its block's grid: that chunk (only) is coded another way.
+    let mut broken = data.clone();
+    broken[70_000 * 4] ^= 1;
+    let enc2 = codec.encode_to_vec(&broken, ElemType::F32).unwrap();
+    assert!(enc2.len() < enc.len() + 65_536 && enc2.len() > enc.len());
+    check(&codec, &broken, ElemType::F32);
+    for len in (0..=300).chain([4095, 4096, 4097, 65_535, 65_536, 65_537, 200_003]) {
+        for chunk_log2 in [12, 16] {
+            let c = Rans {
+                chunk_log2,
+                ..Rans::default()
+            };
+            check(
+                &c,
+                &planepack_testkit::block_scaled_f32(len, len as u64, 3),
+                ElemType::F32,
+            );
+        }
+    }
+    // As rows (row map, "equal to up" rows) and with the other element types (never scaled).
+    let rows = [&data[..128 * 576 * 4], &data[..128 * 576 * 4]].concat();
+    let mut shaped = Vec::new();
+    codec
+        .encode_shaped(&rows, ElemType::F32, &[256, 576], &mut shaped)
+        .unwrap();
+    let mut out = vec![0u8; rows.len()];
+    codec.decode(&shaped, &mut out).unwrap();
+    assert!(out == rows);
+    for elem in [ElemType::BF16, ElemType::F16, ElemType::U8] {
+        let enc = codec.encode_to_vec(&data, elem).unwrap();
+        assert!(enc[4] < 3, "{elem}");
+        check(&codec, &data, elem);
     }
 }
 

@@ -56,6 +56,7 @@ fn version_1_output_is_unchanged() {
     let h = streams_hash(&[
         Rans {
             modelled: false,
+            scaled: false,
             ..Rans::default()
         },
         Rans {
@@ -64,6 +65,7 @@ fn version_1_output_is_unchanged() {
             rotate: false,
             rows: false,
             modelled: false,
+            scaled: false,
         },
     ]);
     assert_eq!(
@@ -83,10 +85,41 @@ fn encoder_output_is_unchanged() {
             rotate: false,
             rows: false,
             modelled: true,
+            scaled: true,
         },
     ]);
     assert_eq!(
         h, 0x718b_3536_6ac3_b658,
+        "encoder output changed: {h:#018x}"
+    );
+}
+
+/// Block-scaled streams (version 3): dequantized-Q8_0-like tensors of every tail length
+/// around the chunk, with zero blocks, flat and as repeated rows.
+#[test]
+fn block_scaled_output_is_unchanged() {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for codec in [
+        Rans::default(),
+        Rans {
+            chunk_log2: 12,
+            rotate: false,
+            ..Rans::default()
+        },
+    ] {
+        for len in [4, 130, 4096, 3 * 4096 + 77, 100_000, 300_001] {
+            let data = planepack_testkit::block_scaled_f32(len, len as u64, 5);
+            fnv1a(&mut h, &codec.encode_to_vec(&data, ElemType::F32).unwrap());
+            let rows = [&data[..data.len() / 128 * 128]; 3].concat();
+            let mut enc = Vec::new();
+            codec
+                .encode_shaped(&rows, ElemType::F32, &[rows.len() / 128, 32], &mut enc)
+                .unwrap();
+            fnv1a(&mut h, &enc);
+        }
+    }
+    assert_eq!(
+        h, 0x8627_3435_cbbd_b999,
         "encoder output changed: {h:#018x}"
     );
 }

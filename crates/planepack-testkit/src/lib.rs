@@ -199,6 +199,41 @@ pub fn generate(pattern: Pattern, elem: ElemType, len: usize, seed: u64) -> Vec<
     out
 }
 
+/// `len` bytes of FP32 elements laid out as a dequantized block-quantized tensor (GGUF Q8_0):
+/// per block of 32 elements an FP16-representable scale `d` times int8 values `q` in
+/// -127..=127 (one per block at -127 or 127), so that `d * q` is exact in FP32; every
+/// `zero_block_every`-th block (if nonzero) is all zeros. For tests of the rANS codec's
+/// block-scaled chunks (not a stand-in for real data in any figure).
+pub fn block_scaled_f32(len: usize, seed: u64, zero_block_every: usize) -> Vec<u8> {
+    let mut rng = Rng(seed);
+    let mut out = Vec::with_capacity(len + 4);
+    let mut block = 0;
+    while out.len() < len {
+        // An FP16 normal scale (11 significant bits), as f32.
+        let d16 = (0x1c00 + rng.below(0x3000) as u32) & 0x7fff;
+        let d = f32::from_bits(((d16 >> 10) + 112) << 23 | (d16 & 0x3ff) << 13);
+        let zero = zero_block_every != 0 && block % zero_block_every == zero_block_every - 1;
+        let peak = rng.below(32) as usize;
+        for i in 0..32 {
+            let q = if zero {
+                0.0
+            } else if i == peak {
+                if rng.below(2) == 0 {
+                    -127.0
+                } else {
+                    127.0
+                }
+            } else {
+                (rng.normal() * 40.0).round().clamp(-127.0, 127.0) + 0.0 // never -0.0
+            };
+            out.extend_from_slice(&((d as f64 * q) as f32).to_le_bytes());
+        }
+        block += 1;
+    }
+    out.truncate(len);
+    out
+}
+
 /// How a valid stream was damaged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mutation {
