@@ -61,15 +61,15 @@ fn main() {
         }
         let d = t.elapsed().as_secs_f64();
         let c: usize = enc.iter().map(Vec::len).sum();
-        let mut modes = [0usize; 4];
+        let mut modes = [0usize; 5];
         for e in &enc {
             if let Ok(h) = planepack_rans::parse_header(e) {
                 for (at, _) in planepack_rans::chunk_spans(e, &h).unwrap_or_default() {
-                    modes[(e[at] as usize).min(3)] += 1;
+                    modes[(e[at] as usize).min(4)] += 1;
                 }
             }
         }
-        println!("chunk modes raw/dense/sparse/modelled: {modes:?}");
+        println!("chunk modes raw/dense/sparse/modelled/scaled: {modes:?}");
         let mut par: Vec<Vec<u8>> = vec![Vec::new(); g.tensors.len()];
         let t = Instant::now();
         for ((shape, data), o) in g.tensors.iter().zip(par.iter_mut()) {

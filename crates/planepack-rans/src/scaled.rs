@@ -55,12 +55,14 @@ pub fn product(scale: u32, q: i8) -> Option<u32> {
 pub(crate) struct Scratch {
     scales: Vec<u8>,
     quotients: Vec<u8>,
+    /// A block expanded back from its factors, to compare with the original.
+    check: Vec<u8>,
     scale_planes: Vec<Vec<u8>>,
 }
 
 /// Factor `elems` (FP32, little-endian) into blocks of `block` elements: a scale per block
 /// (its largest magnitude over [`ENCODER_QMAX`]; an all-zero block repeats the previous scale)
-/// and an integer per element whose [`product`] is the element. False as soon as an element
+/// and an integer per element whose [`product`] is the element. False as soon as a block
 /// does not factor (most tensors fail on their first block, so the trial costs nothing there).
 fn factor(elems: &[u8], block: usize, s: &mut Scratch) -> bool {
     s.scales.clear();
@@ -86,14 +88,27 @@ fn factor(elems: &[u8], block: usize, s: &mut Scratch) -> bool {
             }
             sf.to_bits()
         };
-        let d = f64::from(f32::from_bits(scale));
-        for b in blk.chunks_exact(4) {
-            let v = word(b);
-            let r = (f64::from(f32::from_bits(v)) / d).round();
-            if !(-128.0..=127.0).contains(&r) || product(scale, r as i8) != Some(v) {
-                return false;
-            }
-            s.quotients.push(r as i8 as u8);
+        // The integer is the element over the scale, rounded: a guess in f32 (exact when the
+        // element factors: |q| <= 128 is far inside f32's precision), which the decoder's own
+        // expansion then confirms bit for bit. (Rounding by truncating x + 0.5 away from
+        // zero, not `round`, a libm call on the baseline x86-64 target; no branch per
+        // element, so the loops vectorise.)
+        let inv = (1.0 / f64::from(f32::from_bits(scale))) as f32;
+        let start = s.quotients.len();
+        s.quotients.resize(start + blk.len() / 4, 0);
+        let mut out_of_range = false;
+        for (q, b) in s.quotients[start..].iter_mut().zip(blk.chunks_exact(4)) {
+            let r = f32::from_bits(word(b)) * inv;
+            let qi = (r + 0.5f32.copysign(r)) as i32;
+            out_of_range |= !(-128..=127).contains(&qi);
+            *q = qi as u8;
+        }
+        s.check.resize(blk.len(), 0);
+        if out_of_range
+            || !expand_block(scale, &s.quotients[start..], &mut s.check)
+            || s.check != blk
+        {
+            return false;
         }
         s.scales.extend_from_slice(&scale.to_le_bytes());
         prev = scale;
@@ -171,15 +186,47 @@ pub(crate) fn decode(
     s.nonzero.resize(4 * blocks, 0);
     join_all(&s.planes, 4, h.rotate, &mut s.nonzero);
     at = get_plane(chunk, at, n, &mut s.lanes, &mut s.mask)?;
-    for (i, (o, &q)) in out.chunks_exact_mut(4).zip(&s.mask).enumerate() {
-        let sb = &s.nonzero[(i >> b) * 4..][..4];
-        let scale = u32::from_le_bytes(sb.try_into().unwrap());
-        let v = product(scale, q as i8).ok_or_else(|| {
-            Error::corrupt("a scaled element that is not an exact normal product")
-        })?;
-        o.copy_from_slice(&v.to_le_bytes());
+    let block = 1usize << b;
+    let mut ok = true;
+    for ((o, q), sb) in out
+        .chunks_mut(4 * block)
+        .zip(s.mask.chunks(block))
+        .zip(s.nonzero.chunks_exact(4))
+    {
+        ok &= expand_block(u32::from_le_bytes(sb.try_into().unwrap()), q, o);
+    }
+    if !ok {
+        return Err(Error::corrupt(
+            "a scaled element that is not an exact normal product",
+        ));
     }
     Ok(at)
+}
+
+/// Write the [`product`]s of one block's `scale` and integers `qs` into `out` (4 bytes each);
+/// false if any is not an exact normal product (the values written are then meaningless).
+/// The same rule as `product`, with the scale's fields taken apart once per block and no
+/// branch per element, so that a block costs a few operations an element.
+#[inline]
+fn expand_block(scale: u32, qs: &[u8], out: &mut [u8]) -> bool {
+    let e = (scale >> 23) & 0xff;
+    let m = (scale & 0x7f_ffff) | 0x80_0000;
+    let abnormal = u32::from(e.wrapping_sub(1) >= 254);
+    let mut bad = 0u32;
+    for (o, &q) in out.chunks_exact_mut(4).zip(qs) {
+        let q = q as i8;
+        let p = m * u32::from(q.unsigned_abs());
+        // (For q = 0, p = 0: `sh` comes out 0 and the element is masked to +0.0 below.)
+        let sh = 8u32.saturating_sub(p.leading_zeros());
+        let inexact = p & ((1 << sh) - 1);
+        let v = (scale ^ (u32::from(q < 0) << 31)) & 0x8000_0000
+            | (e + sh) << 23
+            | ((p >> sh) & 0x7f_ffff);
+        let live = u32::from(q != 0);
+        bad |= live & (u32::from(inexact != 0) | u32::from(e + sh > 254) | abnormal);
+        o.copy_from_slice(&(v * live).to_le_bytes());
+    }
+    bad == 0
 }
 
 #[cfg(test)]
@@ -218,6 +265,33 @@ mod tests {
                     (f64::from(f) == exact && f.is_normal()).then(|| f.to_bits())
                 };
                 assert_eq!(got, want, "scale {scale:#x} q {q}");
+            }
+        }
+    }
+
+    /// The block expansion the decoder uses gives `product`'s elements and refuses exactly
+    /// where `product` does.
+    #[test]
+    fn expand_block_agrees_with_product() {
+        let scales = [
+            0x0080_0000u32,
+            0x3f80_0001,
+            0xbc01_0000,
+            0x7f7f_ffff,
+            0x7f00_0000,
+            0x3c00_4000,
+            0x0000_0001,
+            0x7fc0_0000,
+        ];
+        for scale in scales {
+            for q in 0..=255u8 {
+                let mut out = [0u8; 4];
+                let ok = expand_block(scale, &[q], &mut out);
+                let want = product(scale, q as i8);
+                assert_eq!(ok, want.is_some(), "scale {scale:#x} q {q}");
+                if let Some(v) = want {
+                    assert_eq!(u32::from_le_bytes(out), v, "scale {scale:#x} q {q}");
+                }
             }
         }
     }
