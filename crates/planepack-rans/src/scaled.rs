@@ -65,6 +65,26 @@ pub(crate) struct Scratch {
 /// and an integer per element whose [`product`] is the element. False as soon as a block
 /// does not factor (most tensors fail on their first block, so the trial costs nothing there).
 fn factor(elems: &[u8], block: usize, s: &mut Scratch) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if planepack_core::cpu::x86_64_v3() {
+        // SAFETY: the CPU has the x86-64-v3 features (checked just above).
+        return unsafe { factor_v3(elems, block, s) };
+    }
+    factor_impl(elems, block, s)
+}
+
+/// [`factor`] compiled for x86-64-v3 (its loops in 8 lanes instead of SSE2's 4).
+///
+/// # Safety
+/// The CPU must have AVX2 and LZCNT.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,lzcnt")]
+unsafe fn factor_v3(elems: &[u8], block: usize, s: &mut Scratch) -> bool {
+    factor_impl(elems, block, s)
+}
+
+#[inline(always)]
+fn factor_impl(elems: &[u8], block: usize, s: &mut Scratch) -> bool {
     s.scales.clear();
     s.quotients.clear();
     let mut prev = 1.0f32.to_bits();
@@ -186,16 +206,7 @@ pub(crate) fn decode(
     s.nonzero.resize(4 * blocks, 0);
     join_all(&s.planes, 4, h.rotate, &mut s.nonzero);
     at = get_plane(chunk, at, n, &mut s.lanes, &mut s.mask)?;
-    let block = 1usize << b;
-    let mut ok = true;
-    for ((o, q), sb) in out
-        .chunks_mut(4 * block)
-        .zip(s.mask.chunks(block))
-        .zip(s.nonzero.chunks_exact(4))
-    {
-        ok &= expand_block(u32::from_le_bytes(sb.try_into().unwrap()), q, o);
-    }
-    if !ok {
+    if !expand_all(&s.nonzero, &s.mask, 1 << b, out) {
         return Err(Error::corrupt(
             "a scaled element that is not an exact normal product",
         ));
@@ -203,11 +214,45 @@ pub(crate) fn decode(
     Ok(at)
 }
 
+/// Expand every block (`scales` little-endian FP32, `qs` an integer per element, blocks of
+/// `block`) into `out`; false if any element is not an exact normal product.
+fn expand_all(scales: &[u8], qs: &[u8], block: usize, out: &mut [u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if planepack_core::cpu::x86_64_v3() {
+        // SAFETY: the CPU has the x86-64-v3 features (checked just above).
+        return unsafe { expand_all_v3(scales, qs, block, out) };
+    }
+    expand_all_impl(scales, qs, block, out)
+}
+
+/// [`expand_all`] compiled for x86-64-v3.
+///
+/// # Safety
+/// The CPU must have AVX2 and LZCNT.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,lzcnt")]
+unsafe fn expand_all_v3(scales: &[u8], qs: &[u8], block: usize, out: &mut [u8]) -> bool {
+    expand_all_impl(scales, qs, block, out)
+}
+
+#[inline(always)]
+fn expand_all_impl(scales: &[u8], qs: &[u8], block: usize, out: &mut [u8]) -> bool {
+    let mut ok = true;
+    for ((o, q), sb) in out
+        .chunks_mut(4 * block)
+        .zip(qs.chunks(block))
+        .zip(scales.chunks_exact(4))
+    {
+        ok &= expand_block(u32::from_le_bytes(sb.try_into().unwrap()), q, o);
+    }
+    ok
+}
+
 /// Write the [`product`]s of one block's `scale` and integers `qs` into `out` (4 bytes each);
 /// false if any is not an exact normal product (the values written are then meaningless).
 /// The same rule as `product`, with the scale's fields taken apart once per block and no
 /// branch per element, so that a block costs a few operations an element.
-#[inline]
+#[inline(always)]
 fn expand_block(scale: u32, qs: &[u8], out: &mut [u8]) -> bool {
     let e = (scale >> 23) & 0xff;
     let m = (scale & 0x7f_ffff) | 0x80_0000;
