@@ -232,8 +232,14 @@ impl Rans {
         if try_scaled {
             if let Some(scaled) = scaled::plan(elems, rotate, &mut s.scaled) {
                 if scaled.estimate < self.plane_estimate(elems, width, rotate, s) {
+                    let start = out.len();
                     scaled::encode(&scaled, &s.scaled, &mut s.lanes, out)?;
-                    return Ok(scaled::VERSION_SCALED);
+                    // (A chunk of a few elements can come out longer than raw: then it is
+                    // coded as any other, which never is.)
+                    if out.len() - start <= elems.len() {
+                        return Ok(scaled::VERSION_SCALED);
+                    }
+                    out.truncate(start);
                 }
             }
         }

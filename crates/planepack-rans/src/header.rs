@@ -18,7 +18,7 @@ pub struct RowMap {
 /// The parsed stream header (and row map).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
-    /// Format version: 1, or 2 (modelled chunks allowed).
+    /// Format version: 1; 2 (modelled chunks allowed); 3 (block-scaled chunks too).
     pub version: u8,
     /// Element width in bytes: 1, 2 or 4.
     pub width: usize,

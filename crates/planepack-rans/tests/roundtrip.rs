@@ -190,6 +190,27 @@ fn block_scaled_tensors_round_trip_and_pay() {
             );
         }
     }
+    // A chunk is never longer than raw (mode byte and elements), scaled or not: with a few
+    // elements, scales and planes cost more than the elements themselves.
+    // (Integers of a Q8_0 block, its peak first, so that every prefix factors.)
+    let qs = [
+        127.0f64, -5.0, 3.0, 100.0, -127.0, 64.0, 1.0, 2.0, -90.0, 17.0,
+    ];
+    let mut scaled_short = 0;
+    for n in 1..=qs.len() {
+        let d: Vec<u8> = qs[..n]
+            .iter()
+            .flat_map(|q| ((q * 0.003_173_828_125) as f32).to_le_bytes())
+            .collect();
+        let enc = codec.encode_to_vec(&d, ElemType::F32).unwrap();
+        let h = planepack_rans::parse_header(&enc).unwrap();
+        for (o, len) in planepack_rans::chunk_spans(&enc, &h).unwrap() {
+            assert!(len <= 1 + 4 * n, "{n} elements: a chunk of {len} bytes");
+            scaled_short += usize::from(enc[o] == planepack_rans::internals::scaled::CHUNK_SCALED);
+        }
+        check(&codec, &d, ElemType::F32);
+    }
+    assert!(scaled_short > 0, "no short chunk was scaled");
     // As rows (row map, "equal to up" rows) and with the other element types (never scaled).
     let rows = [&data[..128 * 576 * 4], &data[..128 * 576 * 4]].concat();
     let mut shaped = Vec::new();
