@@ -47,6 +47,28 @@ pub(crate) fn get_plane(
     }
 }
 
+/// Read `width` planes of `n` symbols each from `at` and join them into `out` (`n` elements,
+/// rotated back if `rotate`): a dense chunk's body, a sparse chunk's nonzero elements, a
+/// scaled chunk's scales. Returns the offset after the planes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn get_joined(
+    chunk: &[u8],
+    mut at: usize,
+    n: usize,
+    width: usize,
+    rotate: bool,
+    planes: &mut Vec<Vec<u8>>,
+    lanes: &mut (Vec<u32>, Vec<u16>),
+    out: &mut [u8],
+) -> Result<usize> {
+    planes.resize_with(width, Vec::new);
+    for p in planes.iter_mut() {
+        at = get_plane(chunk, at, n, lanes, p)?;
+    }
+    join_all(planes, width, rotate, out);
+    Ok(at)
+}
+
 /// Decode one chunk payload into `out` (whole elements).
 pub(crate) fn decode_chunk(
     chunk: &[u8],
@@ -62,14 +84,16 @@ pub(crate) fn decode_chunk(
             out.copy_from_slice(take(chunk, 1, out.len(), "raw chunk")?);
             1 + out.len()
         }
-        CHUNK_DENSE => {
-            let mut at = 1;
-            for p in s.planes.iter_mut() {
-                at = get_plane(chunk, at, n, &mut s.lanes, p)?;
-            }
-            join_all(&s.planes, h.width, h.rotate, out);
-            at
-        }
+        CHUNK_DENSE => get_joined(
+            chunk,
+            1,
+            n,
+            h.width,
+            h.rotate,
+            &mut s.planes,
+            &mut s.lanes,
+            out,
+        )?,
         CHUNK_SPARSE => {
             let nnz = u32::from_le_bytes(take(chunk, 1, 4, "nonzero count")?.try_into().unwrap())
                 as usize;
@@ -88,11 +112,17 @@ pub(crate) fn decode_chunk(
                     5,
                 ));
             }
-            for p in s.planes.iter_mut() {
-                at = get_plane(chunk, at, nnz, &mut s.lanes, p)?;
-            }
             s.nonzero.resize(nnz * h.width, 0);
-            join_all(&s.planes, h.width, h.rotate, &mut s.nonzero);
+            at = get_joined(
+                chunk,
+                at,
+                nnz,
+                h.width,
+                h.rotate,
+                &mut s.planes,
+                &mut s.lanes,
+                &mut s.nonzero,
+            )?;
             expand(&s.nonzero, &s.mask, h.width, out);
             at
         }

@@ -229,25 +229,31 @@ impl Rans {
         // A chunk whose every block factors (which the first block decides on nearly every
         // other tensor, at once) is scaled where that is smaller than its planes: it decodes
         // faster than planes, so any saving counts.
-        if try_scaled {
-            if let Some(scaled) = scaled::plan(elems, rotate, &mut s.scaled) {
-                if scaled.estimate < self.plane_estimate(elems, width, rotate, s) {
-                    let start = out.len();
-                    scaled::encode(&scaled, &s.scaled, &mut s.lanes, out)?;
-                    // (A chunk of a few elements can come out longer than raw: then it is
-                    // coded as any other, which never is.)
-                    if out.len() - start <= elems.len() {
-                        return Ok(scaled::VERSION_SCALED);
-                    }
-                    out.truncate(start);
-                }
+        let scaled = if try_scaled {
+            scaled::plan(elems, rotate, &mut s.scaled)
+        } else {
+            None
+        };
+        if scaled.is_none() && !try_modelled {
+            self.encode_chunk_planes(elems, width, rotate, s, out)?;
+            return Ok(1);
+        }
+        // The planes' estimate, once, for whichever of the two forms is tried.
+        let best_plane_estimate = self.plane_estimate(elems, width, rotate, s);
+        if let Some(scaled) = scaled.filter(|p| p.estimate < best_plane_estimate) {
+            let start = out.len();
+            scaled::encode(&scaled, &s.scaled, &mut s.lanes, out)?;
+            // (A chunk of a few elements can come out longer than raw: then it is coded as
+            // any other, which never is.)
+            if out.len() - start <= elems.len() {
+                return Ok(scaled::VERSION_SCALED);
             }
+            out.truncate(start);
         }
         if !try_modelled {
             self.encode_chunk_planes(elems, width, rotate, s, out)?;
             return Ok(1);
         }
-        let best_plane_estimate = self.plane_estimate(elems, width, rotate, s);
         let (estimate, tables, plans) = modelled::plan(elems, width, rotate, row, &mut s.modelled);
         // Modelled only where it saves at least MODELLED_MIN_GAIN: it decodes at about half
         // the planes' speed, so a fraction of a percent is not worth it. (The estimates are

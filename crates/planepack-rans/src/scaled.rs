@@ -198,14 +198,20 @@ pub(crate) fn decode(
     }
     let n = out.len() / 4;
     let blocks = n.div_ceil(1 << b);
-    let mut at = 2;
-    s.planes.resize_with(4, Vec::new);
-    for p in s.planes.iter_mut() {
-        at = get_plane(chunk, at, blocks, &mut s.lanes, p)?;
-    }
+    // The scales (in the scratch the sparse chunk keeps its nonzero elements in), then the
+    // integers (in the mask's).
     s.nonzero.resize(4 * blocks, 0);
-    join_all(&s.planes, 4, h.rotate, &mut s.nonzero);
-    at = get_plane(chunk, at, n, &mut s.lanes, &mut s.mask)?;
+    let at = get_joined(
+        chunk,
+        2,
+        blocks,
+        4,
+        h.rotate,
+        &mut s.planes,
+        &mut s.lanes,
+        &mut s.nonzero,
+    )?;
+    let at = get_plane(chunk, at, n, &mut s.lanes, &mut s.mask)?;
     if !expand_all(&s.nonzero, &s.mask, 1 << b, out) {
         return Err(Error::corrupt(
             "a scaled element that is not an exact normal product",
