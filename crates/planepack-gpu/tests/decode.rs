@@ -293,17 +293,7 @@ fn modelled_chunks_decode_and_fail_like_the_cpu() {
             if !chunk_modes(s).contains(&modelled) {
                 continue;
             }
-            for m in Mutation::ALL {
-                for _ in 0..3 {
-                    let bad = mutate(s, m, &mut rng);
-                    agree(
-                        c,
-                        &bad,
-                        |x| d.decode_rans(x),
-                        &format!("{p:?} modelled {elem:?} {m:?}"),
-                    );
-                }
-            }
+            damaged_rans_agree(d, c, s, &mut rng, &format!("modelled {elem:?}"));
         }
     });
     // 1 MiB chunks: 8 lanes of 131072 elements, past the kernel's lane limit.
@@ -362,17 +352,7 @@ fn scaled_chunks_decode_and_fail_like_the_cpu() {
                 .decode_rans(s)
                 .unwrap_or_else(|e| panic!("{p:?} {shape:?} {c:?}: {e}"));
             assert!(got == *data, "{p:?} scaled {shape:?} {c:?}");
-            for m in Mutation::ALL {
-                for _ in 0..3 {
-                    let bad = mutate(s, m, &mut rng);
-                    agree(
-                        c,
-                        &bad,
-                        |x| d.decode_rans(x),
-                        &format!("{p:?} scaled {m:?}"),
-                    );
-                }
-            }
+            damaged_rans_agree(d, c, s, &mut rng, "scaled");
         }
         // Every element of a block off the grid (the block-size byte, a scale, an integer):
         // the CPU and the GPU both refuse or both decode the same bytes.
@@ -592,6 +572,22 @@ fn every_dataset_decodes_bit_identically() {
             }
         }
     });
+}
+
+/// Three damaged copies of rANS stream `s` per kind of damage: GPU (on `d`'s path) and CPU
+/// agree on each.
+fn damaged_rans_agree(d: Dec, c: &Rans, s: &[u8], rng: &mut Rng, what: &str) {
+    for m in Mutation::ALL {
+        for _ in 0..3 {
+            let bad = mutate(s, m, rng);
+            agree(
+                c,
+                &bad,
+                |x| d.decode_rans(x),
+                &format!("{:?} {what} {m:?}", d.cfg.path),
+            );
+        }
+    }
 }
 
 /// GPU and CPU agree on every mutated stream: the same bytes, or both an error.
