@@ -13,28 +13,6 @@ use libfuzzer_sys::fuzz_target;
 use planepack_core::{Codec, ElemType};
 use planepack_rans::Rans;
 
-/// FP16 bits to f64 (normal, subnormal, infinite or NaN).
-fn f16(bits: u16) -> f64 {
-    let e = (bits >> 10) & 0x1f;
-    let m = f64::from(bits & 0x3ff);
-    let v = match e {
-        0 => m * 2f64.powi(-24),
-        31 => {
-            if m == 0.0 {
-                f64::INFINITY
-            } else {
-                f64::NAN
-            }
-        }
-        _ => (1024.0 + m) * 2f64.powi(i32::from(e) - 25),
-    };
-    if bits >> 15 == 1 {
-        -v
-    } else {
-        v
-    }
-}
-
 fuzz_target!(|data: &[u8]| {
     let (groups, edits) = data.split_at(data.len() - data.len().min(4));
     let mut tensor = Vec::with_capacity(groups.len() / 34 * 128 + 4);
@@ -44,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
             tensor.extend_from_slice(g);
             break;
         }
-        let d = f16(u16::from_le_bytes([g[0], g[1]]));
+        let d = half::f16::from_bits(u16::from_le_bytes([g[0], g[1]])).to_f64();
         // As a Q8_0 block: integers in -127..=127, one of them at the block's largest
         // magnitude (the element the encoder takes its scale from).
         let peak = usize::from(g[2]) % 32;
