@@ -8,6 +8,35 @@ use super::*;
 pub(crate) const ROTATION_SAMPLES: usize = 4;
 pub(crate) const ROTATION_SAMPLE_BYTES: usize = 8 << 10;
 
+/// The samples [`rotation_pays`] reads from a body of `body_len` bytes of `width`-byte
+/// elements: up to [`ROTATION_SAMPLES`] byte ranges of [`ROTATION_SAMPLE_BYTES`] (whole
+/// elements), evenly spaced. (The GPU encoder counts the same ranges on the device.)
+pub fn rotation_samples(body_len: usize, width: usize) -> Vec<std::ops::Range<usize>> {
+    let sample = ROTATION_SAMPLE_BYTES / width * width;
+    let slots = body_len.div_ceil(sample);
+    let picks = slots.min(ROTATION_SAMPLES);
+    (0..picks)
+        .map(|k| {
+            let at = k * slots / picks * sample;
+            at..body_len.min(at + sample)
+        })
+        .collect()
+}
+
+/// The rotation decision from each sample's plane histograms, unrotated and rotated (in
+/// [`rotation_samples`]' order): rotate where the order-0 entropy of the rotated planes,
+/// summed over the samples, is not larger; no samples (an empty body) rotate. The CPU and GPU
+/// encoders both decide by this function.
+pub fn rotation_pays_by_counts(samples: &[[Vec<[u32; 256]>; 2]]) -> bool {
+    let mut bits = [0.0f64; 2];
+    for both in samples {
+        for (cost, planes) in bits.iter_mut().zip(both) {
+            *cost += planes.iter().map(entropy_bits).sum::<f64>();
+        }
+    }
+    bits[1] <= bits[0]
+}
+
 /// Do the byte planes of `body` (whole elements of `width` > 1 bytes) cost fewer bits with
 /// the sign rotated to the bottom? Rotation puts a float's whole exponent in the top plane,
 /// which usually pays (BF16, FP16 and most FP32 tensors), but not always: in FP32 tensors
@@ -15,26 +44,17 @@ pub(crate) const ROTATION_SAMPLE_BYTES: usize = 8 << 10;
 /// better. Decided per stream (the format's flag `R`) from the order-0 entropy of the planes
 /// of up to [`ROTATION_SAMPLES`] samples of [`ROTATION_SAMPLE_BYTES`], each way; ties rotate.
 pub(crate) fn rotation_pays(body: &[u8], width: usize, planes: &mut Vec<Vec<u8>>) -> bool {
-    let sample = ROTATION_SAMPLE_BYTES / width * width;
-    let slots = body.len().div_ceil(sample);
-    if slots == 0 {
-        return true;
-    }
-    let picks = slots.min(ROTATION_SAMPLES);
     planes.resize_with(width, Vec::new);
-    let mut bits = [0.0f64; 2];
-    for k in 0..picks {
-        let at = k * slots / picks * sample;
-        let chunk = &body[at..body.len().min(at + sample)];
-        for (cost, rotate) in bits.iter_mut().zip([false, true]) {
-            split(chunk, width, rotate, planes);
-            *cost += planes
-                .iter()
-                .map(|p| entropy_bits(&histogram(p)))
-                .sum::<f64>();
-        }
-    }
-    bits[1] <= bits[0]
+    let samples: Vec<[Vec<[u32; 256]>; 2]> = rotation_samples(body.len(), width)
+        .into_iter()
+        .map(|r| {
+            [false, true].map(|rotate| {
+                split(&body[r.clone()], width, rotate, planes);
+                planes.iter().map(|p| histogram(p)).collect()
+            })
+        })
+        .collect();
+    rotation_pays_by_counts(&samples)
 }
 
 /// Sample chunks [`Rans::modelled_may_pay`] tries at most, evenly spaced over the tensor (one
@@ -47,7 +67,7 @@ pub(crate) const MODELLED_SAMPLES: usize = 8;
 pub(crate) const MODELLED_SAMPLE_SLACK: f64 = 0.01;
 
 /// Order-0 entropy of a histogram, in bits: `sum c log2(n / c)`.
-pub(crate) fn entropy_bits(counts: &[u32; 256]) -> f64 {
+pub fn entropy_bits(counts: &[u32; 256]) -> f64 {
     let n: f64 = counts.iter().map(|&c| c as f64).sum();
     counts
         .iter()
@@ -92,7 +112,7 @@ type CodedTask = (Vec<u8>, Vec<u32>, u8);
 /// How a plane will be written, chosen from its histogram alone.
 // One per byte plane of a chunk, on the stack: boxing the table would allocate per plane.
 #[allow(clippy::large_enum_variant)]
-pub(crate) enum PlanePlan {
+pub enum PlanePlan {
     Const(u8),
     Raw,
     Rans(Table),
@@ -102,18 +122,107 @@ pub(crate) enum PlanePlan {
 /// coded plane the table's cost in bits plus the table and lane headers, which the coder
 /// meets to within a few bytes a lane).
 pub(crate) fn plan_plane(symbols: &[u8]) -> (PlanePlan, f64) {
-    let counts = histogram(symbols);
+    plan_plane_counts(&histogram(symbols))
+}
+
+/// [`plan_plane`] from the plane's histogram alone (its length is the counts' sum; a
+/// constant plane's byte the one symbol present, 0 for an empty plane): what the GPU encoder
+/// plans by, from counts taken on the device.
+pub fn plan_plane_counts(counts: &[u32; 256]) -> (PlanePlan, f64) {
+    let len: usize = counts.iter().map(|&c| c as usize).sum();
     let present = counts.iter().filter(|&&c| c > 0).count();
     if present <= 1 {
-        return (PlanePlan::Const(symbols.first().copied().unwrap_or(0)), 2.0);
+        let v = counts.iter().position(|&c| c > 0).unwrap_or(0) as u8;
+        return (PlanePlan::Const(v), 2.0);
     }
-    let table = Table::from_counts(&counts);
-    let estimate = table.cost_bits(&counts) / 8.0
-        + (table.written_len() + lanes::lane_header(lanes::lanes_for(symbols.len()))) as f64;
-    if estimate < symbols.len() as f64 {
+    let table = Table::from_counts(counts);
+    let estimate = table.cost_bits(counts) / 8.0
+        + (table.written_len() + lanes::lane_header(lanes::lanes_for(len))) as f64;
+    if estimate < len as f64 {
         (PlanePlan::Rans(table), 1.0 + estimate)
     } else {
-        (PlanePlan::Raw, 1.0 + symbols.len() as f64)
+        (PlanePlan::Raw, 1.0 + len as f64)
+    }
+}
+
+/// Is a plane of `symbols` bytes written coded when coding it takes `coded` bytes (its kind
+/// byte, table and lanes)? Only if that is shorter than the raw plane and its kind byte.
+pub fn coded_plane_kept(coded: usize, symbols: usize) -> bool {
+    coded < 1 + symbols
+}
+
+/// Is a chunk whose planes came to `written` bytes (mode byte included) kept, or written raw
+/// (its mode byte and `elems` bytes) because that is not longer?
+pub fn chunk_kept(written: usize, elems: usize) -> bool {
+    written <= elems
+}
+
+/// Does a chunk of `n` elements, `zeros` of them zero, try the sparse layout?
+pub fn sparse_considered(zero_mask: bool, zeros: usize, n: usize) -> bool {
+    zero_mask && zeros > 0 && zeros >= n / 8
+}
+
+/// Which layouts a chunk is coded in, decided from the estimates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layouts {
+    Dense,
+    Sparse,
+    /// Too close to call: both are coded and the shorter kept (dense on a tie).
+    Both,
+}
+
+/// A chunk's plan as byte planes: each plane's kind for the dense layout and, where the
+/// sparse layout is considered, for its mask plane and nonzero elements' planes; which
+/// layouts to code.
+pub struct ChunkPlan {
+    pub dense: Vec<PlanePlan>,
+    /// The mask plane first, then the nonzero elements' planes.
+    pub sparse: Option<Vec<PlanePlan>>,
+    pub layouts: Layouts,
+    /// The smaller of the two layouts' estimated sizes in bytes.
+    pub estimate: f64,
+}
+
+impl ChunkPlan {
+    /// Plan a chunk from its histograms: `dense[j]` of plane `j` of all its elements and,
+    /// where [`sparse_considered`], `mask` of its zero mask's bytes and `zeros` (a zero
+    /// element is a zero byte in every plane, so the nonzero elements' planes are the dense
+    /// ones less `zeros` zero bytes). The CPU and GPU encoders both plan by this function.
+    pub fn from_counts(dense: &[[u32; 256]], sparse: Option<(&[u32; 256], usize)>) -> ChunkPlan {
+        let (dense_plans, sizes): (Vec<_>, Vec<f64>) =
+            dense.iter().map(plan_plane_counts).unzip();
+        let dense_estimate = 1.0 + sizes.iter().sum::<f64>();
+        let Some((mask, zeros)) = sparse else {
+            return ChunkPlan {
+                dense: dense_plans,
+                sparse: None,
+                layouts: Layouts::Dense,
+                estimate: dense_estimate,
+            };
+        };
+        let mut plans = vec![plan_plane_counts(mask)];
+        for d in dense {
+            let mut c = *d;
+            c[0] -= zeros as u32;
+            plans.push(plan_plane_counts(&c));
+        }
+        let sparse_estimate = 5.0 + plans.iter().map(|p| p.1).sum::<f64>();
+        // Code only the layout the estimates favour, unless they are too close to call: the
+        // estimates are within a few bytes a lane.
+        let margin = 64.0 + dense_estimate.min(sparse_estimate) / 100.0;
+        let layouts = if sparse_estimate <= dense_estimate - margin {
+            Layouts::Sparse
+        } else if dense_estimate <= sparse_estimate - margin {
+            Layouts::Dense
+        } else {
+            Layouts::Both
+        };
+        ChunkPlan {
+            dense: dense_plans,
+            sparse: Some(plans.into_iter().map(|p| p.0).collect()),
+            layouts,
+            estimate: dense_estimate.min(sparse_estimate),
+        }
     }
 }
 
@@ -135,7 +244,7 @@ pub(crate) fn put_plane(
             out.push(PLANE_RANS);
             table.write(out);
             enc.encode(table, symbols, out)?;
-            if out.len() - start < 1 + symbols.len() {
+            if coded_plane_kept(out.len() - start, symbols.len()) {
                 return Ok(());
             }
             out.truncate(start);
@@ -274,6 +383,30 @@ impl Rans {
         Ok(1)
     }
 
+    /// Plan the chunk as byte planes (its dense planes split into `s.planes`; where the
+    /// sparse layout is considered, its mask and nonzero elements into `s.mask` and
+    /// `s.nonzero`).
+    pub(crate) fn plan_chunk_planes(
+        &self,
+        elems: &[u8],
+        width: usize,
+        rotate: bool,
+        s: &mut EncScratch,
+    ) -> ChunkPlan {
+        s.planes.resize_with(width, Vec::new);
+        split(elems, width, rotate, &mut s.planes);
+        let dense: Vec<[u32; 256]> = s.planes.iter().map(|p| histogram(p)).collect();
+        let n = elems.len() / width;
+        let zeros = count_zeros(elems, width);
+        if sparse_considered(self.zero_mask, zeros, n) {
+            take_zeros_out(elems, width, &mut s.mask, &mut s.nonzero);
+            let mask = histogram(&s.mask);
+            ChunkPlan::from_counts(&dense, Some((&mask, zeros)))
+        } else {
+            ChunkPlan::from_counts(&dense, None)
+        }
+    }
+
     /// The estimated size of the chunk as byte planes: the smaller of the dense and sparse
     /// layouts' estimates (what [`Rans::encode_chunk_planes`] decides by).
     pub(crate) fn plane_estimate(
@@ -283,20 +416,7 @@ impl Rans {
         rotate: bool,
         s: &mut EncScratch,
     ) -> f64 {
-        s.planes.resize_with(width, Vec::new);
-        split(elems, width, rotate, &mut s.planes);
-        let dense = 1.0 + s.planes.iter().map(|p| plan_plane(p).1).sum::<f64>();
-        let n = elems.len() / width;
-        let zeros = count_zeros(elems, width);
-        if self.zero_mask && zeros > 0 && zeros >= n / 8 {
-            take_zeros_out(elems, width, &mut s.mask, &mut s.nonzero);
-            s.sparse_planes.resize_with(width + 1, Vec::new);
-            s.sparse_planes[0].clone_from(&s.mask);
-            split(&s.nonzero, width, rotate, &mut s.sparse_planes[1..]);
-            let sparse = 5.0 + s.sparse_planes.iter().map(|p| plan_plane(p).1).sum::<f64>();
-            return dense.min(sparse);
-        }
-        dense
+        self.plan_chunk_planes(elems, width, rotate, s).estimate
     }
 
     /// Encode one chunk as byte planes (dense or sparse, or raw), appending to `out`.
@@ -308,58 +428,28 @@ impl Rans {
         s: &mut EncScratch,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        s.planes.resize_with(width, Vec::new);
-        split(elems, width, rotate, &mut s.planes);
-        let (dense_plans, dense_sizes): (Vec<_>, Vec<_>) =
-            s.planes.iter().map(|p| plan_plane(p)).unzip();
-        let dense_estimate = 1.0 + dense_sizes.iter().sum::<f64>();
-        let dense_planes: Vec<&[u8]> = s.planes.iter().map(|p| &p[..]).collect();
+        let plan = self.plan_chunk_planes(elems, width, rotate, s);
         let n = elems.len() / width;
-        let zeros = count_zeros(elems, width);
-        let mut sparse_plan = None;
-        if self.zero_mask && zeros > 0 && zeros >= n / 8 {
-            take_zeros_out(elems, width, &mut s.mask, &mut s.nonzero);
+        let dense_planes: Vec<&[u8]> = s.planes.iter().map(|p| &p[..]).collect();
+        let mut head = [CHUNK_SPARSE, 0, 0, 0, 0];
+        if plan.layouts != Layouts::Dense {
+            head[1..].copy_from_slice(&((s.nonzero.len() / width) as u32).to_le_bytes());
             s.sparse_planes.resize_with(width + 1, Vec::new);
             s.sparse_planes[0].clone_from(&s.mask);
             split(&s.nonzero, width, rotate, &mut s.sparse_planes[1..]);
-            let (plans, sizes): (Vec<_>, Vec<_>) =
-                s.sparse_planes.iter().map(|p| plan_plane(p)).unzip();
-            sparse_plan = Some((plans, 5.0 + sizes.iter().sum::<f64>()));
         }
-        let mut head = [CHUNK_SPARSE, 0, 0, 0, 0];
-        head[1..].copy_from_slice(&((n - zeros) as u32).to_le_bytes());
+        debug_assert!(plan.layouts == Layouts::Dense || s.nonzero.len() <= n * width);
         let sparse_planes: Vec<&[u8]> = s.sparse_planes.iter().map(|p| &p[..]).collect();
-        // Code only the layout the estimates favour, unless they are too close to call (then
-        // both, and the smaller is kept): the estimates are within a few bytes a lane.
-        // One layout to code: straight into `out` (no copy of the chunk).
-        let only = match &sparse_plan {
-            None => Some(true),
-            Some((_, sparse_estimate)) => {
-                let margin = 64.0 + dense_estimate.min(*sparse_estimate) / 100.0;
-                if *sparse_estimate <= dense_estimate - margin {
-                    Some(false)
-                } else if dense_estimate <= *sparse_estimate - margin {
-                    Some(true)
-                } else {
-                    None
-                }
-            }
-        };
         let start = out.len();
-        match (only, &sparse_plan) {
-            (Some(true), _) | (None, None) => {
-                out.push(CHUNK_DENSE);
-                put_planes(&dense_planes, &dense_plans, &mut s.lanes, out)?;
-            }
-            (Some(false), Some((sparse_plans, _))) => {
+        match (plan.layouts, &plan.sparse) {
+            (Layouts::Sparse, Some(sparse_plans)) => {
                 out.extend_from_slice(&head);
                 put_planes(&sparse_planes, sparse_plans, &mut s.lanes, out)?;
             }
-            (_, Some((sparse_plans, _))) => {
-                // Too close to call: both, and the shorter is kept (dense on a tie).
+            (Layouts::Both, Some(sparse_plans)) => {
                 s.dense.clear();
                 s.dense.push(CHUNK_DENSE);
-                put_planes(&dense_planes, &dense_plans, &mut s.lanes, &mut s.dense)?;
+                put_planes(&dense_planes, &plan.dense, &mut s.lanes, &mut s.dense)?;
                 s.sparse.clear();
                 s.sparse.extend_from_slice(&head);
                 put_planes(&sparse_planes, sparse_plans, &mut s.lanes, &mut s.sparse)?;
@@ -370,9 +460,12 @@ impl Rans {
                 };
                 out.extend_from_slice(best);
             }
-            (Some(false), None) => unreachable!("no sparse layout to prefer"),
+            _ => {
+                out.push(CHUNK_DENSE);
+                put_planes(&dense_planes, &plan.dense, &mut s.lanes, out)?;
+            }
         }
-        if out.len() - start > elems.len() {
+        if !chunk_kept(out.len() - start, elems.len()) {
             out.truncate(start);
             out.push(CHUNK_RAW);
             out.extend_from_slice(elems);

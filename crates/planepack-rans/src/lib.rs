@@ -72,6 +72,18 @@ use planes::*;
 #[doc(hidden)]
 pub mod internals {
     pub use crate::lanes::{L, MAX_LANES};
+    /// What the encoder decides from counts alone (the rotation, each chunk's layouts and
+    /// plane kinds, the written-or-raw rules), shared with the GPU encoder, which counts on
+    /// the device and plans on the host by these same functions.
+    pub mod plan {
+        pub use crate::encode::{
+            chunk_kept, coded_plane_kept, entropy_bits, plan_plane_counts,
+            rotation_pays_by_counts, rotation_samples, sparse_considered, ChunkPlan, Layouts,
+            PlanePlan,
+        };
+        pub use crate::lanes::{lane_header, lanes_for};
+        pub use crate::model::{histogram, Table};
+    }
     pub use crate::model::{LIST_MAX, PROB_BITS};
     /// The modelled chunk's constants.
     pub mod modelled {
