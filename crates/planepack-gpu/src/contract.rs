@@ -98,8 +98,28 @@ pub fn wgsl_prelude() -> String {
         planepack_bitplane::MAX_CHUNK_BYTES.div_ceil(4)
     );
     s += &rans_constants();
+    for (name, v) in RANS_SOURCES {
+        s += &format!("const {name}: u32 = {v}u;\n");
+    }
     s
 }
+
+/// Where the rANS encoder's lane jobs take their symbols and its assembly segments their
+/// bytes (`shaders/rans_lanes.wgsl`, `shaders/rans_assemble.wgsl`).
+pub const SRC_LITERAL: u32 = 0;
+pub const SRC_WORDS: u32 = 1;
+pub const SRC_RAW: u32 = 2;
+pub const SRC_DENSE: u32 = 3;
+pub const SRC_NONZERO: u32 = 4;
+pub const SRC_MASK: u32 = 5;
+const RANS_SOURCES: [(&str, u32); 6] = [
+    ("SRC_LITERAL", SRC_LITERAL),
+    ("SRC_WORDS", SRC_WORDS),
+    ("SRC_RAW", SRC_RAW),
+    ("SRC_DENSE", SRC_DENSE),
+    ("SRC_NONZERO", SRC_NONZERO),
+    ("SRC_MASK", SRC_MASK),
+];
 
 /// The rANS format's constants (`planepack-rans`, `docs/format-rans.md`): chunk modes, plane
 /// kinds, lane and table limits, the modelled chunk's alphabet and tables, and the
@@ -219,6 +239,21 @@ kernel_params! {
 kernel_params! {
     /// `shaders/rans_rows.wgsl`: the row map's placement pass.
     RansRowsParams in "rans_rows.wgsl" { len, row_bytes, n_words, groups_x } pad 0
+}
+
+kernel_params! {
+    /// `shaders/rans_count.wgsl`: one workgroup per chunk or rotation sample.
+    RansCountParams in "rans_count.wgsl" { n_jobs, jobs_x, write_out, hist_stride } pad 0
+}
+
+kernel_params! {
+    /// `shaders/rans_lanes.wgsl`: one invocation per coded lane.
+    RansLanesParams in "rans_lanes.wgsl" { n_jobs, jobs_x, rotate } pad 1
+}
+
+kernel_params! {
+    /// `shaders/rans_assemble.wgsl`: one invocation per output word.
+    RansAssembleParams in "rans_assemble.wgsl" { n_segs, n_words, groups_x, total, rotate } pad 3
 }
 
 kernel_params! {

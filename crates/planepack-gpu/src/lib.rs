@@ -39,6 +39,7 @@ mod ibp;
 mod ibp_encode;
 mod launch;
 mod rans;
+mod rans_encode;
 pub mod shaders;
 mod timing;
 pub mod twins;
@@ -48,6 +49,7 @@ pub use contract::{ERR_LAYOUT, ERR_LOOP};
 pub use device::{Gpu, GpuOptions};
 pub use ibp_encode::{DeviceRows, EncodedRows, IbpPack};
 pub use launch::{DeviceTensor, Prepared};
+pub use rans_encode::{EncodedRans, GPU_RANS};
 pub use shaders::{Kernel, ScanPath};
 pub use timing::{Pipelined, Timing};
 

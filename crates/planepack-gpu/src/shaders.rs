@@ -36,6 +36,17 @@ pub enum Kernel {
     },
     /// The rANS row map's placement pass (no scan).
     RansRows,
+    /// The rANS encoder's steps for elements of `width` bytes: counts (with a scan), lane
+    /// coding and the stream's assembly (no scan).
+    RansCount {
+        width: u32,
+    },
+    RansLanes {
+        width: u32,
+    },
+    RansAssemble {
+        width: u32,
+    },
     /// The IBP encoder's steps for chunks of `width` bits: column bit counts, candidate mask
     /// scores, packing rows in place (no scan, no stream reads).
     IbpCount {
@@ -78,6 +89,10 @@ const BITPLANE_ENCODE: &str = include_str!("../../../shaders/bitplane_encode.wgs
 const IBP: &str = include_str!("../../../shaders/ibp.wgsl");
 const RANS: &str = include_str!("../../../shaders/rans.wgsl");
 const RANS_ROWS: &str = include_str!("../../../shaders/rans_rows.wgsl");
+const RANS_ENCODE_COMMON: &str = include_str!("../../../shaders/rans_encode_common.wgsl");
+const RANS_COUNT: &str = include_str!("../../../shaders/rans_count.wgsl");
+const RANS_LANES: &str = include_str!("../../../shaders/rans_lanes.wgsl");
+const RANS_ASSEMBLE: &str = include_str!("../../../shaders/rans_assemble.wgsl");
 const COPY: &str = include_str!("../../../shaders/copy.wgsl");
 const IBP_ROWS: &str = include_str!("../../../shaders/ibp_rows.wgsl");
 const IBP_COUNT: &str = include_str!("../../../shaders/ibp_count.wgsl");
@@ -121,6 +136,25 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
         ),
         Kernel::Rans { width } => (format!("const W: u32 = {width}u;\n"), RANS),
         Kernel::RansRows => return RANS_ROWS.to_owned(),
+        Kernel::RansCount { width } => {
+            return format!(
+                "const W: u32 = {width}u;\n{}{RANS_ENCODE_COMMON}\n{RANS_COUNT}\n{}",
+                crate::contract::wgsl_prelude(),
+                scan_of(path)
+            )
+        }
+        Kernel::RansLanes { width } => {
+            return format!(
+                "const W: u32 = {width}u;\n{}{RANS_ENCODE_COMMON}\n{RANS_LANES}",
+                crate::contract::wgsl_prelude()
+            )
+        }
+        Kernel::RansAssemble { width } => {
+            return format!(
+                "const W: u32 = {width}u;\n{}{RANS_ENCODE_COMMON}\n{RANS_ASSEMBLE}",
+                crate::contract::wgsl_prelude()
+            )
+        }
         Kernel::IbpCount { width } => {
             return format!(
                 "const W: u32 = {width}u;\n{}{IBP_ROWS}\n{IBP_COUNT}",
@@ -180,6 +214,11 @@ pub fn all() -> Vec<(String, String, bool)> {
             RANS_WIDTHS
                 .iter()
                 .map(|&width| (Kernel::Rans { width }, format!("rans{width}"))),
+        )
+        .chain(
+            RANS_WIDTHS
+                .iter()
+                .map(|&width| (Kernel::RansCount { width }, format!("rans-count{width}"))),
         );
     for (k, name) in kernels {
         v.push((
@@ -203,6 +242,18 @@ pub fn all() -> Vec<(String, String, bool)> {
             (Kernel::IbpCount { width }, "ibp-count"),
             (Kernel::IbpScore { width }, "ibp-score"),
             (Kernel::IbpPack { width }, "ibp-pack"),
+        ] {
+            v.push((
+                format!("{name}{width}"),
+                source(k, ScanPath::Workgroup),
+                false,
+            ));
+        }
+    }
+    for width in RANS_WIDTHS {
+        for (k, name) in [
+            (Kernel::RansLanes { width }, "rans-lanes"),
+            (Kernel::RansAssemble { width }, "rans-assemble"),
         ] {
             v.push((
                 format!("{name}{width}"),

@@ -1,6 +1,8 @@
-//! The GPU IBP encoder equals the CPU encoder byte for byte: each step against its CPU twin
+//! The GPU encoders equal the CPU encoders byte for byte. IBP: each step against its CPU twin
 //! (column bit counts, candidate scores, packed rows with sizes and row bitmask), the whole
-//! `Ibp` stream on every dataset, and adversarial patterns in every chunk width.
+//! `Ibp` stream on every dataset, and adversarial patterns in every chunk width. Bit-plane and
+//! rANS: the whole stream on every dataset and on adversarial patterns and tails, both scan
+//! paths.
 
 use planepack_bitplane::BitPlane;
 use planepack_core::{Codec, ElemType};
@@ -297,4 +299,117 @@ fn bitplane_encoder_matches_the_cpu_on_every_dataset() {
         }
     }
     assert!(n > 1000, "{n}");
+}
+
+/// The GPU rANS encoder on one path, from a buffer with garbage after the tensor.
+fn rans_on(
+    g: &planepack_gpu::Gpu,
+    cfg: &planepack_gpu::KernelConfig,
+    data: &[u8],
+    elem: ElemType,
+    rans: &planepack_rans::Rans,
+) -> planepack_gpu::EncodedRans {
+    use wgpu::util::DeviceExt;
+    let buf = g
+        .device()
+        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: &garbage_after(data),
+            usage: wgpu::BufferUsages::STORAGE,
+        });
+    g.encode_rans_with(&buf, data.len(), elem, rans, cfg)
+        .unwrap()
+}
+
+/// Every pattern, width and tail length class, at the smallest and the default chunk size,
+/// with and without the zero mask and the rotation: the GPU's rANS stream is the CPU's, on
+/// both scan paths, with garbage after the tensor in its buffer.
+#[test]
+fn rans_encoder_matches_the_cpu_on_patterns_and_tails() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(52);
+    let settings = [
+        planepack_gpu::GPU_RANS,
+        planepack_rans::Rans {
+            chunk_log2: 12,
+            ..planepack_gpu::GPU_RANS
+        },
+        planepack_rans::Rans {
+            zero_mask: false,
+            rotate: false,
+            ..planepack_gpu::GPU_RANS
+        },
+    ];
+    for cfg in paths(g) {
+        for rans in &settings {
+            for pat in Pattern::ALL {
+                for elem in [ElemType::F32, ElemType::BF16, ElemType::U8] {
+                    for len in [0usize, 1, 3, 33, 4095, 4097, 70_003] {
+                        let data = generate(pat, elem, len, rng.next_u64());
+                        let cpu = rans.encode_to_vec(&data, elem).unwrap();
+                        let got = rans_on(g, &cfg, &data, elem, rans);
+                        assert!(
+                            got.stream == cpu,
+                            "{:?} {} {pat:?} {elem} {len}: {} vs {} bytes",
+                            cfg.path,
+                            rans.name(),
+                            got.stream.len(),
+                            cpu.len()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every tensor of `datasets/`, on both scan paths: the GPU's stream is the CPU's.
+#[test]
+fn rans_encoder_matches_the_cpu_on_every_dataset() {
+    let Some(g) = gpu() else { return };
+    let dir = planepack_datasets::datasets_dir();
+    let manifest = planepack_datasets::Manifest::read(&dir).unwrap();
+    let rans = planepack_gpu::GPU_RANS;
+    let mut n = 0;
+    for d in &manifest.datasets {
+        for t in planepack_datasets::load(&dir.join(&d.file)).unwrap() {
+            let Some(elem) = t.elem() else { continue };
+            let cpu = rans.encode_to_vec(&t.data, elem).unwrap();
+            for cfg in paths(g) {
+                let got = rans_on(g, &cfg, &t.data, elem, &rans).stream;
+                assert!(
+                    got == cpu,
+                    "{}: GPU rANS stream differs ({:?})",
+                    t.name,
+                    cfg.path
+                );
+            }
+            n += 1;
+        }
+    }
+    assert!(n > 1000, "{n}");
+}
+
+/// What the GPU rANS encoder does not write is refused as unsupported (the CLI then encodes
+/// on the CPU), never written differently.
+#[test]
+fn rans_encoder_refuses_what_it_cannot_do() {
+    let Some(g) = gpu() else { return };
+    let data = vec![1u8; 64];
+    for rans in [
+        planepack_rans::Rans::default(),
+        planepack_rans::Rans {
+            scaled: true,
+            ..planepack_gpu::GPU_RANS
+        },
+        planepack_rans::Rans {
+            chunk_log2: 11,
+            ..planepack_gpu::GPU_RANS
+        },
+    ] {
+        assert!(matches!(
+            g.encode_rans(&data, ElemType::F32, &rans),
+            Err(planepack_gpu::GpuError::Unsupported(_))
+        ));
+    }
 }

@@ -80,6 +80,9 @@ fn uniform_structs_match_their_rust_twins() {
     check::<IbpScoreParams>(Kernel::IbpScore { width: 16 });
     check::<IbpPackParams>(Kernel::IbpPack { width: 32 });
     check::<IbpCondenseParams>(Kernel::IbpCondense);
+    check::<RansCountParams>(Kernel::RansCount { width: 2 });
+    check::<RansLanesParams>(Kernel::RansLanes { width: 4 });
+    check::<RansAssembleParams>(Kernel::RansAssemble { width: 1 });
 }
 
 /// The error bits, mode tags and table layout come from Rust (`contract::wgsl_prelude`): no
@@ -97,6 +100,7 @@ fn shared_constants_are_defined_only_in_rust() {
                 "const MODE_",
                 "const TABLE_ENTRY_BITS",
                 "const TAG_BITS",
+                "const SRC_",
             ] {
                 assert!(!l.starts_with(prefix), "{}: {line}", path.display());
             }

@@ -189,8 +189,7 @@ impl ChunkPlan {
     /// element is a zero byte in every plane, so the nonzero elements' planes are the dense
     /// ones less `zeros` zero bytes). The CPU and GPU encoders both plan by this function.
     pub fn from_counts(dense: &[[u32; 256]], sparse: Option<(&[u32; 256], usize)>) -> ChunkPlan {
-        let (dense_plans, sizes): (Vec<_>, Vec<f64>) =
-            dense.iter().map(plan_plane_counts).unzip();
+        let (dense_plans, sizes): (Vec<_>, Vec<f64>) = dense.iter().map(plan_plane_counts).unzip();
         let dense_estimate = 1.0 + sizes.iter().sum::<f64>();
         let Some((mask, zeros)) = sparse else {
             return ChunkPlan {

@@ -77,9 +77,8 @@ pub mod internals {
     /// the device and plans on the host by these same functions.
     pub mod plan {
         pub use crate::encode::{
-            chunk_kept, coded_plane_kept, entropy_bits, plan_plane_counts,
-            rotation_pays_by_counts, rotation_samples, sparse_considered, ChunkPlan, Layouts,
-            PlanePlan,
+            chunk_kept, coded_plane_kept, entropy_bits, plan_plane_counts, rotation_pays_by_counts,
+            rotation_samples, sparse_considered, ChunkPlan, Layouts, PlanePlan,
         };
         pub use crate::lanes::{lane_header, lanes_for};
         pub use crate::model::{histogram, Table};

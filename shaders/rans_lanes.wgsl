@@ -1,0 +1,83 @@
+// rANS encoder, step 2: every lane of every plane the host planned as coded. One invocation per
+// lane: it codes the lane's symbols (symbol i of a plane with k lanes belongs to lane i % k)
+// backwards with the plane's table, as planepack-rans' lane coder does (32-bit state from L,
+// 16-bit renormalisation words, PROB_BITS-bit frequencies), writing its words downwards from
+// the end of its region, and reports its final state and word count. A lane emits at most one
+// word per symbol, so the host sizes each region by the lane's symbol count: nothing is read
+// or written outside the buffers the host sized.
+//
+// Symbols come from the raw tensor (a dense plane), the compacted nonzero elements (a sparse
+// plane) or the zero mask's bytes (`rans_count.wgsl` wrote both).
+
+struct Params {
+    n_jobs: u32,
+    jobs_x: u32,
+    rotate: u32,
+}
+
+@group(0) @binding(0) var<storage, read> data: array<u32>;
+@group(0) @binding(1) var<storage, read> nz: array<u32>;
+@group(0) @binding(2) var<storage, read> mask: array<u32>;
+// Per coded plane, 256 entries `freq | cum << 16`.
+@group(0) @binding(3) var<storage, read> tables: array<u32>;
+// Per lane, two vec4: (source | plane << 4, start, symbols, lanes | lane << 8) and
+// (table, region end in 16-bit words (even), unused, unused).
+@group(0) @binding(4) var<storage, read> lane_jobs: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read_write> words: array<u32>;
+// Per lane: final state, word count.
+@group(0) @binding(6) var<storage, read_write> lane_out: array<vec2<u32>>;
+@group(0) @binding(7) var<uniform> params: Params;
+
+fn symbol(source: u32, plane: u32, start: u32, i: u32) -> u32 {
+    if (source == SRC_DENSE) {
+        return plane_byte(rotated(element(start + i), params.rotate), plane);
+    }
+    if (source == SRC_NONZERO) {
+        return plane_byte(nz[start + i], plane);
+    }
+    let b = start + i;
+    return byte_of(mask[b >> 2u], b);
+}
+
+fn put_word(p: u32, w: u32) {
+    let sh = (p & 1u) * 16u;
+    let q = p >> 1u;
+    words[q] = (words[q] & ~(0xffffu << sh)) | (w << sh);
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let job = (wg.y * params.jobs_x + wg.x) * 64u + li;
+    if (job >= params.n_jobs) {
+        return;
+    }
+    let a = lane_jobs[2u * job];
+    let b = lane_jobs[2u * job + 1u];
+    let source = a.x & 15u;
+    let plane = a.x >> 4u;
+    let start = a.y;
+    let m = a.z;
+    let k = a.w & 0xffu;
+    let lane = a.w >> 8u;
+    let table = b.x * 256u;
+    let end = b.y;
+    var count = 0u;
+    if (lane < m) {
+        count = (m - lane + k - 1u) / k;
+    }
+    var x = L;
+    var p = end;
+    for (var r = count; r > 0u; r = r - 1u) {
+        let s = symbol(source, plane, start, lane + (r - 1u) * k);
+        let e = tables[table + s];
+        let f = e & 0xffffu;
+        let c = e >> 16u;
+        if (x >= (f << (32u - PROB_BITS))) {
+            p = p - 1u;
+            put_word(p, x & 0xffffu);
+            x = x >> 16u;
+        }
+        x = ((x / f) << PROB_BITS) + (x % f) + c;
+    }
+    lane_out[job] = vec2<u32>(x, end - p);
+}
