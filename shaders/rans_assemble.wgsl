@@ -4,7 +4,9 @@
 // headers), a lane's words, the raw tensor (raw chunks, the tail), a dense plane, a sparse
 // plane or the zero mask. One invocation per output word: it finds its segment by binary search
 // (segments are sorted by their first output byte, none empty), then takes its four bytes,
-// moving to the next segment where one ends. Every index is bounded by host-sized buffers.
+// moving to the next segment where one ends (the host lists, per 1 KiB of output, the segment
+// its first byte is in, so the search is short). Every index is bounded by host-sized
+// buffers.
 
 struct Params {
     n_segs: u32,
@@ -12,6 +14,9 @@ struct Params {
     groups_x: u32,
     total: u32,
     rotate: u32,
+    // Word of `lit` where the literal bytes start; before it, per 1 KiB block of output (a
+    // workgroup's words) the segment holding its first byte, and one more entry (n_segs - 1).
+    lit_at: u32,
 }
 
 @group(0) @binding(0) var<storage, read> data: array<u32>;
@@ -30,7 +35,7 @@ fn seg_byte(s: vec4<u32>, off: u32) -> u32 {
     let plane = s.y >> 4u;
     let i = s.z + off;
     if (source == SRC_LITERAL) {
-        return byte_of(lit[i >> 2u], i);
+        return byte_of(lit[params.lit_at + (i >> 2u)], i);
     }
     if (source == SRC_WORDS) {
         return byte_of(words[i >> 2u], i);
@@ -54,9 +59,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         return;
     }
     let n = params.n_segs;
-    // The last segment starting at or before byte 4q.
-    var lo = 0u;
-    var hi = n;
+    // The last segment starting at or before byte 4q, between the segments of this block's
+    // first byte and of the next block's.
+    let block = q / 256u;
+    var lo = min(lit[block], n - 1u);
+    var hi = min(lit[block + 1u] + 1u, n);
     for (var g = 0u; g < 32u && hi - lo > 1u; g = g + 1u) {
         let mid = (lo + hi) / 2u;
         if (segs[mid].x <= 4u * q) {
@@ -66,16 +73,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
     }
     var r = lo;
+    var s = segs[r];
+    var end = params.total;
+    if (r + 1u < n) {
+        end = segs[r + 1u].x;
+    }
     var v = 0u;
     for (var b = 0u; b < 4u; b = b + 1u) {
         let o = 4u * q + b;
         if (o >= params.total) {
             break;
         }
-        for (var g = 0u; g < 4u && r + 1u < n && segs[r + 1u].x <= o; g = g + 1u) {
+        // Segments are not empty, so the next byte is in this segment or the next one.
+        if (o >= end && r + 1u < n) {
             r = r + 1u;
+            s = segs[r];
+            end = params.total;
+            if (r + 1u < n) {
+                end = segs[r + 1u].x;
+            }
         }
-        let s = segs[r];
         v = v | (seg_byte(s, o - s.x) << (8u * b));
     }
     out[q] = v;

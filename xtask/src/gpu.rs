@@ -361,7 +361,9 @@ pub fn bench(
                     let t = gpu.time_pipelined(&items, runs)?;
                     r.pipelined_seconds = median(t.compressed);
                     r.pipelined_raw_seconds = median(t.raw);
-                    if matches!(spec.id, CodecId::BitPlane | CodecId::Ibp) && path == paths[0] {
+                    if matches!(spec.id, CodecId::BitPlane | CodecId::Ibp | CodecId::Rans)
+                        && path == paths[0]
+                    {
                         r.encode = encode_direction(&gpu, &g, spec.id, &encoded, runs)?;
                         if let Some(e) = &r.encode {
                             println!(
@@ -474,6 +476,10 @@ fn encode_direction(
 ) -> Result<Option<EncodeRow>> {
     let mut e = EncodeRow::default();
     for ((shape, data), cpu) in g.tensors.iter().zip(cpu) {
+        if codec == CodecId::Rans {
+            rans_offload(gpu, g, data, runs, &mut e)?;
+            continue;
+        }
         // (what the offload times, the kernel alone, the raw bytes on the device, compressed
         // bytes a run brings back)
         type Offload<'a> = Box<dyn Fn() -> Result<Vec<u8>> + 'a>;
@@ -559,6 +565,54 @@ fn encode_direction(
         e.raw_bytes += raw.len as u64;
     }
     Ok((e.raw_bytes > 0).then_some(e))
+}
+
+/// The rANS offload of one tensor: the encoder's kernels (three or four submissions, each
+/// timed from submission to its small readback, the host's planning between them left out)
+/// against the copy kernel, and the whole device-to-host encode against reading the raw bytes
+/// back; the stream checked equal to the CPU encoder's at the GPU encoder's settings
+/// (`GPU_RANS`: byte planes only, so not the `rans` stream the decode rows use).
+fn rans_offload(
+    gpu: &Gpu,
+    g: &planepack_harness::Group,
+    data: &[u8],
+    runs: usize,
+    e: &mut EncodeRow,
+) -> Result<()> {
+    let rans = planepack_gpu::GPU_RANS;
+    let t = gpu.upload(data)?;
+    let cpu = rans.encode_to_vec(data, g.elem)?;
+    let first = gpu.encode_rans_on_device(&t.buffer, data.len(), g.elem, &rans)?;
+    anyhow::ensure!(
+        first.stream == cpu,
+        "{} {}: GPU rANS stream differs",
+        g.dataset,
+        g.dtype
+    );
+    let copy = gpu.prepare_copy(data)?;
+    let (mut kernel, mut copies, mut off, mut back) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..runs.max(1) {
+        let clock = std::time::Instant::now();
+        let enc = gpu.encode_rans_on_device(&t.buffer, data.len(), g.elem, &rans)?;
+        off.push(clock.elapsed().as_secs_f64());
+        kernel.push(enc.kernel_seconds);
+        copies.push(gpu.time_each(&[&copy], 1)[0].median());
+        let clock = std::time::Instant::now();
+        std::hint::black_box(gpu.read_back(&t)?);
+        back.push(clock.elapsed().as_secs_f64());
+    }
+    let (p, c) = (median(kernel), median(copies));
+    e.pack_seconds += p;
+    e.copy_seconds += c;
+    if data.len() >= 1 << 20 {
+        e.large_pack_seconds += p;
+        e.large_copy_seconds += c;
+    }
+    e.offload_seconds += median(off);
+    e.download_raw_seconds += median(back);
+    e.download_bytes += first.download_bytes as u64;
+    e.raw_bytes += data.len() as u64;
+    Ok(())
 }
 
 /// For each IBP-coded tensor with at least 1000 rows: a gather of 1 % of its rows (evenly
@@ -842,19 +896,25 @@ fn markdown(
         let _ = writeln!(
             s,
             "\n## Encode on the GPU\n\nThe offload direction, for the codecs with a GPU encoder \
-             (bit-plane and IBP, byte-identical to the CPU encoders: every stream below was \
-             checked equal). `kernel / copy`: the encode kernel (bit-plane: sizing every mode and \
-             writing the chunk slots; IBP: packing rows in place with the stream's mask) against \
+             (bit-plane, IBP and rANS, byte-identical to the CPU encoders: every stream below was \
+             checked equal; rANS at the GPU encoder's settings, `GPU_RANS`, byte planes only, \
+             so its bytes down are those of that stream, not of the `rans` rows above). \
+             `kernel / copy`: the encode kernel (bit-plane: sizing every mode and \
+             writing the chunk slots; IBP: packing rows in place with the stream's mask; rANS: \
+             its counting, lane-coding and assembly submissions, each to its small readback, \
+             the host's planning between them left out) against \
              the copy kernel on the same bytes, alternating. `offload`: from the tensor in device \
              memory to the stream on the host (bit-plane: encode, chunk lengths down, starts up, \
              chunks condensed and read back; IBP: mask search by counts and scores on the device, \
-             packing, sizes down and row starts up, condensing, compressed bytes down), wall \
+             packing, sizes down and row starts up, condensing, compressed bytes down; rANS: \
+             counts down, plan, lanes coded, their states and word counts down, segments up, \
+             the stream assembled and read back), wall \
              clock, against reading the raw bytes back in the same runs (above 1: the compressed \
              path is faster). Targets on lavapipe: encode / copy >= 0.05 for the \
-             bit-plane codec and >= 0.10 for IBP, on tensors >= 1 MiB.\n\n\
+             bit-plane and rANS codecs and >= 0.10 for IBP, on tensors >= 1 MiB.\n\n\
              | codec | kernel / copy (all tensors) | kernel / copy (tensors >= 1 MiB) | offload: raw download / (encode + compressed download) | bytes down / raw | target (>= 1 MiB) |\n|---|---|---|---|---|---|"
         );
-        for codec in ["bitplane", "ibp"] {
+        for codec in ["bitplane", "ibp", "rans"] {
             let sel: Vec<&EncodeRow> = enc
                 .iter()
                 .filter(|(r, _)| r.codec == codec)
@@ -871,7 +931,7 @@ fn markdown(
                 sum(|e| e.large_copy_seconds) / sum(|e| e.large_pack_seconds),
                 sum(|e| e.download_raw_seconds) / sum(|e| e.offload_seconds),
                 sum(|e| e.download_bytes as f64) / sum(|e| e.raw_bytes as f64),
-                if codec == "ibp" { ">= 0.10" } else { ">= 0.05" }
+                if codec == "ibp" { ">= 0.10" } else { ">= 0.05" },
             );
         }
         let _ = writeln!(

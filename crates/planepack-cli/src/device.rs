@@ -1,7 +1,10 @@
 //! `--device gpu`: the codecs that have GPU kernels run there (through `planepack-gpu`), the
 //! others on the CPU. Encoders: bit-plane and IBP with one mask (byte-identical to the CPU's;
-//! the rANS encoder and IBP's k-means clustering have no GPU version). Decoders: bit-plane,
-//! IBP (one mask or clusters), rANS. A tensor a kernel cannot
+//! IBP's k-means clustering has no GPU version) and rANS at `GPU_RANS`' settings (byte planes
+//! only: byte-identical to the CPU encoder at those settings; the modelled and block-scaled
+//! chunks and the row map are CPU-only, so a CNN activation or a dequantized Q8_0 table comes
+//! out larger than `--device cpu` writes it). Decoders: bit-plane, IBP (one mask or clusters),
+//! rANS (every chunk kind). A tensor a kernel cannot
 //! take (IBP rows of an odd number of 16-bit chunks) goes to the CPU. The command says how many
 //! parts ran where.
 
@@ -88,6 +91,7 @@ impl Engine for GpuEngine {
         let got = match codec.id {
             CodecId::BitPlane => self.gpu.encode_bitplane(data, elem),
             CodecId::Ibp => self.gpu.encode_ibp(data, elem, shape),
+            CodecId::Rans => self.gpu.encode_rans(data, elem, &planepack_gpu::GPU_RANS),
             _ => return None,
         };
         outcome(got).map(|r| r.map(|v| out.extend(v)))

@@ -520,8 +520,8 @@ fn inspect_takes_a_folder() {
 }
 
 /// `--device gpu`: bit-plane and IBP encoded on the GPU give the very containers the CPU
-/// writes, and
-/// bit-plane, IBP and rANS containers decode on the GPU to the original files. Skips without
+/// writes; rANS (and `auto`, which takes it) encoded on the GPU decode on the CPU to the
+/// original files; bit-plane, IBP and rANS containers decode on the GPU to the original files. Skips without
 /// a GPU adapter, except in CI (lavapipe there).
 #[test]
 fn the_gpu_device_writes_and_reads_the_cpu_bytes() {
@@ -565,6 +565,44 @@ fn the_gpu_device_writes_and_reads_the_cpu_bytes() {
                 std::fs::read(x).unwrap() == std::fs::read(y).unwrap(),
                 "{codec}: {}",
                 y.display()
+            );
+        }
+    }
+    // rANS on the GPU writes byte planes only (GPU_RANS; the GPU crate tests it byte for byte
+    // against the CPU encoder at those settings): every part on the GPU, and the containers
+    // decode on the CPU to the original files.
+    for codec in ["rans", "auto"] {
+        let packed = t.path().join(format!("gpu-{codec}"));
+        let back = t.path().join(format!("gpu-{codec}-back"));
+        let o = planepack(&[
+            "compress",
+            s(&data),
+            "-o",
+            s(&packed),
+            "-q",
+            "--codec",
+            codec,
+            "--device",
+            "gpu",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout);
+        if codec == "rans" {
+            assert!(
+                out.contains("parts encoded on the GPU, 0 on the CPU"),
+                "{out}"
+            );
+        }
+        let o = planepack(&["decompress", s(&packed), "-o", s(&back), "-q"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let restored = files(&back);
+        assert!(restored.len() >= 18);
+        for f in restored {
+            let rel = f.strip_prefix(&back).unwrap();
+            assert!(
+                std::fs::read(&f).unwrap() == std::fs::read(data.join(rel)).unwrap(),
+                "{codec} --device gpu: {}",
+                rel.display()
             );
         }
     }

@@ -1,8 +1,11 @@
 //! Where the codecs run. The CPU codecs are the reference and the default; an [`Engine`]
 //! (the GPU, plugged in by `planepack compress/decompress --device gpu`) takes the parts whose
 //! codec it has a kernel for and leaves the others to the CPU. The container format does not
-//! change: an engine must write and read the very bytes the CPU codecs do (the GPU crate tests
-//! that its encoders are byte-identical), and every decoded part still meets its checksum.
+//! change: an engine must write streams the CPU codecs read, byte-identical to a CPU encoder
+//! (the GPU crate tests it: bit-plane and IBP at the codec's settings, rANS at the byte-plane
+//! settings its GPU encoder writes, `planepack_gpu::GPU_RANS`, which the part's codec `rans`
+//! covers since every rANS decoder reads every chunk kind), and every decoded part still meets
+//! its checksum.
 
 use crate::codecs::CodecSpec;
 use planepack_core::ElemType;

@@ -243,7 +243,7 @@ kernel_params! {
 
 kernel_params! {
     /// `shaders/rans_count.wgsl`: one workgroup per chunk or rotation sample.
-    RansCountParams in "rans_count.wgsl" { n_jobs, jobs_x, write_out, hist_stride } pad 0
+    RansCountParams in "rans_count.wgsl" { n_jobs, jobs_x, write_out, hist_stride, wide } pad 3
 }
 
 kernel_params! {
@@ -253,7 +253,11 @@ kernel_params! {
 
 kernel_params! {
     /// `shaders/rans_assemble.wgsl`: one invocation per output word.
-    RansAssembleParams in "rans_assemble.wgsl" { n_segs, n_words, groups_x, total, rotate } pad 3
+    RansAssembleParams in "rans_assemble.wgsl" {
+        n_segs, n_words, groups_x, total, rotate,
+        /// Word offset of the literal bytes in their buffer (the block index comes first).
+        lit_at,
+    } pad 2
 }
 
 kernel_params! {

@@ -60,6 +60,28 @@ pub struct EncodedRans {
     pub download_bytes: usize,
     /// Bytes sent: count jobs, tables, lane jobs, segments and literal bytes.
     pub upload_bytes: usize,
+    /// Wall clock of the device's steps: each submission of a kernel (and the readback of
+    /// its small results) to its completion, without the host's planning between them.
+    pub kernel_seconds: f64,
+    /// The same per step: rotation samples' counts, chunks' counts, lanes, assembly.
+    pub step_seconds: [f64; 4],
+}
+
+/// What an encode moved and how long its kernels ran.
+#[derive(Default)]
+struct Tally {
+    down: usize,
+    up: usize,
+    kernel_seconds: f64,
+    step_seconds: [f64; 4],
+}
+
+impl Tally {
+    fn time(&mut self, step: usize, clock: std::time::Instant) {
+        let t = clock.elapsed().as_secs_f64();
+        self.kernel_seconds += t;
+        self.step_seconds[step] += t;
+    }
 }
 
 /// One run of output bytes and where they come from (`shaders/rans_assemble.wgsl`).
@@ -105,25 +127,66 @@ struct CodedPlane {
     lanes: usize,
 }
 
-/// Words of `hist` per count job: (W + 1) * 256 counts and the nonzero count, rounded to 4.
+/// Words of a count job's slot in `hist`: its longest record, (W + 1) histograms of a bitmap
+/// and 256 counts, and the nonzero count.
 fn hist_stride(width: usize) -> usize {
-    ((width + 1) * 256 + 1).next_multiple_of(4)
+    ((width + 1) * (8 + 256) + 1).next_multiple_of(4)
 }
 
-/// A job's counts, as `rans_count.wgsl` wrote them.
-struct Counts<'a> {
-    words: &'a [u32],
-    width: usize,
+/// The most elements a job may have for its counts to go as u16 (`rans_count.wgsl`, `wide`):
+/// then at most one count of a histogram reaches 65535.
+const NARROW_MAX: usize = 2 * 65535 - 1;
+
+/// A job's counts, as `rans_count.wgsl` recorded them (see there), read back.
+struct Counts {
+    /// The W planes' histograms, then the mask bytes'.
+    hists: Vec<[u32; 256]>,
+    nonzero: usize,
 }
 
-impl Counts<'_> {
-    fn plane(&self, j: usize) -> [u32; 256] {
-        self.words[j * 256..(j + 1) * 256]
-            .try_into()
-            .expect("256 counts")
-    }
-    fn nonzero(&self) -> usize {
-        self.words[(self.width + 1) * 256] as usize
+impl Counts {
+    /// Parse one record of a job of `n` elements; `None` if it is not one (a kernel fault).
+    fn parse(rec: &[u8], width: usize, n: usize, wide: bool) -> Option<Counts> {
+        let word = |i: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(
+                rec.get(4 * i..4 * i + 4)?.try_into().ok()?,
+            ))
+        };
+        let mut at = 0;
+        let mut hists = Vec::with_capacity(width + 1);
+        for p in 0..=width {
+            let bits: Vec<u32> = (0..8).map(|i| word(at + i)).collect::<Option<_>>()?;
+            at += 8;
+            let present: Vec<usize> = (0..256)
+                .filter(|&s| bits[s / 32] >> (s % 32) & 1 == 1)
+                .collect();
+            let mut h = [0u32; 256];
+            for (k, &sym) in present.iter().enumerate() {
+                h[sym] = if wide {
+                    word(at + k)?
+                } else {
+                    word(at + k / 2)? >> (16 * (k % 2)) & 0xffff
+                };
+            }
+            at += if wide {
+                present.len()
+            } else {
+                present.len().div_ceil(2)
+            };
+            if !wide {
+                // A count written as 65535 is the plane's length less the others.
+                let len = if p < width { n } else { n.div_ceil(8) } as u32;
+                if let Some(s) = (0..256).find(|&s| h[s] == 0xffff) {
+                    let others: u32 = h.iter().sum::<u32>() - 0xffff;
+                    h[s] = len.checked_sub(others)?;
+                }
+            }
+            hists.push(h);
+        }
+        Some(Counts {
+            hists,
+            nonzero: word(at)? as usize,
+        })
     }
 }
 
@@ -173,11 +236,11 @@ impl Gpu {
         let chunk_elems = (1usize << rans.chunk_log2) / width;
         let n_chunks = n.div_ceil(chunk_elems);
         u32_of(raw_len, "tensor")?;
-        // Per tile of 256 elements: the tile loop, the plane and mask-byte loops; the
-        // histogram's copy loops. The lane coder: a lane's symbols.
-        let tiles = chunk_elems.div_ceil(256) as u64;
+        // Per tile of 256 invocations of 32 elements: the tile loop, the element loop (with
+        // its plane loop), the nonzero copy and the mask-byte loop; the histogram's copies.
+        let tiles = chunk_elems.div_ceil(256 * 32) as u64;
         within_loop_budget(
-            tiles * (1 + width as u64 + 4) + 2 * (width as u64 + 1),
+            tiles * (1 + 32 * (1 + width as u64) + 32 + 4) + 2 * (width as u64 + 1),
             cfg.loop_budget.min(LOOP_ITERATIONS_MAX),
             "rANS counts",
         )?;
@@ -186,8 +249,8 @@ impl Gpu {
             cfg.loop_budget.min(LOOP_ITERATIONS_MAX),
             "rANS lanes",
         )?;
-        let mut down = 0usize;
-        let mut up = 0usize;
+        let mut tally = Tally::default();
+        let tally = &mut tally;
 
         // 1-2. The rotation, from the samples' counts both ways.
         let rotate = if width == 1 || !rans.rotate {
@@ -201,19 +264,10 @@ impl Gpu {
                     [[s, l, 0, 0], [s, l, 1, 0]]
                 })
                 .collect();
-            let counts = self.rans_counts(data, &jobs, width, None, cfg, &mut down, &mut up)?;
-            let stride = hist_stride(width);
+            let counts = self.rans_counts(data, &jobs, width, None, cfg, tally)?;
             let per: Vec<[Vec<[u32; 256]>; 2]> = counts
-                .chunks_exact(2 * stride)
-                .map(|both| {
-                    [0, 1].map(|r| {
-                        let c = Counts {
-                            words: &both[r * stride..(r + 1) * stride],
-                            width,
-                        };
-                        (0..width).map(|j| c.plane(j)).collect()
-                    })
-                })
+                .chunks_exact(2)
+                .map(|both| [0, 1].map(|r| both[r].hists[..width].to_vec()))
                 .collect();
             rotation_pays_by_counts(&per)
         };
@@ -240,205 +294,48 @@ impl Gpu {
                 ]
             })
             .collect();
-        let counts = self.rans_counts(
-            data,
-            &jobs,
+        let counts = self.rans_counts(data, &jobs, width, Some((&nz, &mask)), cfg, tally)?;
+
+        // 3. Plans, tables and lane jobs; 4. every coded lane.
+        let geometry = Geometry {
             width,
-            Some((&nz, &mask)),
-            cfg,
-            &mut down,
-            &mut up,
-        )?;
-        let stride = hist_stride(width);
-
-        // 3. Plans, tables and lane jobs.
-        let mut tables: Vec<u32> = Vec::new();
-        let mut lane_jobs: Vec<[u32; 8]> = Vec::new();
-        let mut region_end = 0usize; // in 16-bit words
-        let mut nonzeros = Vec::with_capacity(n_chunks);
-        // Per chunk: (dense, sparse) planes, each a source and, if coded, its lanes.
-        type Planned = Vec<(PlaneSource, PlanePlan, Option<CodedPlane>)>;
-        let mut planned: Vec<(Option<Planned>, Option<Planned>)> = Vec::with_capacity(n_chunks);
-        for c in 0..n_chunks {
-            let words = &counts[c * stride..(c + 1) * stride];
-            let cn = Counts { words, width };
-            let len = chunk_len(c);
-            let start = (c * chunk_elems) as u32;
-            let dense: Vec<[u32; 256]> = (0..width).map(|j| cn.plane(j)).collect();
-            let nonzero = cn.nonzero();
-            let zeros = len - nonzero;
-            let mask_counts = cn.plane(width);
-            let plan = if sparse_considered(rans.zero_mask, zeros, len) {
-                ChunkPlan::from_counts(&dense, Some((&mask_counts, zeros)))
-            } else {
-                ChunkPlan::from_counts(&dense, None)
-            };
-            let mut code = |sources: Vec<PlaneSource>, kinds: &[PlanePlan]| -> Planned {
-                sources
-                    .into_iter()
-                    .zip(kinds)
-                    .map(|(src, kind)| {
-                        let coded =
-                            match kind {
-                                PlanePlan::Rans(table) => {
-                                    let t = (tables.len() / 256) as u32;
-                                    tables.extend((0..256).map(|s| {
-                                        table.freq[s] as u32 | (table.cum[s] as u32) << 16
-                                    }));
-                                    let k = lanes_for(src.symbols);
-                                    let first_job = lane_jobs.len();
-                                    for lane in 0..k {
-                                        let count = src.symbols.saturating_sub(lane).div_ceil(k);
-                                        region_end += count.next_multiple_of(2);
-                                        lane_jobs.push([
-                                            src.source | src.plane << 4,
-                                            src.start,
-                                            src.symbols as u32,
-                                            k as u32 | (lane as u32) << 8,
-                                            t,
-                                            region_end as u32,
-                                            0,
-                                            0,
-                                        ]);
-                                    }
-                                    Some(CodedPlane {
-                                        table: table.clone(),
-                                        first_job,
-                                        lanes: k,
-                                    })
-                                }
-                                _ => None,
-                            };
-                        (src, clone_plan(kind), coded)
-                    })
-                    .collect()
-            };
-            let dense_sources: Vec<PlaneSource> = (0..width as u32)
-                .map(|j| PlaneSource {
-                    source: SRC_DENSE,
-                    plane: j,
-                    start,
-                    symbols: len,
-                })
-                .collect();
-            let dense_planned =
-                (plan.layouts != Layouts::Sparse).then(|| code(dense_sources, &plan.dense));
-            let sparse_planned = match (&plan.sparse, plan.layouts) {
-                (Some(kinds), Layouts::Sparse | Layouts::Both) => {
-                    let mut sources = vec![PlaneSource {
-                        source: SRC_MASK,
-                        plane: 0,
-                        start: start / 8,
-                        symbols: len.div_ceil(8),
-                    }];
-                    sources.extend((0..width as u32).map(|j| PlaneSource {
-                        source: SRC_NONZERO,
-                        plane: j,
-                        start,
-                        symbols: nonzero,
-                    }));
-                    Some(code(sources, kinds))
-                }
-                _ => None,
-            };
-            planned.push((dense_planned, sparse_planned));
-            nonzeros.push(nonzero);
-        }
-        u32_of(region_end * 2, "coded lanes")?;
-
-        // 4. Every coded lane.
+            chunk_elems,
+            n,
+        };
+        let lanes = plan_lanes(&counts, geometry, rans.zero_mask);
         let words = self.zeroed_buffer(
-            region_end.max(2) * 2,
+            u32_of(lanes.region_end.max(2) * 2, "coded lanes")? as usize,
             "lane words",
             wgpu::BufferUsages::empty(),
         )?;
         let lane_out = self.rans_lanes(
-            data, &nz, &mask, &tables, &lane_jobs, &words, rotate, width, &mut down, &mut up,
+            data,
+            &nz,
+            &mask,
+            &lanes.tables,
+            &lanes.jobs,
+            &words,
+            rotate,
+            width,
+            tally,
         )?;
 
         // 5. The stream's layout, then its assembly.
-        let mut head = Vec::with_capacity(planepack_rans::HEADER_BYTES + 4 * n_chunks);
-        head.extend_from_slice(&planepack_rans::MAGIC);
-        head.push(1);
-        head.push(width as u8);
-        head.push(rans.chunk_log2);
-        head.push(u8::from(if width == 1 { rans.rotate } else { rotate }));
-        head.extend_from_slice(&(raw_len as u64).to_le_bytes());
-        let table_at = head.len();
-        head.resize(table_at + 4 * n_chunks, 0);
-        let mut pieces = vec![];
-        let mut chunk_pieces = Vec::new();
-        for (c, (dense, sparse)) in planned.iter().enumerate() {
-            let len = chunk_len(c);
-            let layout = |mode: Vec<u8>, planes: &Planned| -> Vec<Piece> {
-                let mut v = vec![Piece::Literal(mode)];
-                for (src, kind, coded) in planes {
-                    v.extend(plane_pieces(
-                        src,
-                        kind,
-                        coded.as_ref(),
-                        &lane_out,
-                        &lane_jobs,
-                    ));
-                }
-                v
-            };
-            let dense = dense
-                .as_ref()
-                .map(|p| layout(vec![planepack_rans::CHUNK_DENSE], p));
-            let sparse = sparse.as_ref().map(|p| {
-                let mut head = vec![planepack_rans::CHUNK_SPARSE];
-                head.extend_from_slice(&(nonzeros[c] as u32).to_le_bytes());
-                layout(head, p)
-            });
-            let mut best = match (dense, sparse) {
-                (Some(d), Some(s)) => {
-                    if total(&s) < total(&d) {
-                        s
-                    } else {
-                        d
-                    }
-                }
-                (Some(d), None) => d,
-                (None, Some(s)) => s,
-                (None, None) => unreachable!("a chunk is coded in at least one layout"),
-            };
-            if !chunk_kept(total(&best), len * width) {
-                best = vec![
-                    Piece::Literal(vec![planepack_rans::CHUNK_RAW]),
-                    Piece::From {
-                        source: SRC_RAW,
-                        plane: 0,
-                        src: (c * chunk_elems * width) as u32,
-                        len: len * width,
-                    },
-                ];
-            }
-            let t = total(&best);
-            head[table_at + 4 * c..table_at + 4 * c + 4].copy_from_slice(&(t as u32).to_le_bytes());
-            chunk_pieces.extend(best);
-        }
-        pieces.push(Piece::Literal(head));
-        pieces.extend(chunk_pieces);
-        pieces.push(Piece::From {
-            source: SRC_RAW,
-            plane: 0,
-            src: body as u32,
-            len: raw_len - body,
-        });
-        let stream = self.rans_assemble(
-            data, &nz, &mask, &words, &pieces, rotate, width, &mut down, &mut up,
-        )?;
+        let flag = u8::from(if width == 1 { rans.rotate } else { rotate });
+        let pieces = lay_out(&lanes, &lane_out, geometry, rans.chunk_log2, flag, raw_len);
+        let stream = self.rans_assemble(data, &nz, &mask, &words, &pieces, rotate, width, tally)?;
         Ok(EncodedRans {
             stream,
-            download_bytes: down,
-            upload_bytes: up,
+            download_bytes: tally.down,
+            upload_bytes: tally.up,
+            kernel_seconds: tally.kernel_seconds,
+            step_seconds: tally.step_seconds,
         })
     }
 
     /// Run `rans_count.wgsl` on `jobs`; `outputs` (nonzero elements, zero masks) for chunks.
-    /// Returns the counts, [`hist_stride`] words per job.
-    #[allow(clippy::too_many_arguments)]
+    /// The records' lengths come back first, then the records packed
+    /// (`ibp_condense.wgsl`).
     fn rans_counts(
         &self,
         data: &wgpu::Buffer,
@@ -446,19 +343,24 @@ impl Gpu {
         width: usize,
         outputs: Option<(&wgpu::Buffer, &wgpu::Buffer)>,
         cfg: &KernelConfig,
-        down: &mut usize,
-        up: &mut usize,
-    ) -> Result<Vec<u32>> {
+        tally: &mut Tally,
+    ) -> Result<Vec<Counts>> {
         let stride = hist_stride(width);
         if jobs.is_empty() {
             return Ok(vec![]);
         }
+        let wide = jobs.iter().any(|j| j[1] as usize > NARROW_MAX);
         let n_jobs = u32_of(jobs.len(), "chunk count")?;
         let jobs_buf = self.storage(bytemuck::cast_slice(jobs), "count jobs")?;
-        *up += jobs.len() * 16;
+        tally.up += jobs.len() * 16;
         let hist = self.zeroed_buffer(
             jobs.len() * stride * 4,
             "histograms",
+            wgpu::BufferUsages::empty(),
+        )?;
+        let lens = self.zeroed_buffer(
+            jobs.len() * 4,
+            "record lengths",
             wgpu::BufferUsages::COPY_SRC,
         )?;
         let spare;
@@ -479,18 +381,20 @@ impl Gpu {
             jobs_x: gx,
             write_out: outputs.is_some() as u32,
             hist_stride: stride as u32,
-            _pad: [],
+            wide: wide as u32,
+            ..Default::default()
         });
         let status = self.status();
         // (Only the subgroup scan reports into `status`: the workgroup kernel has no such
         // binding.)
-        let mut buffers = vec![data, &jobs_buf, &hist, nz, mask, &p];
+        let mut buffers = vec![data, &jobs_buf, &hist, nz, mask, &lens, &p];
         if cfg.path == crate::ScanPath::Subgroup {
             buffers.push(&status);
         }
         let bind = self.bind_all(&pipeline, &buffers);
-        let size = hist.size();
+        let size = lens.size();
         let staging = self.readback_buffer(size + 8);
+        let clock = std::time::Instant::now();
         let mut enc = self.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
@@ -499,7 +403,7 @@ impl Gpu {
             pass.dispatch_workgroups(gx, gy, 1);
         }
         enc.copy_buffer_to_buffer(&status, 0, &staging, 0, 8);
-        enc.copy_buffer_to_buffer(&hist, 0, &staging, 8, size);
+        enc.copy_buffer_to_buffer(&lens, 0, &staging, 8, size);
         self.queue.submit([enc.finish()]);
         let back = self.map_read_all(&staging);
         let flags = u32::from_le_bytes(back[..4].try_into().expect("4 bytes"));
@@ -511,8 +415,22 @@ impl Gpu {
                 at: u32::from_le_bytes(back[4..8].try_into().expect("4 bytes")),
             });
         }
-        *down += jobs.len() * stride * 4;
-        Ok(bytemuck::cast_slice(&back[8..8 + jobs.len() * stride * 4]).to_vec())
+        let lens: &[u32] = bytemuck::cast_slice(&back[8..8 + jobs.len() * 4]);
+        if lens.iter().any(|&l| l as usize > 4 * stride) {
+            return Err(GpuError::Device("rANS count record over its slot".into()));
+        }
+        let starts = crate::device::prefix_starts(lens)?;
+        let packed = self.condense(&hist, &starts, 4 * stride)?;
+        tally.time(usize::from(outputs.is_some()), clock);
+        tally.down += jobs.len() * 4 + packed.len();
+        jobs.iter()
+            .enumerate()
+            .map(|(j, job)| {
+                let rec = &packed[starts[j] as usize..starts[j + 1] as usize];
+                Counts::parse(rec, width, job[1] as usize, wide)
+                    .ok_or_else(|| GpuError::Device("a malformed rANS count record".into()))
+            })
+            .collect()
     }
 
     /// Run `rans_lanes.wgsl`: every lane job's (final state, word count).
@@ -527,8 +445,7 @@ impl Gpu {
         words: &wgpu::Buffer,
         rotate: bool,
         width: usize,
-        down: &mut usize,
-        up: &mut usize,
+        tally: &mut Tally,
     ) -> Result<Vec<[u32; 2]>> {
         if jobs.is_empty() {
             return Ok(vec![]);
@@ -536,7 +453,7 @@ impl Gpu {
         let n_jobs = u32_of(jobs.len(), "lane count")?;
         let tables_buf = self.storage(bytemuck::cast_slice(tables), "frequency tables")?;
         let jobs_buf = self.storage(bytemuck::cast_slice(jobs), "lane jobs")?;
-        *up += tables.len() * 4 + jobs.len() * 32;
+        tally.up += tables.len() * 4 + jobs.len() * 32;
         let out =
             self.zeroed_buffer(jobs.len() * 8, "lane states", wgpu::BufferUsages::COPY_SRC)?;
         let groups = n_jobs.div_ceil(64);
@@ -553,13 +470,15 @@ impl Gpu {
             rotate: rotate as u32,
             ..Default::default()
         });
+        let clock = std::time::Instant::now();
         let back = self.dispatch_and_read(
             &pipeline,
             &[data, nz, mask, &tables_buf, &jobs_buf, words, &out, &p],
             (gx, gy, 1),
             &out,
         );
-        *down += jobs.len() * 8;
+        tally.time(2, clock);
+        tally.down += jobs.len() * 8;
         Ok(back[..jobs.len() * 8]
             .chunks_exact(8)
             .map(|b| {
@@ -582,8 +501,7 @@ impl Gpu {
         pieces: &[Piece],
         rotate: bool,
         width: usize,
-        down: &mut usize,
-        up: &mut usize,
+        tally: &mut Tally,
     ) -> Result<Vec<u8>> {
         let mut segs: Vec<[u32; 4]> = Vec::new();
         let mut lit: Vec<u8> = Vec::new();
@@ -606,9 +524,24 @@ impl Gpu {
         }
         let total = at;
         let n_words = u32_of(total.div_ceil(4), "stream")?;
+        // Per 1 KiB block of output (a workgroup's 256 words), the segment its first byte is
+        // in, then one more entry: the kernel's search stays between two of them.
+        let blocks = total.div_ceil(1024);
+        let mut index: Vec<u32> = Vec::with_capacity(blocks + 1);
+        let mut r = 0usize;
+        for b in 0..blocks {
+            while r + 1 < segs.len() && segs[r + 1][0] as usize <= 1024 * b {
+                r += 1;
+            }
+            index.push(r as u32);
+        }
+        index.push(segs.len().saturating_sub(1) as u32);
+        let lit_at = index.len();
+        let mut lit_words: Vec<u8> = bytemuck::cast_slice(&index).to_vec();
+        lit_words.extend_from_slice(&lit);
         let segs_buf = self.storage(bytemuck::cast_slice(&segs), "segments")?;
-        let lit_buf = self.storage(&lit, "literal bytes")?;
-        *up += segs.len() * 16 + lit.len();
+        let lit_buf = self.storage(&lit_words, "literal bytes")?;
+        tally.up += segs.len() * 16 + lit_words.len();
         let out = self.zeroed_buffer(total, "stream", wgpu::BufferUsages::COPY_SRC)?;
         let (gx, gy) = self.grid(n_words.div_ceil(256));
         let pipeline = self.pipeline(
@@ -623,19 +556,223 @@ impl Gpu {
             groups_x: gx,
             total: total as u32,
             rotate: rotate as u32,
+            lit_at: u32_of(lit_at, "stream")?,
             ..Default::default()
         });
         let grid = if n_words > 0 { (gx, gy, 1) } else { (0, 0, 0) };
+        let clock = std::time::Instant::now();
         let mut v = self.dispatch_and_read(
             &pipeline,
             &[data, nz, mask, words, &segs_buf, &lit_buf, &out, &p],
             grid,
             &out,
         );
+        tally.time(3, clock);
         v.truncate(total);
-        *down += total;
+        tally.down += total;
         Ok(v)
     }
+}
+
+/// A tensor's shape as the encoder cuts it: element width, chunk elements, elements.
+#[derive(Clone, Copy)]
+struct Geometry {
+    width: usize,
+    chunk_elems: usize,
+    n: usize,
+}
+
+impl Geometry {
+    fn chunks(&self) -> usize {
+        self.n.div_ceil(self.chunk_elems)
+    }
+    fn chunk_len(&self, c: usize) -> usize {
+        self.chunk_elems.min(self.n - c * self.chunk_elems)
+    }
+}
+
+/// A chunk layout's planes: each plane's symbols, kind and, if coded, its lanes.
+type Planned = Vec<(PlaneSource, PlanePlan, Option<CodedPlane>)>;
+
+/// What the lane coder is given and what the layout reads back from it.
+struct LanePlan {
+    /// Per coded plane, 256 entries `freq | cum << 16`.
+    tables: Vec<u32>,
+    /// Per lane: (source | plane << 4, start, symbols, lanes | lane << 8, table, region end,
+    /// 0, 0), as `rans_lanes.wgsl` reads them.
+    jobs: Vec<[u32; 8]>,
+    /// 16-bit words of all lane regions.
+    region_end: usize,
+    /// Per chunk: its dense and sparse layouts where the plan codes them, its nonzero count.
+    chunks: Vec<(Option<Planned>, Option<Planned>, usize)>,
+}
+
+/// Plan every chunk from its counts (the CPU encoder's [`ChunkPlan::from_counts`]) and list
+/// the lanes of every plane planned as coded, in each layout the plan codes.
+fn plan_lanes(counts: &[Counts], g: Geometry, zero_mask: bool) -> LanePlan {
+    let mut lp = LanePlan {
+        tables: Vec::new(),
+        jobs: Vec::new(),
+        region_end: 0,
+        chunks: Vec::with_capacity(counts.len()),
+    };
+    for (c, cn) in counts.iter().enumerate() {
+        let len = g.chunk_len(c);
+        let start = (c * g.chunk_elems) as u32;
+        let dense = &cn.hists[..g.width];
+        let zeros = len - cn.nonzero;
+        let plan = if sparse_considered(zero_mask, zeros, len) {
+            ChunkPlan::from_counts(dense, Some((&cn.hists[g.width], zeros)))
+        } else {
+            ChunkPlan::from_counts(dense, None)
+        };
+        let dense_sources = (0..g.width as u32).map(|j| PlaneSource {
+            source: SRC_DENSE,
+            plane: j,
+            start,
+            symbols: len,
+        });
+        let dense_planned = (plan.layouts != Layouts::Sparse)
+            .then(|| lp.code(dense_sources.collect(), &plan.dense));
+        let sparse_planned = match (&plan.sparse, plan.layouts) {
+            (Some(kinds), Layouts::Sparse | Layouts::Both) => {
+                let mask = PlaneSource {
+                    source: SRC_MASK,
+                    plane: 0,
+                    start: start / 8,
+                    symbols: len.div_ceil(8),
+                };
+                let planes = (0..g.width as u32).map(|j| PlaneSource {
+                    source: SRC_NONZERO,
+                    plane: j,
+                    start,
+                    symbols: cn.nonzero,
+                });
+                Some(lp.code(std::iter::once(mask).chain(planes).collect(), kinds))
+            }
+            _ => None,
+        };
+        lp.chunks.push((dense_planned, sparse_planned, cn.nonzero));
+    }
+    lp
+}
+
+impl LanePlan {
+    /// A layout's planes with their kinds; the coded ones get a table and their lanes.
+    fn code(&mut self, sources: Vec<PlaneSource>, kinds: &[PlanePlan]) -> Planned {
+        sources
+            .into_iter()
+            .zip(kinds)
+            .map(|(src, kind)| {
+                let coded = match kind {
+                    PlanePlan::Rans(table) => Some(self.lanes(&src, table)),
+                    _ => None,
+                };
+                (src, clone_plan(kind), coded)
+            })
+            .collect()
+    }
+
+    /// The lane jobs of a plane coded with `table`: a region per lane of its symbol count
+    /// (a lane writes at most a word per symbol), rounded to whole 32-bit words.
+    fn lanes(&mut self, src: &PlaneSource, table: &Table) -> CodedPlane {
+        let t = (self.tables.len() / 256) as u32;
+        self.tables
+            .extend((0..256).map(|s| table.freq[s] as u32 | (table.cum[s] as u32) << 16));
+        let k = lanes_for(src.symbols);
+        let first_job = self.jobs.len();
+        for lane in 0..k {
+            let count = src.symbols.saturating_sub(lane).div_ceil(k);
+            self.region_end += count.next_multiple_of(2);
+            self.jobs.push([
+                src.source | src.plane << 4,
+                src.start,
+                src.symbols as u32,
+                k as u32 | (lane as u32) << 8,
+                t,
+                self.region_end as u32,
+                0,
+                0,
+            ]);
+        }
+        CodedPlane {
+            table: table.clone(),
+            first_job,
+            lanes: k,
+        }
+    }
+}
+
+/// The stream as pieces, as the CPU encoder writes it: the header (version 1, `flag` the
+/// stream's flags byte) and chunk table, each chunk in the shorter of its coded layouts (dense
+/// on a tie) or raw where that is not longer, then the tail bytes.
+fn lay_out(
+    lp: &LanePlan,
+    lane_out: &[[u32; 2]],
+    g: Geometry,
+    chunk_log2: u8,
+    flag: u8,
+    raw_len: usize,
+) -> Vec<Piece> {
+    let n_chunks = g.chunks();
+    let mut head = Vec::with_capacity(planepack_rans::HEADER_BYTES + 4 * n_chunks);
+    head.extend_from_slice(&planepack_rans::MAGIC);
+    head.push(1);
+    head.push(g.width as u8);
+    head.push(chunk_log2);
+    head.push(flag);
+    head.extend_from_slice(&(raw_len as u64).to_le_bytes());
+    let table_at = head.len();
+    head.resize(table_at + 4 * n_chunks, 0);
+    let mut chunks = Vec::new();
+    for (c, (dense, sparse, nonzero)) in lp.chunks.iter().enumerate() {
+        let len = g.chunk_len(c);
+        let layout = |mode: Vec<u8>, planes: &Planned| -> Vec<Piece> {
+            let mut v = vec![Piece::Literal(mode)];
+            for (src, kind, coded) in planes {
+                v.extend(plane_pieces(src, kind, coded.as_ref(), lane_out, &lp.jobs));
+            }
+            v
+        };
+        let dense = dense
+            .as_ref()
+            .map(|p| layout(vec![planepack_rans::CHUNK_DENSE], p));
+        let sparse = sparse.as_ref().map(|p| {
+            let mut head = vec![planepack_rans::CHUNK_SPARSE];
+            head.extend_from_slice(&(*nonzero as u32).to_le_bytes());
+            layout(head, p)
+        });
+        let mut best = match (dense, sparse) {
+            (Some(d), Some(s)) if total(&s) < total(&d) => s,
+            (Some(d), _) => d,
+            (None, Some(s)) => s,
+            (None, None) => unreachable!("a chunk is coded in at least one layout"),
+        };
+        if !chunk_kept(total(&best), len * g.width) {
+            best = vec![
+                Piece::Literal(vec![planepack_rans::CHUNK_RAW]),
+                Piece::From {
+                    source: SRC_RAW,
+                    plane: 0,
+                    src: (c * g.chunk_elems * g.width) as u32,
+                    len: len * g.width,
+                },
+            ];
+        }
+        let t = total(&best) as u32;
+        head[table_at + 4 * c..table_at + 4 * c + 4].copy_from_slice(&t.to_le_bytes());
+        chunks.extend(best);
+    }
+    let body = g.n * g.width;
+    let mut pieces = vec![Piece::Literal(head)];
+    pieces.extend(chunks);
+    pieces.push(Piece::From {
+        source: SRC_RAW,
+        plane: 0,
+        src: body as u32,
+        len: raw_len - body,
+    });
+    pieces
 }
 
 /// The settings this encoder writes (see [`GPU_RANS`]) and the element widths it takes.

@@ -413,3 +413,38 @@ fn rans_encoder_refuses_what_it_cannot_do() {
         ));
     }
 }
+
+/// Counts that do not fit 16 bits: a chunk of 65536 single bytes of one value (its count
+/// written as 65535 and rebuilt on the host), and chunks of 2^18 and 2^20 elements (counts as
+/// 32 bits), each with runs, zeros and noise; both paths.
+#[test]
+fn rans_encoder_matches_the_cpu_on_large_counts() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(53);
+    let mut mixed = vec![7u8; 1 << 20];
+    for (i, b) in mixed.iter_mut().enumerate() {
+        if i % 3 == 0 {
+            *b = 0;
+        } else if i % 7 == 0 {
+            *b = rng.next_u64() as u8;
+        }
+    }
+    let cases: [(&[u8], ElemType, u8); 5] = [
+        (&[9u8; 65536 + 5], ElemType::U8, 16),
+        (&[0u8; 3 << 16], ElemType::BF16, 17),
+        (&mixed[..(1 << 18) + 3], ElemType::U8, 18),
+        (&mixed, ElemType::U8, 20),
+        (&mixed, ElemType::BF16, 20),
+    ];
+    for cfg in paths(g) {
+        for (data, elem, log2) in cases {
+            let rans = planepack_rans::Rans {
+                chunk_log2: log2,
+                ..planepack_gpu::GPU_RANS
+            };
+            let cpu = rans.encode_to_vec(data, elem).unwrap();
+            let got = rans_on(g, &cfg, data, elem, &rans);
+            assert!(got.stream == cpu, "{:?} {elem} 2^{log2}", cfg.path);
+        }
+    }
+}
