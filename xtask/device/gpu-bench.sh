@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The prepared GPU bench for a lent device machine (an NVIDIA H200 here): one call runs
-# `xtask gpu-bench` on every dataset there (decode and IBP encode against the copy kernel, the
-# offload round trip both ways, IBP gathers) and writes its figures under $OUT.
+# `xtask gpu-bench` on every dataset there (decode, and bit-plane, IBP and rANS encode, against
+# the copy kernel, the offload round trip both ways, IBP gathers) and writes its figures under
+# $OUT.
 #
 # The device has the NVIDIA driver but no Vulkan loader and no Rust toolchain. Prepare here,
 # from the repository root (once per session; `.gl` and `.devbin` are ignored through

@@ -10,8 +10,9 @@
 //! * `fuzz`: seed and run the cargo-fuzz targets of `fuzz/` (AddressSanitizer), with a table of
 //!   how far each got.
 //! * `shaders`: naga validation and SPIR-V/MSL/HLSL translation of every WGSL kernel.
-//! * `gpu-bench`: GPU decode and IBP encode against the copy kernel on the same device, the
-//!   offload round trip (pipelined), IBP gathers' upload -> bench-results/gpu-*/.
+//! * `gpu-bench`: GPU decode and encode (bit-plane, IBP, rANS) against the copy kernel on the
+//!   same device, the offload round trip (pipelined), IBP gathers' upload ->
+//!   bench-results/gpu-*/.
 //! * `trace`: keep/swap/drop planning on training-step traces -> bench-results/trace/.
 //! * `activation-study`: structure in the tensors (zeros, runs, repeats, matches), what the
 //!   rANS modelled chunk takes, the gap to the best peer -> bench-results/activation-study.md.
@@ -141,9 +142,9 @@ enum Command {
     },
     /// Validate every WGSL kernel with naga and translate it to SPIR-V, MSL and HLSL.
     Shaders,
-    /// GPU decode (and IBP encode) speed against the copy kernel on the same device, the
-    /// offload round trip in both directions, IBP gathers' upload; every dataset
-    /// (bench-results/gpu-<adapter>/).
+    /// GPU decode (and bit-plane, IBP and rANS encode) speed against the copy kernel on the
+    /// same device, the offload round trip in both directions, IBP gathers' upload; every
+    /// dataset (bench-results/gpu-<adapter>/).
     GpuBench {
         /// Output folder (default: bench-results/gpu-<adapter>).
         #[arg(long)]
