@@ -49,7 +49,7 @@ pub use contract::{ERR_LAYOUT, ERR_LOOP};
 pub use device::{Gpu, GpuOptions};
 pub use ibp_encode::{DeviceRows, EncodedRows, IbpPack};
 pub use launch::{DeviceTensor, Prepared};
-pub use rans_encode::{EncodedRans, GPU_RANS};
+pub use rans_encode::{encode_rans_twin, EncodedRans, GPU_RANS};
 pub use shaders::{Kernel, ScanPath};
 pub use timing::{Pipelined, Timing};
 

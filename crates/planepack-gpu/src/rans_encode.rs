@@ -256,20 +256,11 @@ impl Gpu {
         let rotate = if width == 1 || !rans.rotate {
             false
         } else {
-            let samples = rotation_samples(body, width);
-            let jobs: Vec<[u32; 4]> = samples
-                .iter()
-                .flat_map(|r| {
-                    let (s, l) = ((r.start / width) as u32, ((r.end - r.start) / width) as u32);
-                    [[s, l, 0, 0], [s, l, 1, 0]]
-                })
-                .collect();
-            let counts = self.rans_counts(data, &jobs, width, None, cfg, tally)?;
-            let per: Vec<[Vec<[u32; 256]>; 2]> = counts
-                .chunks_exact(2)
-                .map(|both| [0, 1].map(|r| both[r].hists[..width].to_vec()))
-                .collect();
-            rotation_pays_by_counts(&per)
+            let jobs = rotation_jobs(body, width);
+            rotation_from(
+                &self.rans_counts(data, &jobs, width, None, cfg, tally)?,
+                width,
+            )
         };
 
         // The chunks' counts, the zero mask and the nonzero elements.
@@ -283,25 +274,15 @@ impl Gpu {
             "zero masks",
             wgpu::BufferUsages::empty(),
         )?;
-        let chunk_len = |c: usize| chunk_elems.min(n - c * chunk_elems);
-        let jobs: Vec<[u32; 4]> = (0..n_chunks)
-            .map(|c| {
-                [
-                    (c * chunk_elems) as u32,
-                    chunk_len(c) as u32,
-                    rotate as u32,
-                    0,
-                ]
-            })
-            .collect();
-        let counts = self.rans_counts(data, &jobs, width, Some((&nz, &mask)), cfg, tally)?;
-
-        // 3. Plans, tables and lane jobs; 4. every coded lane.
         let geometry = Geometry {
             width,
             chunk_elems,
             n,
         };
+        let jobs = chunk_jobs(geometry, rotate);
+        let counts = self.rans_counts(data, &jobs, width, Some((&nz, &mask)), cfg, tally)?;
+
+        // 3. Plans, tables and lane jobs; 4. every coded lane.
         let lanes = plan_lanes(&counts, geometry, rans.zero_mask);
         let words = self.zeroed_buffer(
             u32_of(lanes.region_end.max(2) * 2, "coded lanes")? as usize,
@@ -349,7 +330,7 @@ impl Gpu {
         if jobs.is_empty() {
             return Ok(vec![]);
         }
-        let wide = jobs.iter().any(|j| j[1] as usize > NARROW_MAX);
+        let wide = wide_counts(jobs);
         let n_jobs = u32_of(jobs.len(), "chunk count")?;
         let jobs_buf = self.storage(bytemuck::cast_slice(jobs), "count jobs")?;
         tally.up += jobs.len() * 16;
@@ -503,42 +484,13 @@ impl Gpu {
         width: usize,
         tally: &mut Tally,
     ) -> Result<Vec<u8>> {
-        let mut segs: Vec<[u32; 4]> = Vec::new();
-        let mut lit: Vec<u8> = Vec::new();
-        let mut at = 0usize;
-        for p in pieces {
-            if p.len() == 0 {
-                continue;
-            }
-            let dst = u32_of(at, "stream")?;
-            match p {
-                Piece::Literal(b) => {
-                    segs.push([dst, SRC_LITERAL, u32_of(lit.len(), "stream")?, 0]);
-                    lit.extend_from_slice(b);
-                }
-                Piece::From {
-                    source, plane, src, ..
-                } => segs.push([dst, source | plane << 4, *src, 0]),
-            }
-            at += p.len();
-        }
-        let total = at;
+        let Segments {
+            segs,
+            lit_words,
+            lit_at,
+            total,
+        } = segments(pieces)?;
         let n_words = u32_of(total.div_ceil(4), "stream")?;
-        // Per 1 KiB block of output (a workgroup's 256 words), the segment its first byte is
-        // in, then one more entry: the kernel's search stays between two of them.
-        let blocks = total.div_ceil(1024);
-        let mut index: Vec<u32> = Vec::with_capacity(blocks + 1);
-        let mut r = 0usize;
-        for b in 0..blocks {
-            while r + 1 < segs.len() && segs[r + 1][0] as usize <= 1024 * b {
-                r += 1;
-            }
-            index.push(r as u32);
-        }
-        index.push(segs.len().saturating_sub(1) as u32);
-        let lit_at = index.len();
-        let mut lit_words: Vec<u8> = bytemuck::cast_slice(&index).to_vec();
-        lit_words.extend_from_slice(&lit);
         let segs_buf = self.storage(bytemuck::cast_slice(&segs), "segments")?;
         let lit_buf = self.storage(&lit_words, "literal bytes")?;
         tally.up += segs.len() * 16 + lit_words.len();
@@ -572,6 +524,187 @@ impl Gpu {
         tally.down += total;
         Ok(v)
     }
+}
+
+/// The count jobs of the rotation samples (`rotation_samples`), each unrotated then rotated:
+/// (first element, elements, rotate, 0).
+fn rotation_jobs(body: usize, width: usize) -> Vec<[u32; 4]> {
+    rotation_samples(body, width)
+        .iter()
+        .flat_map(|r| {
+            let (s, l) = ((r.start / width) as u32, ((r.end - r.start) / width) as u32);
+            [[s, l, 0, 0], [s, l, 1, 0]]
+        })
+        .collect()
+}
+
+/// The rotation decision from the samples' counts (the CPU encoder's rule).
+fn rotation_from(counts: &[Counts], width: usize) -> bool {
+    let per: Vec<[Vec<[u32; 256]>; 2]> = counts
+        .chunks_exact(2)
+        .map(|both| [0, 1].map(|r| both[r].hists[..width].to_vec()))
+        .collect();
+    rotation_pays_by_counts(&per)
+}
+
+/// The count jobs of the chunks.
+fn chunk_jobs(g: Geometry, rotate: bool) -> Vec<[u32; 4]> {
+    (0..g.chunks())
+        .map(|c| {
+            let start = (c * g.chunk_elems) as u32;
+            [start, g.chunk_len(c) as u32, rotate as u32, 0]
+        })
+        .collect()
+}
+
+/// Which counts a set of jobs records as u32 (`rans_count.wgsl`'s `wide`).
+fn wide_counts(jobs: &[[u32; 4]]) -> bool {
+    jobs.iter().any(|j| j[1] as usize > NARROW_MAX)
+}
+
+/// The GPU encoder's pipeline with each kernel replaced by its CPU twin ([`crate::twins::rans`]) and
+/// the host's steps as they are: what a device would write, without one (tests hold it to
+/// the CPU encoder's bytes where no adapter exists; it is not a fast encoder).
+pub fn encode_rans_twin(input: &[u8], elem: ElemType, rans: &Rans) -> Result<Vec<u8>> {
+    use crate::twins::rans as twin;
+    check_settings(rans, elem)?;
+    let width = elem.size();
+    let n = input.len() / width;
+    let g = Geometry {
+        width,
+        chunk_elems: (1usize << rans.chunk_log2) / width,
+        n,
+    };
+    u32_of(input.len(), "tensor")?;
+    let elems: Vec<u32> = (0..n).map(|e| twin::element(input, e, width)).collect();
+    let mut nz = vec![0u32; n];
+    let mut mask = vec![0u32; g.chunks() * g.chunk_elems.div_ceil(32)];
+    let mut count = |jobs: &[[u32; 4]], write: bool| -> Result<Vec<Counts>> {
+        let wide = wide_counts(jobs);
+        jobs.iter()
+            .map(|j| {
+                let (s, l) = (j[0] as usize, j[1] as usize);
+                let (rec, z, m) = twin::count_job(&elems[s..s + l], width, j[2] == 1, wide);
+                if write {
+                    nz[s..s + z.len()].copy_from_slice(&z);
+                    mask[s / 32..s / 32 + m.len()].copy_from_slice(&m);
+                }
+                Counts::parse(&rec, width, l, wide)
+                    .ok_or_else(|| GpuError::Device("a malformed rANS count record".into()))
+            })
+            .collect()
+    };
+    let rotate = width > 1
+        && rans.rotate
+        && rotation_from(&count(&rotation_jobs(n * width, width), false)?, width);
+    let counts = count(&chunk_jobs(g, rotate), true)?;
+    let lanes = plan_lanes(&counts, g, rans.zero_mask);
+    let mut words = vec![0u16; lanes.region_end];
+    let lane_out: Vec<[u32; 2]> = lanes
+        .jobs
+        .iter()
+        .map(|j| {
+            let (source, plane, start) = (j[0] & 15, j[0] >> 4, j[1] as usize);
+            let symbol = |i: u32| -> u32 {
+                let i = i as usize;
+                match source {
+                    SRC_DENSE => twin::plane_byte(
+                        twin::rotated(elems[start + i], rotate, width),
+                        plane,
+                        width,
+                    ),
+                    SRC_NONZERO => twin::plane_byte(nz[start + i], plane, width),
+                    _ => (mask[(start + i) / 4] >> (8 * ((start + i) % 4))) & 0xff,
+                }
+            };
+            let table = &lanes.tables[j[4] as usize * 256..][..256];
+            twin::lane(
+                symbol,
+                j[2],
+                j[3] & 0xff,
+                j[3] >> 8,
+                table,
+                j[5],
+                &mut words,
+            )
+        })
+        .collect();
+    let flag = u8::from(if width == 1 { rans.rotate } else { rotate });
+    let pieces = lay_out(&lanes, &lane_out, g, rans.chunk_log2, flag, input.len());
+    let seg = segments(&pieces)?;
+    let sources = twin::Sources {
+        data: input,
+        nz: &nz,
+        mask: &mask,
+        words: &words,
+        width,
+        rotate,
+    };
+    Ok(twin::assemble(
+        &seg.segs,
+        &seg.lit_words[4 * seg.lit_at..],
+        seg.total,
+        &sources,
+    ))
+}
+
+/// The pieces as `rans_assemble.wgsl` reads them.
+struct Segments {
+    /// Per segment: first output byte, source | plane << 4, first source unit, 0.
+    segs: Vec<[u32; 4]>,
+    /// The block index (per KiB of output, the segment of its first byte; then the last
+    /// segment), then the literal bytes from word `lit_at`.
+    lit_words: Vec<u8>,
+    lit_at: usize,
+    /// Bytes of the stream.
+    total: usize,
+}
+
+/// Lay `pieces` out as segments (empty pieces left out) with their literal bytes and the
+/// block index.
+fn segments(pieces: &[Piece]) -> Result<Segments> {
+    let mut segs: Vec<[u32; 4]> = Vec::new();
+    let mut lit: Vec<u8> = Vec::new();
+    let mut at = 0usize;
+    for p in pieces {
+        if p.len() == 0 {
+            continue;
+        }
+        let dst = u32_of(at, "stream")?;
+        match p {
+            Piece::Literal(b) => {
+                segs.push([dst, SRC_LITERAL, u32_of(lit.len(), "stream")?, 0]);
+                lit.extend_from_slice(b);
+            }
+            Piece::From {
+                source, plane, src, ..
+            } => segs.push([dst, source | plane << 4, *src, 0]),
+        }
+        at += p.len();
+    }
+    let total = at;
+    u32_of(total, "stream")?;
+    // Per 1 KiB block of output (a workgroup's 256 words), the segment its first byte is
+    // in, then one more entry: the kernel's search stays between two of them.
+    let blocks = total.div_ceil(1024);
+    let mut index: Vec<u32> = Vec::with_capacity(blocks + 1);
+    let mut r = 0usize;
+    for b in 0..blocks {
+        while r + 1 < segs.len() && segs[r + 1][0] as usize <= 1024 * b {
+            r += 1;
+        }
+        index.push(r as u32);
+    }
+    index.push(segs.len().saturating_sub(1) as u32);
+    let lit_at = index.len();
+    let mut lit_words: Vec<u8> = bytemuck::cast_slice(&index).to_vec();
+    lit_words.extend_from_slice(&lit);
+    Ok(Segments {
+        segs,
+        lit_words,
+        lit_at,
+        total,
+    })
 }
 
 /// A tensor's shape as the encoder cuts it: element width, chunk elements, elements.

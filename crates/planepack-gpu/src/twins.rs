@@ -4,7 +4,8 @@
 //! (`shaders/ibp.wgsl`: the packed popcount table, `spread4`, `byte_sum`) and its closed-form
 //! deposit of a field into free bits of at most two runs (`deposit32`), and the subgroup
 //! scan's numbering of subgroups and slots (`shaders/scan_subgroup.wgsl`, for subgroup sizes
-//! the CI driver never forms: 32 and 64 as NVIDIA, AMD and Apple do). Each is written
+//! the CI driver never forms: 32 and 64 as NVIDIA, AMD and Apple do), and the rANS encoder's
+//! kernels ([`rans`]: counts and their records, a lane's coding, the assembly). Each is written
 //! step for step as the WGSL, so a test without an adapter checks the kernel's arithmetic
 //! against the codec crates (`planepack_core::transpose`, `planepack_ibp::internals`); the GPU
 //! tests then check the kernels against the same references on a device.
@@ -442,5 +443,160 @@ mod tests {
                 );
             }
         }
+    }
+}
+
+/// The rANS encoder's kernels (`shaders/rans_encode_common.wgsl`, `rans_count.wgsl`,
+/// `rans_lanes.wgsl`, `rans_assemble.wgsl`), written step for step as the WGSL. With the
+/// host's own planning between them they make the whole GPU pipeline on the CPU
+/// ([`crate::rans_encode::encode_rans_twin`]), which a test holds to the CPU encoder's bytes
+/// without an adapter.
+pub mod rans {
+    /// Element `e` of `data` (`width` bytes each, little-endian), as `element` reads it.
+    pub fn element(data: &[u8], e: usize, width: usize) -> u32 {
+        let mut b = [0u8; 4];
+        b[..width].copy_from_slice(&data[e * width..(e + 1) * width]);
+        u32::from_le_bytes(b)
+    }
+
+    /// `rotated`: left by one bit when `rotate` (never for single bytes).
+    pub fn rotated(v: u32, rotate: bool, width: usize) -> u32 {
+        match (rotate, width) {
+            (false, _) | (_, 1) => v,
+            (_, 2) => ((v << 1) | (v >> 15)) & 0xffff,
+            _ => v.rotate_left(1),
+        }
+    }
+
+    /// `plane_byte`: byte `j` in plane order (0: most significant).
+    pub fn plane_byte(v: u32, j: u32, width: usize) -> u32 {
+        (v >> (8 * (width as u32 - 1 - j))) & 0xff
+    }
+
+    /// `rans_count.wgsl` for one job of `elems` (its elements, not rotated): the record it
+    /// writes (per histogram, the W planes' then the mask bytes', a 256-bit bitmap of the
+    /// symbols present and their counts, u32 where `wide`, else u16 capped at 65535; then the
+    /// nonzero count), the nonzero elements (rotated) in order and the zero mask's words.
+    pub fn count_job(
+        elems: &[u32],
+        width: usize,
+        rotate: bool,
+        wide: bool,
+    ) -> (Vec<u8>, Vec<u32>, Vec<u32>) {
+        let n = elems.len();
+        let mut h = vec![[0u32; 256]; width + 1];
+        let mut nz = Vec::new();
+        let mut mask = vec![0u32; n.div_ceil(32)];
+        for (e, &raw) in elems.iter().enumerate() {
+            let v = rotated(raw, rotate, width);
+            for (j, hj) in h.iter_mut().enumerate().take(width) {
+                hj[plane_byte(v, j as u32, width) as usize] += 1;
+            }
+            if v != 0 {
+                nz.push(v);
+                mask[e / 32] |= 1 << (e % 32);
+            }
+        }
+        for b in mask
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .take(n.div_ceil(8))
+        {
+            h[width][b as usize] += 1;
+        }
+        let mut rec: Vec<u32> = Vec::new();
+        for hp in &h {
+            let mut bits = [0u32; 8];
+            let mut counts = Vec::new();
+            for (s, &c) in hp.iter().enumerate() {
+                if c > 0 {
+                    bits[s / 32] |= 1 << (s % 32);
+                    counts.push(c);
+                }
+            }
+            rec.extend_from_slice(&bits);
+            if wide {
+                rec.extend_from_slice(&counts);
+            } else {
+                rec.extend(
+                    counts
+                        .chunks(2)
+                        .map(|p| p[0].min(0xffff) | p.get(1).map_or(0, |&c| c.min(0xffff)) << 16),
+                );
+            }
+        }
+        rec.push(nz.len() as u32);
+        (bytemuck::cast_slice(&rec).to_vec(), nz, mask)
+    }
+
+    /// `rans_lanes.wgsl` for one lane: `lane` of `k` over `m` symbols (`symbol(i)` is symbol
+    /// `i` of the plane), coded backwards with `table` (256 entries `freq | cum << 16`), its
+    /// words written down from `region_end` in `words`; returns (final state, word count).
+    pub fn lane(
+        symbol: impl Fn(u32) -> u32,
+        m: u32,
+        k: u32,
+        lane: u32,
+        table: &[u32],
+        region_end: u32,
+        words: &mut [u16],
+    ) -> [u32; 2] {
+        use planepack_rans::internals::{L, PROB_BITS};
+        let count = if lane < m { (m - lane).div_ceil(k) } else { 0 };
+        let mut x = L;
+        let mut p = region_end;
+        for r in (1..=count).rev() {
+            let e = table[symbol(lane + (r - 1) * k) as usize];
+            let (f, c) = (e & 0xffff, e >> 16);
+            if x >= f.wrapping_shl(32 - PROB_BITS) {
+                p -= 1;
+                words[p as usize] = x as u16;
+                x >>= 16;
+            }
+            x = ((x / f) << PROB_BITS) + (x % f) + c;
+        }
+        [x, region_end - p]
+    }
+
+    /// What `rans_assemble.wgsl` reads its bytes from.
+    pub struct Sources<'a> {
+        pub data: &'a [u8],
+        pub nz: &'a [u32],
+        pub mask: &'a [u32],
+        pub words: &'a [u16],
+        pub width: usize,
+        pub rotate: bool,
+    }
+
+    /// `seg_byte`: byte `off` of segment `s`.
+    fn seg_byte(s: [u32; 4], off: u32, lit: &[u8], src: &Sources) -> u32 {
+        use crate::contract::*;
+        let (source, plane, i) = (s[1] & 15, s[1] >> 4, (s[2] + off) as usize);
+        match source {
+            SRC_LITERAL => lit[i] as u32,
+            SRC_WORDS => (src.words[i / 2] >> (8 * (i % 2))) as u32 & 0xff,
+            SRC_RAW => src.data[i] as u32,
+            SRC_DENSE => plane_byte(
+                rotated(element(src.data, i, src.width), src.rotate, src.width),
+                plane,
+                src.width,
+            ),
+            SRC_NONZERO => plane_byte(src.nz[i], plane, src.width),
+            _ => (src.mask[i / 4] >> (8 * (i % 4))) & 0xff,
+        }
+    }
+
+    /// `rans_assemble.wgsl`: `total` bytes from `segs` (sorted, none empty), `lit` the
+    /// literal bytes.
+    pub fn assemble(segs: &[[u32; 4]], lit: &[u8], total: usize, src: &Sources) -> Vec<u8> {
+        let mut out = Vec::with_capacity(total);
+        let mut r = 0;
+        for o in 0..total as u32 {
+            while r + 1 < segs.len() && segs[r + 1][0] <= o {
+                r += 1;
+            }
+            out.push(seg_byte(segs[r], o - segs[r][0], lit, src) as u8);
+        }
+        out
     }
 }
