@@ -52,6 +52,52 @@ fn seg_byte(s: vec4<u32>, off: u32) -> u32 {
     return byte_of(mask[i >> 2u], i);
 }
 
+// Bytes `off .. off + 4` of segment `s` (all inside it), as one word.
+fn seg_word(s: vec4<u32>, off: u32) -> u32 {
+    let source = s.y & 15u;
+    let plane = s.y >> 4u;
+    let i = s.z + off;
+    if (source == SRC_DENSE || source == SRC_NONZERO) {
+        var v = 0u;
+        for (var b = 0u; b < 4u; b = b + 1u) {
+            var e = 0u;
+            if (source == SRC_DENSE) {
+                e = rotated(element(i + b), params.rotate);
+            } else {
+                e = nz[i + b];
+            }
+            v = v | (plane_byte(e, plane) << (8u * b));
+        }
+        return v;
+    }
+    // Byte-addressed sources: one or two aligned words, shifted together.
+    var base = i;
+    if (source == SRC_LITERAL) {
+        base = i + 4u * params.lit_at;
+    }
+    let sh = (base & 3u) * 8u;
+    let w0 = word_of(source, base >> 2u);
+    if (sh == 0u) {
+        return w0;
+    }
+    let w1 = word_of(source, (base >> 2u) + 1u);
+    return (w0 >> sh) | (w1 << (32u - sh));
+}
+
+// Word `w` of a byte-addressed source (`lit` from its start).
+fn word_of(source: u32, w: u32) -> u32 {
+    if (source == SRC_LITERAL) {
+        return lit[min(w, arrayLength(&lit) - 1u)];
+    }
+    if (source == SRC_WORDS) {
+        return words[min(w, arrayLength(&words) - 1u)];
+    }
+    if (source == SRC_RAW) {
+        return data[min(w, arrayLength(&data) - 1u)];
+    }
+    return mask[min(w, arrayLength(&mask) - 1u)];
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let q = (wg.y * params.groups_x + wg.x) * 256u + li;
@@ -78,9 +124,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (r + 1u < n) {
         end = segs[r + 1u].x;
     }
+    let o0 = 4u * q;
+    // Most words lie inside one segment: their four bytes from one source, with no segment
+    // test per byte.
+    if (o0 >= s.x && o0 + 4u <= end) {
+        out[q] = seg_word(s, o0 - s.x);
+        return;
+    }
     var v = 0u;
     for (var b = 0u; b < 4u; b = b + 1u) {
-        let o = 4u * q + b;
+        let o = o0 + b;
         if (o >= params.total) {
             break;
         }

@@ -64,31 +64,46 @@ fn run(wg: vec3<u32>) {
     let mask_bytes = (n + 7u) / 8u;
     var base = 0u;
     let tiles = (n + WG * PER - 1u) / (WG * PER);
-    var vals: array<u32, PER>;
+    // Elements per data word.
+    let per_word = 4u / W;
     for (var t = 0u; t < tiles; t = t + 1u) {
         // This invocation's elements: word `word` of the zero mask.
         let word = t * WG + slot;
         let first = word * PER;
         var bits = 0u;
         var count = 0u;
-        for (var k = 0u; k < PER; k = k + 1u) {
-            var v = 0u;
-            if (first + k < n) {
-                v = rotated(element(start + first + k), rotate);
-                for (var j = 0u; j < W; j = j + 1u) {
-                    atomicAdd(&h[j * 256u + plane_byte(v, j)], 1u);
+        // A data word at a time (a chunk starts on a word: its first element is a multiple
+        // of 32).
+        for (var k = 0u; k < PER && first + k < n; k = k + per_word) {
+            let dw = data[(start + first + k) / per_word];
+            for (var u = 0u; u < per_word; u = u + 1u) {
+                if (first + k + u < n) {
+                    var raw = dw;
+                    if (W == 2u) {
+                        raw = (dw >> (16u * u)) & 0xffffu;
+                    } else if (W == 1u) {
+                        raw = (dw >> (8u * u)) & 0xffu;
+                    }
+                    let v = rotated(raw, rotate);
+                    for (var j = 0u; j < W; j = j + 1u) {
+                        atomicAdd(&h[j * 256u + plane_byte(v, j)], 1u);
+                    }
+                    if (v != 0u) {
+                        count = count + 1u;
+                        bits = bits | (1u << (k + u));
+                    }
                 }
-            }
-            if (v != 0u) {
-                vals[count] = v;
-                count = count + 1u;
-                bits = bits | (1u << k);
             }
         }
         let s = scan(count);
         if (params.write_out != 0u) {
-            for (var k = 0u; k < count; k = k + 1u) {
-                nz[start + base + s.x + k] = vals[k];
+            // The nonzero elements again, from the mask word: no per-invocation array
+            // (a dynamically indexed private array is scattered to the stack on CPU drivers).
+            var rest = bits;
+            for (var j = 0u; j < 32u && rest != 0u; j = j + 1u) {
+                let k = countTrailingZeros(rest);
+                rest = rest & (rest - 1u);
+                nz[start + base + s.x + j] = rotated(element(start + first + k), rotate);
             }
         }
         base = base + s.y;

@@ -15,51 +15,73 @@ fn main() {
     let dir = datasets_dir();
     let manifest = Manifest::read(&dir).expect("datasets/manifest.toml");
     let (mut enc_s, mut copy_s) = (0.0, 0.0);
+    // PROBE_CONCAT=bf16 (or f32, f16, u8): one tensor of the named files' tensors of that
+    // type back to back, up to 32 MiB (the corpus has no large BF16 tensor).
+    let concat = std::env::var("PROBE_CONCAT").ok();
+    let mut joined: Vec<u8> = Vec::new();
+    let mut joined_elem = None;
     for d in &manifest.datasets {
         if !which.is_empty() && !which.iter().any(|w| d.file.contains(w.as_str())) {
             continue;
         }
         for t in load(&dir.join(&d.file)).expect("dataset") {
             let Some(elem) = t.elem() else { continue };
+            if let Some(c) = &concat {
+                if elem.to_string() == *c && joined.len() < 32 << 20 {
+                    joined.extend_from_slice(&t.data[..t.data.len() / elem.size() * elem.size()]);
+                    joined_elem = Some(elem);
+                }
+                continue;
+            }
             if t.data.len() < 1 << 20 {
                 continue;
             }
-            let up = g.upload(&t.data).unwrap();
-            let cpu = GPU_RANS.encode_to_vec(&t.data, elem).unwrap();
-            let mut best: Option<planepack_gpu::EncodedRans> = None;
-            let mut wall = f64::INFINITY;
-            for _ in 0..5 {
-                let clock = std::time::Instant::now();
-                let e = g
-                    .encode_rans_on_device(&up.buffer, t.data.len(), elem, &GPU_RANS)
-                    .unwrap();
-                wall = wall.min(clock.elapsed().as_secs_f64());
-                if std::env::var_os("NOCHECK").is_none() {
-                    assert!(e.stream == cpu, "{}", t.name);
-                }
-                if best
-                    .as_ref()
-                    .is_none_or(|b| e.kernel_seconds < b.kernel_seconds)
-                {
-                    best = Some(e);
-                }
-            }
-            let e = best.unwrap();
-            let copy = g.prepare_copy(&t.data).unwrap();
-            let c = g.time_each(&[&copy], 5)[0].median();
-            enc_s += e.kernel_seconds;
+            let (c, e) = probe(&g, &format!("{}/{}", d.name, t.name), elem, &t.data);
             copy_s += c;
-            let ms = e.step_seconds.map(|s| format!("{:.1}", s * 1e3));
-            println!(
-                "{:<48} {elem} {:>6.2} MB: kernels / copy {:.3}; steps ms {ms:?}; wall {:.1} ms; down / raw {:.3} (stream {:.3})",
-                format!("{}/{}", d.name, t.name),
-                t.data.len() as f64 / 1e6,
-                c / e.kernel_seconds,
-                wall * 1e3,
-                e.download_bytes as f64 / t.data.len() as f64,
-                e.stream.len() as f64 / t.data.len() as f64
-            );
+            enc_s += e;
         }
     }
+    if let Some(elem) = joined_elem {
+        let (c, e) = probe(&g, "joined", elem, &joined);
+        copy_s += c;
+        enc_s += e;
+    }
     println!("all: kernels / copy {:.3}", copy_s / enc_s);
+}
+
+/// One tensor: the best of 5 encodes (each checked), printed; returns (copy, kernels) seconds.
+fn probe(g: &Gpu, name: &str, elem: planepack_core::ElemType, data: &[u8]) -> (f64, f64) {
+    let up = g.upload(data).unwrap();
+    let cpu = GPU_RANS.encode_to_vec(data, elem).unwrap();
+    let mut best: Option<planepack_gpu::EncodedRans> = None;
+    let mut wall = f64::INFINITY;
+    for _ in 0..5 {
+        let clock = std::time::Instant::now();
+        let e = g
+            .encode_rans_on_device(&up.buffer, data.len(), elem, &GPU_RANS)
+            .unwrap();
+        wall = wall.min(clock.elapsed().as_secs_f64());
+        if std::env::var_os("NOCHECK").is_none() {
+            assert!(e.stream == cpu, "{name}");
+        }
+        if best
+            .as_ref()
+            .is_none_or(|b| e.kernel_seconds < b.kernel_seconds)
+        {
+            best = Some(e);
+        }
+    }
+    let e = best.unwrap();
+    let copy = g.prepare_copy(data).unwrap();
+    let c = g.time_each(&[&copy], 5)[0].median();
+    let ms = e.step_seconds.map(|s| format!("{:.1}", s * 1e3));
+    println!(
+        "{name:<48} {elem} {:>6.2} MB: kernels / copy {:.3}; steps ms {ms:?}; wall {:.1} ms; down / raw {:.3} (stream {:.3})",
+        data.len() as f64 / 1e6,
+        c / e.kernel_seconds,
+        wall * 1e3,
+        e.download_bytes as f64 / data.len() as f64,
+        e.stream.len() as f64 / data.len() as f64
+    );
+    (c, e.kernel_seconds)
 }
