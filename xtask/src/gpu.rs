@@ -170,6 +170,10 @@ struct EncodeRow {
     offload_seconds: f64,
     /// Reading the raw rows back, in the same runs.
     download_raw_seconds: f64,
+    /// The way back: the stream the GPU wrote uploaded and decoded into device memory (every
+    /// one checked equal to the tensor), and the raw tensor uploaded, medians.
+    reload_seconds: f64,
+    upload_raw_seconds: f64,
     /// Bytes that crossed: compressed (with sizes and the row bitmask) and raw.
     download_bytes: u64,
     raw_bytes: u64,
@@ -563,8 +567,37 @@ fn encode_direction(
         e.download_raw_seconds += median(back);
         e.download_bytes += down;
         e.raw_bytes += raw.len as u64;
+        let spec = GPU_CODECS
+            .into_iter()
+            .find(|s| s.id == codec)
+            .expect("a codec with a GPU decoder");
+        reload(gpu, spec, cpu, data, runs, &mut e)?;
     }
     Ok((e.raw_bytes > 0).then_some(e))
+}
+
+/// The way back for a stream the GPU wrote: uploaded and decoded into device memory (checked
+/// equal to the tensor), against uploading the raw tensor; medians added to `e`.
+fn reload(
+    gpu: &Gpu,
+    spec: CodecSpec,
+    stream: &[u8],
+    data: &[u8],
+    runs: usize,
+    e: &mut EncodeRow,
+) -> Result<()> {
+    let Some(p) = prepare(gpu, spec, stream, &gpu.config())? else {
+        anyhow::bail!("{}: no GPU decode of the GPU-written stream", spec.name());
+    };
+    anyhow::ensure!(
+        gpu.run(&p)? == data,
+        "{}: GPU decode of the GPU-written stream differs",
+        spec.name()
+    );
+    let decode = gpu.time_each(&[&p], runs)[0].median();
+    e.reload_seconds += gpu.time_upload(stream, runs) + decode;
+    e.upload_raw_seconds += gpu.time_upload(data, runs);
+    Ok(())
 }
 
 /// The rANS offload of one tensor: the encoder's kernels (three or four submissions, each
@@ -612,7 +645,11 @@ fn rans_offload(
     e.download_raw_seconds += median(back);
     e.download_bytes += first.download_bytes as u64;
     e.raw_bytes += data.len() as u64;
-    Ok(())
+    let spec = CodecSpec {
+        id: CodecId::Rans,
+        level: 0,
+    };
+    reload(gpu, spec, &first.stream, data, runs, e)
 }
 
 /// For each IBP-coded tensor with at least 1000 rows: a gather of 1 % of its rows (evenly
@@ -910,9 +947,11 @@ fn markdown(
              counts down, plan, lanes coded, their states and word counts down, segments up, \
              the stream assembled and read back), wall \
              clock, against reading the raw bytes back in the same runs (above 1: the compressed \
-             path is faster). Targets on lavapipe: encode / copy >= 0.05 for the \
+             path is faster). `round trip`: the offload, then the stream the GPU wrote uploaded \
+             and decoded into device memory (checked equal to the tensor), against the raw bytes \
+             down and up again. Targets on lavapipe: encode / copy >= 0.05 for the \
              bit-plane and rANS codecs and >= 0.10 for IBP, on tensors >= 1 MiB.\n\n\
-             | codec | kernel / copy (all tensors) | kernel / copy (tensors >= 1 MiB) | offload: raw download / (encode + compressed download) | bytes down / raw | target (>= 1 MiB) |\n|---|---|---|---|---|---|"
+             | codec | kernel / copy (all tensors) | kernel / copy (tensors >= 1 MiB) | offload: raw download / (encode + compressed download) | round trip: raw (download + upload) / (encode + download + upload + decode) | bytes down / raw | target (>= 1 MiB) |\n|---|---|---|---|---|---|---|"
         );
         for codec in ["bitplane", "ibp", "rans"] {
             let sel: Vec<&EncodeRow> = enc
@@ -926,10 +965,12 @@ fn markdown(
             let sum = |f: fn(&EncodeRow) -> f64| sel.iter().map(|e| f(e)).sum::<f64>();
             let _ = writeln!(
                 s,
-                "| {codec} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
+                "| {codec} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
                 sum(|e| e.copy_seconds) / sum(|e| e.pack_seconds),
                 sum(|e| e.large_copy_seconds) / sum(|e| e.large_pack_seconds),
                 sum(|e| e.download_raw_seconds) / sum(|e| e.offload_seconds),
+                sum(|e| e.download_raw_seconds + e.upload_raw_seconds)
+                    / sum(|e| e.offload_seconds + e.reload_seconds),
                 sum(|e| e.download_bytes as f64) / sum(|e| e.raw_bytes as f64),
                 if codec == "ibp" { ">= 0.10" } else { ">= 0.05" },
             );
