@@ -69,6 +69,11 @@ struct EncSymbol {
 pub struct Encoder {
     /// Each lane's words, written backwards from the end of the lane's region.
     words: Vec<u16>,
+    /// The AVX2 coder's stage: per round, every lane's candidate word (`k` of them) and
+    /// which lanes emitted it (bit `l`); then each lane's words compacted.
+    stage: Vec<u16>,
+    emitted: Vec<u32>,
+    compact: Vec<u16>,
 }
 
 impl Encoder {
@@ -170,18 +175,50 @@ impl Encoder {
             *i = e.freq | e.cum << 13;
         }
         let body = &symbols[..common * k];
-        let w = &mut self.words;
+        // Every round's candidate words and emit bits are staged, then each lane's words are
+        // compacted eight rounds at a time (a scalar store per lane and round, through the
+        // lane's cursor, was most of the coder's time).
+        self.stage.clear();
+        self.stage.resize(common * k, 0);
+        self.emitted.clear();
+        self.emitted.resize(common, 0);
         // SAFETY: the CPU has AVX2 and FMA (x86-64-v3, asserted above); k is a multiple of 8
-        // up to 32, so G = k / 8 is 1 to 4, and `body` is `common` whole rounds of k; a lane's
-        // region has a word for each of its symbols.
+        // up to 32, so G = k / 8 is 1 to 4; `body` is `common` whole rounds of k and the stage
+        // holds k words and one mask per round.
         unsafe {
+            let (st, em) = (&mut self.stage, &mut self.emitted);
             match k / 8 {
-                1 => avx2::encode::<1>(&info, body, w, region, states, pos),
-                2 => avx2::encode::<2>(&info, body, w, region, states, pos),
-                3 => avx2::encode::<3>(&info, body, w, region, states, pos),
-                _ => avx2::encode::<4>(&info, body, w, region, states, pos),
+                1 => avx2::encode::<1>(&info, body, st, em, states),
+                2 => avx2::encode::<2>(&info, body, st, em, states),
+                3 => avx2::encode::<3>(&info, body, st, em, states),
+                _ => avx2::encode::<4>(&info, body, st, em, states),
             }
         };
+        // Lane l's words in decoding order are its emitted words by increasing round; they
+        // go just below the words of its extra symbol (already at the top of its region).
+        let stride = common + 8;
+        self.compact.clear();
+        self.compact.resize(k * stride, 0);
+        let mut counts = [0usize; MAX_LANES];
+        // SAFETY: as above; each lane's compact area has `common + 8` words, room for every
+        // round's word and a whole 16-byte store past the last.
+        unsafe {
+            avx2::compact(
+                &self.stage,
+                &self.emitted,
+                k,
+                &mut self.compact,
+                stride,
+                &mut counts,
+            )
+        };
+        for l in 0..k {
+            let c = counts[l];
+            let p = pos[l];
+            self.words[l * region + p - c..l * region + p]
+                .copy_from_slice(&self.compact[l * stride..l * stride + c]);
+            pos[l] = p - c;
+        }
     }
 
     /// The scalar coder: every lane's symbols, lanes four at a time.
@@ -437,33 +474,39 @@ mod avx2 {
     }
 
     /// Code `symbols` (whole rounds of `8 G` lanes) backwards, eight lanes to a vector, as
-    /// the scalar `put` does symbol for symbol: `info[s]` is `freq | cum << 13`. Lane `l`'s
-    /// words go down from `pos[l]` in its region `l` of `words`.
+    /// the scalar `put` does symbol for symbol: `info[s]` is `freq | cum << 13`. Round `r`'s
+    /// candidate words (each lane's state's low 16 bits before the step) go to
+    /// `stage[r * 8G ..]`, and bit `l` of `emitted[r]` says whether lane `l` emitted its word.
     ///
     /// # Safety
     /// The CPU must have AVX2 and FMA. `G` is 1 to 4, `symbols.len()` a multiple of `8 G`,
-    /// every symbol has a nonzero frequency, and each region of `region` words has room below
-    /// `pos[l]` for one word per remaining symbol of its lane.
+    /// every symbol has a nonzero frequency, `stage` holds a word per symbol and `emitted` a
+    /// mask per round.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn encode<const G: usize>(
         info: &[u32; 256],
         symbols: &[u8],
-        words: &mut [u16],
-        region: usize,
+        stage: &mut [u16],
+        emitted: &mut [u32],
         x: &mut [u32; MAX_LANES],
-        pos: &mut [usize; MAX_LANES],
     ) {
         let k = 8 * G;
         assert!((1..=4).contains(&G) && symbols.len().is_multiple_of(k));
-        assert!(words.len() >= k * region);
+        assert!(stage.len() >= symbols.len() && emitted.len() >= symbols.len() / k);
         // SAFETY: `x` holds 32 lanes and g < G <= 4.
         let mut xs: [__m256i; G] = std::array::from_fn(|g| unsafe {
             _mm256_loadu_si256(x.as_ptr().add(8 * g) as *const __m256i)
         });
         let fmask = _mm256_set1_epi32(0x1fff);
         let table = info.as_ptr() as *const i32;
-        let mut spill = [0u32; 8];
-        for row in symbols.chunks_exact(k).rev() {
+        // Bytes 0, 1, 4, 5, 8, 9, 12, 13 of each 128-bit half: the low 16 bits of its four
+        // states, to the half's low 8 bytes.
+        let low16 = _mm256_setr_epi8(
+            0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1,
+            -1, -1, -1, -1, -1, -1, -1,
+        );
+        for (r, row) in symbols.chunks_exact(k).enumerate().rev() {
+            let mut bits_all = 0u32;
             for (g, xg) in xs.iter_mut().enumerate() {
                 // SAFETY: row holds k >= 8 (g + 1) bytes.
                 let raw = unsafe { _mm_loadl_epi64(row.as_ptr().add(8 * g) as *const __m128i) };
@@ -478,28 +521,152 @@ mod avx2 {
                 let xmax = _mm256_slli_epi32::<{ 32 - PROB_BITS as i32 }>(f);
                 let emit = _mm256_cmpeq_epi32(_mm256_max_epu32(xv, xmax), xv);
                 let bits = _mm256_movemask_ps(_mm256_castsi256_ps(emit)) as u32;
-                // Every lane stores its low word below its words and keeps it (moves its
-                // cursor) only where it renormalises: no branch on the data, which is random.
-                // SAFETY: spill holds eight u32.
-                unsafe { _mm256_storeu_si256(spill.as_mut_ptr() as *mut __m256i, xv) };
-                let base = 8 * g;
-                for (l, &w) in spill.iter().enumerate() {
-                    let lane = base + l;
-                    let p = pos[lane];
-                    words[lane * region + p - 1] = w as u16;
-                    pos[lane] = p - (bits >> l & 1) as usize;
-                }
+                bits_all |= bits << (8 * g);
+                let w = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(xv, low16));
+                // SAFETY: round r's words for lanes 8g..8g+8 lie inside `stage` (checked).
+                unsafe {
+                    _mm_storeu_si128(
+                        stage.as_mut_ptr().add(r * k + 8 * g) as *mut __m128i,
+                        _mm256_castsi256_si128(w),
+                    )
+                };
                 xv = _mm256_blendv_epi8(xv, _mm256_srli_epi32::<16>(xv), emit);
-                let (q, r) = div_mod(xv, f);
+                let (q, rem) = div_mod(xv, f);
                 *xg = _mm256_add_epi32(
-                    _mm256_add_epi32(_mm256_slli_epi32::<{ PROB_BITS as i32 }>(q), r),
+                    _mm256_add_epi32(_mm256_slli_epi32::<{ PROB_BITS as i32 }>(q), rem),
                     cum,
                 );
             }
+            emitted[r] = bits_all;
         }
         for (g, v) in xs.iter().enumerate() {
             // SAFETY: eight lanes from 8 * g are inside `x` (32 lanes).
             unsafe { _mm256_storeu_si256(x.as_mut_ptr().add(8 * g) as *mut __m256i, *v) };
+        }
+    }
+
+    /// Shuffle controls for 8 16-bit words: entry `m` moves the words at `m`'s set bits to
+    /// the front, in order.
+    const COMPRESS16: [[u8; 16]; 256] = {
+        let mut t = [[0x80u8; 16]; 256];
+        let mut m = 0;
+        while m < 256 {
+            let (mut i, mut k) = (0, 0);
+            while i < 8 {
+                if m >> i & 1 == 1 {
+                    t[m][2 * k] = 2 * i as u8;
+                    t[m][2 * k + 1] = 2 * i as u8 + 1;
+                    k += 1;
+                }
+                i += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// Bit `i` of byte `l` of the result is bit `l` of byte `i` of `x` (an 8 x 8 bit
+    /// transpose).
+    fn transpose8(mut x: u64) -> u64 {
+        let mut t = (x ^ (x >> 7)) & 0x00AA_00AA_00AA_00AA;
+        x ^= t ^ (t << 7);
+        t = (x ^ (x >> 14)) & 0x0000_CCCC_0000_CCCC;
+        x ^= t ^ (t << 14);
+        t = (x ^ (x >> 28)) & 0x0000_0000_F0F0_F0F0;
+        x ^ t ^ (t << 28)
+    }
+
+    /// Each lane's emitted words from the stage, by increasing round, to the front of its
+    /// `stride`-word area of `out`; `counts[l]` their number. Eight rounds at a time: the
+    /// 8 x 8 block of words transposed to a vector per lane, the emit bits transposed to a
+    /// byte per lane, each lane's words compressed by a shuffle.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 (SSSE3 and SSE2 suffice). `stage` holds `k` words per round of
+    /// `emitted`, `k` is a multiple of 8 up to 32, and `out` holds `k * stride` words with
+    /// `stride >= rounds + 8`.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn compact(
+        stage: &[u16],
+        emitted: &[u32],
+        k: usize,
+        out: &mut [u16],
+        stride: usize,
+        counts: &mut [usize; MAX_LANES],
+    ) {
+        let rounds = emitted.len();
+        assert!(k.is_multiple_of(8) && k <= MAX_LANES && stage.len() >= rounds * k);
+        assert!(stride >= rounds + 8 && out.len() >= k * stride);
+        counts[..k].fill(0);
+        let blocks = rounds / 8;
+        for g in 0..k / 8 {
+            for b in 0..blocks {
+                let r0 = 8 * b;
+                // SAFETY: rounds r0..r0 + 8 exist; lanes 8g..8g + 8 of each are inside `stage`.
+                let v: [__m128i; 8] = std::array::from_fn(|i| unsafe {
+                    _mm_loadu_si128(stage.as_ptr().add((r0 + i) * k + 8 * g) as *const __m128i)
+                });
+                // 8 x 8 transpose of 16-bit words: row i (round) to column i (lane).
+                let a: [__m128i; 8] = [
+                    _mm_unpacklo_epi16(v[0], v[1]),
+                    _mm_unpacklo_epi16(v[2], v[3]),
+                    _mm_unpacklo_epi16(v[4], v[5]),
+                    _mm_unpacklo_epi16(v[6], v[7]),
+                    _mm_unpackhi_epi16(v[0], v[1]),
+                    _mm_unpackhi_epi16(v[2], v[3]),
+                    _mm_unpackhi_epi16(v[4], v[5]),
+                    _mm_unpackhi_epi16(v[6], v[7]),
+                ];
+                let c: [__m128i; 8] = [
+                    _mm_unpacklo_epi32(a[0], a[1]),
+                    _mm_unpacklo_epi32(a[2], a[3]),
+                    _mm_unpackhi_epi32(a[0], a[1]),
+                    _mm_unpackhi_epi32(a[2], a[3]),
+                    _mm_unpacklo_epi32(a[4], a[5]),
+                    _mm_unpacklo_epi32(a[6], a[7]),
+                    _mm_unpackhi_epi32(a[4], a[5]),
+                    _mm_unpackhi_epi32(a[6], a[7]),
+                ];
+                let lanes: [__m128i; 8] = [
+                    _mm_unpacklo_epi64(c[0], c[1]),
+                    _mm_unpackhi_epi64(c[0], c[1]),
+                    _mm_unpacklo_epi64(c[2], c[3]),
+                    _mm_unpackhi_epi64(c[2], c[3]),
+                    _mm_unpacklo_epi64(c[4], c[5]),
+                    _mm_unpackhi_epi64(c[4], c[5]),
+                    _mm_unpacklo_epi64(c[6], c[7]),
+                    _mm_unpackhi_epi64(c[6], c[7]),
+                ];
+                let mut m = 0u64;
+                for i in 0..8 {
+                    m |= (((emitted[r0 + i] >> (8 * g)) & 0xff) as u64) << (8 * i);
+                }
+                let per_lane = transpose8(m);
+                for (l, w) in lanes.iter().enumerate() {
+                    let lane = 8 * g + l;
+                    let bits = (per_lane >> (8 * l)) as u8;
+                    let at = lane * stride + counts[lane];
+                    // SAFETY: `at + 8 <= lane * stride + rounds + 8 <= (lane + 1) * stride`:
+                    // the 16-byte store stays in the lane's area.
+                    unsafe {
+                        let ctl =
+                            _mm_loadu_si128(COMPRESS16[bits as usize].as_ptr() as *const __m128i);
+                        _mm_storeu_si128(
+                            out.as_mut_ptr().add(at) as *mut __m128i,
+                            _mm_shuffle_epi8(*w, ctl),
+                        );
+                    }
+                    counts[lane] += bits.count_ones() as usize;
+                }
+            }
+            // The last rounds, one at a time.
+            for r in 8 * blocks..rounds {
+                for l in 0..8 {
+                    let lane = 8 * g + l;
+                    out[lane * stride + counts[lane]] = stage[r * k + lane];
+                    counts[lane] += (emitted[r] >> lane & 1) as usize;
+                }
+            }
         }
     }
 
