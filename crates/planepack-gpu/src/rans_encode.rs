@@ -255,6 +255,8 @@ impl Gpu {
         // 1-2. The rotation, from the samples' counts both ways.
         let rotate = if width == 1 || !rans.rotate {
             false
+        } else if let Some(samples) = self.small_samples(data, body, width, tally) {
+            rotation_pays_by_counts(&samples)
         } else {
             let jobs = rotation_jobs(body, width);
             rotation_from(
@@ -312,6 +314,41 @@ impl Gpu {
             kernel_seconds: tally.kernel_seconds,
             step_seconds: tally.step_seconds,
         })
+    }
+
+    /// The rotation samples' plane histograms, both ways, counted on the host from the
+    /// samples' bytes, where those bytes are fewer than the count records would be (a small
+    /// tensor: a record lists up to 256 counts per plane, a sample of a few hundred elements
+    /// is smaller) and `data` can be read back; else `None` (the device counts them).
+    fn small_samples(
+        &self,
+        data: &wgpu::Buffer,
+        body: usize,
+        width: usize,
+        tally: &mut Tally,
+    ) -> Option<Vec<[Vec<[u32; 256]>; 2]>> {
+        let samples = rotation_samples(body, width);
+        let bytes: usize = samples.iter().map(|r| r.len()).sum();
+        // A record's least size with every byte value present: a bitmap and 256 u16 counts
+        // per plane, for each sample both ways.
+        let records = samples
+            .iter()
+            .map(|r| 2 * width * (32 + 2 * (r.len() / width).min(256)))
+            .sum::<usize>();
+        if bytes > records || !data.usage().contains(wgpu::BufferUsages::COPY_SRC) {
+            return None;
+        }
+        let clock = std::time::Instant::now();
+        let counts = samples
+            .iter()
+            .map(|r| {
+                let raw = self.read_range(data, r.start as u64, r.len());
+                [false, true].map(|rotate| host_plane_counts(&raw, width, rotate))
+            })
+            .collect();
+        tally.time(0, clock);
+        tally.down += bytes;
+        Some(counts)
     }
 
     /// Run `rans_count.wgsl` on `jobs`; `outputs` (nonzero elements, zero masks) for chunks.
@@ -545,6 +582,20 @@ fn rotation_from(counts: &[Counts], width: usize) -> bool {
         .map(|both| [0, 1].map(|r| both[r].hists[..width].to_vec()))
         .collect();
     rotation_pays_by_counts(&per)
+}
+
+/// The plane histograms of `bytes` (whole elements of `width`), rotated or not, as
+/// `rans_count.wgsl` counts them (the twins' element rules).
+fn host_plane_counts(bytes: &[u8], width: usize, rotate: bool) -> Vec<[u32; 256]> {
+    use crate::twins::rans as twin;
+    let mut h = vec![[0u32; 256]; width];
+    for e in 0..bytes.len() / width {
+        let v = twin::rotated(twin::element(bytes, e, width), rotate, width);
+        for (j, hj) in h.iter_mut().enumerate() {
+            hj[twin::plane_byte(v, j as u32, width) as usize] += 1;
+        }
+    }
+    h
 }
 
 /// The count jobs of the chunks.
