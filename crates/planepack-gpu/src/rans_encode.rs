@@ -8,7 +8,8 @@
 //! (`planepack_rans::internals::plan`), from exact integer counts, so both encoders make the
 //! same decisions by construction.
 //! 1. `rans_count.wgsl` (twice when the rotation is in question: first on the rotation
-//!    samples, both ways, then on the chunks): per chunk the histograms of its byte planes
+//!    samples, both ways, unless they are so small that their bytes are read back and counted
+//!    on the host instead; then on the chunks): per chunk the histograms of its byte planes
 //!    and of its zero mask's bytes and its nonzero count; it also writes the zero mask and the
 //!    nonzero elements compacted in order (the sparse layout's planes).
 //! 2. Host: the rotation ([`rotation_pays_by_counts`]), each chunk's layouts and plane kinds
@@ -24,8 +25,9 @@
 //! Left for later (the format supports them, this encoder does not write them): the modelled
 //! chunk (version 2), the block-scaled chunk (version 3) and the row map. Their plans read more
 //! than histograms (element classes, block factoring, row hashes); streams from this encoder
-//! are version 1, and equal the CPU's at `modelled: false, scaled: false` (the container and
-//! the command say which settings wrote a part).
+//! are version 1, and equal the CPU's at `modelled: false, scaled: false` (a container records
+//! such a part as `rans`, which every rANS decoder reads; `planepack compress --device gpu`
+//! reports how many parts the GPU encoded).
 
 use crate::contract::{
     RansAssembleParams, RansCountParams, RansLanesParams, LOOP_ITERATIONS_MAX, SRC_DENSE,
