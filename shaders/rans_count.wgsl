@@ -1,12 +1,13 @@
 // rANS encoder, step 1 (the offload direction): what the host plans a chunk from, counted on
-// the device. One workgroup per job (a chunk, or one of the rotation samples): the histogram of
-// each byte plane of its elements (rotated as the job says), of its zero mask's bytes, and its
-// count of nonzero elements, written compactly (below); for chunks also the zero mask (one word per 32 elements) and the
-// nonzero elements in order (each invocation takes 32 elements, one mask word, a tile's
-// invocations place their nonzero elements by a workgroup prefix sum), which the lane
-// coder and the assembly read as the sparse layout's planes. CPU counterparts: the encoder's
-// `split`, `histogram`, `count_zeros` and `take_zeros_out` (planepack-rans); the tests compare
-// every stream the GPU writes with the CPU encoder's.
+// the device. One workgroup per job (a chunk, or one of the rotation samples): the histogram
+// of each byte plane of its elements (rotated as the job says), of its zero mask's bytes, and
+// its count of nonzero elements, written compactly (below); for chunks also the zero mask (one
+// word per 32 elements) and the nonzero elements in order (each invocation takes 32 elements,
+// one mask word; a tile's invocations place their nonzero elements by a workgroup prefix
+// sum), which the lane coder and the assembly read as the sparse layout's planes. CPU
+// counterparts: the encoder's `split`, `histogram`, `count_zeros` and `take_zeros_out`
+// (planepack-rans), and the twin `twins::rans::count_job`; the tests compare every stream the
+// GPU writes with the CPU encoder's.
 //
 // `W` (element bytes) and the scan (`shaders/scan_*.wgsl`, which calls `run`) are put around
 // this file by planepack-gpu.

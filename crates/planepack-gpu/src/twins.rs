@@ -587,7 +587,8 @@ pub mod rans {
     }
 
     /// `rans_assemble.wgsl`: `total` bytes from `segs` (sorted, none empty), `lit` the
-    /// literal bytes.
+    /// literal bytes. A byte at a time (the kernel's `seg_byte`); the kernel's whole-word path
+    /// inside a segment (`seg_word`) must give the same bytes, which the GPU tests check.
     pub fn assemble(segs: &[[u32; 4]], lit: &[u8], total: usize, src: &Sources) -> Vec<u8> {
         let mut out = Vec::with_capacity(total);
         let mut r = 0;
