@@ -938,8 +938,9 @@ fn markdown(
              so its bytes down are those of that stream, not of the `rans` rows above). \
              `kernel / copy`: the encode kernel (bit-plane: sizing every mode and \
              writing the chunk slots; IBP: packing rows in place with the stream's mask; rANS: \
-             its counting, lane-coding and assembly submissions, each to its small readback, \
-             the host's planning between them left out) against \
+             its counting, lane-coding and assembly submissions, each to its small readback \
+             (count records, lane states; not the stream), the host's planning between them \
+             left out) against \
              the copy kernel on the same bytes, alternating. `offload`: from the tensor in device \
              memory to the stream on the host (bit-plane: encode, chunk lengths down, starts up, \
              chunks condensed and read back; IBP: mask search by counts and scores on the device, \
