@@ -8,8 +8,9 @@
 //! (`planepack_rans::internals::plan`), from exact integer counts, so both encoders make the
 //! same decisions by construction.
 //! 1. `rans_count.wgsl` (twice when the rotation is in question: first on the rotation
-//!    samples, both ways, unless they are so small that their bytes are read back and counted
-//!    on the host instead; then on the chunks): per chunk the histograms of its byte planes
+//!    samples, both ways, whose records come back unless they are longer than the samples'
+//!    own bytes, which are then read back and counted on the host; then on the chunks): per
+//!    chunk the histograms of its byte planes
 //!    and of its zero mask's bytes and its nonzero count; it also writes the zero mask and the
 //!    nonzero elements compacted in order (the sparse layout's planes).
 //! 2. Host: the rotation ([`rotation_pays_by_counts`]), each chunk's layouts and plane kinds
@@ -258,14 +259,24 @@ impl Gpu {
         // 1-2. The rotation, from the samples' counts both ways.
         let rotate = if width == 1 || !rans.rotate {
             false
-        } else if let Some(samples) = self.small_samples(data, body, width, tally) {
-            rotation_pays_by_counts(&samples)
         } else {
+            // The samples' records, unless they would be longer than the samples themselves
+            // (a small tensor): then the samples' bytes are read back and counted here.
             let jobs = rotation_jobs(body, width);
-            rotation_from(
-                &self.rans_counts(data, &jobs, width, None, cfg, tally)?,
+            let raw = rotation_samples(body, width).iter().map(|r| r.len()).sum();
+            let readable = data.usage().contains(wgpu::BufferUsages::COPY_SRC);
+            match self.rans_counts(
+                data,
+                &jobs,
                 width,
-            )
+                None,
+                readable.then_some(raw),
+                cfg,
+                tally,
+            )? {
+                Some(counts) => rotation_from(&counts, width),
+                None => rotation_pays_by_counts(&self.sample_counts(data, body, width, tally)),
+            }
         };
 
         // The chunks' counts, the zero mask and the nonzero elements.
@@ -285,7 +296,9 @@ impl Gpu {
             n,
         };
         let jobs = chunk_jobs(geometry, rotate);
-        let counts = self.rans_counts(data, &jobs, width, Some((&nz, &mask)), cfg, tally)?;
+        let counts = self
+            .rans_counts(data, &jobs, width, Some((&nz, &mask)), None, cfg, tally)?
+            .ok_or_else(|| GpuError::Device("chunk counts refused without a budget".into()))?;
 
         // 3. Plans, tables and lane jobs; 4. every coded lane.
         let lanes = plan_lanes(&counts, geometry, rans.zero_mask);
@@ -320,55 +333,46 @@ impl Gpu {
     }
 
     /// The rotation samples' plane histograms, both ways, counted on the host from the
-    /// samples' bytes, where those bytes are fewer than the count records would be (a small
-    /// tensor: a record lists up to 256 counts per plane, a sample of a few hundred elements
-    /// is smaller) and `data` can be read back; else `None` (the device counts them).
-    fn small_samples(
+    /// samples' bytes read back (`data` has `COPY_SRC` usage).
+    fn sample_counts(
         &self,
         data: &wgpu::Buffer,
         body: usize,
         width: usize,
         tally: &mut Tally,
-    ) -> Option<Vec<[Vec<[u32; 256]>; 2]>> {
-        let samples = rotation_samples(body, width);
-        let bytes: usize = samples.iter().map(|r| r.len()).sum();
-        // A record's least size with every byte value present: a bitmap and 256 u16 counts
-        // per plane, for each sample both ways.
-        let records = samples
-            .iter()
-            .map(|r| 2 * width * (32 + 2 * (r.len() / width).min(256)))
-            .sum::<usize>();
-        if bytes > records || !data.usage().contains(wgpu::BufferUsages::COPY_SRC) {
-            return None;
-        }
+    ) -> Vec<[Vec<[u32; 256]>; 2]> {
         let clock = std::time::Instant::now();
+        let samples = rotation_samples(body, width);
         let counts = samples
             .iter()
             .map(|r| {
                 let raw = self.read_range(data, r.start as u64, r.len());
+                tally.down += r.len();
                 [false, true].map(|rotate| host_plane_counts(&raw, width, rotate))
             })
             .collect();
         tally.time(0, clock);
-        tally.down += bytes;
-        Some(counts)
+        counts
     }
 
     /// Run `rans_count.wgsl` on `jobs`; `outputs` (nonzero elements, zero masks) for chunks.
     /// The records' lengths come back first, then the records packed
-    /// (`ibp_condense.wgsl`).
+    /// (`ibp_condense.wgsl`); `None` instead where the records would take more than `budget`
+    /// bytes.
+    #[allow(clippy::too_many_arguments)]
     fn rans_counts(
         &self,
         data: &wgpu::Buffer,
         jobs: &[[u32; 4]],
         width: usize,
         outputs: Option<(&wgpu::Buffer, &wgpu::Buffer)>,
+        budget: Option<usize>,
         cfg: &KernelConfig,
         tally: &mut Tally,
-    ) -> Result<Vec<Counts>> {
+    ) -> Result<Option<Vec<Counts>>> {
         let stride = hist_stride(width);
         if jobs.is_empty() {
-            return Ok(vec![]);
+            return Ok(Some(vec![]));
         }
         let wide = wide_counts(jobs);
         let n_jobs = u32_of(jobs.len(), "chunk count")?;
@@ -441,6 +445,11 @@ impl Gpu {
             return Err(GpuError::Device("rANS count record over its slot".into()));
         }
         let starts = crate::device::prefix_starts(lens)?;
+        if budget.is_some_and(|b| starts[jobs.len()] as usize > b) {
+            tally.time(usize::from(outputs.is_some()), clock);
+            tally.down += jobs.len() * 4;
+            return Ok(None);
+        }
         let packed = self.condense(&hist, &starts, 4 * stride)?;
         tally.time(usize::from(outputs.is_some()), clock);
         tally.down += jobs.len() * 4 + packed.len();
@@ -451,7 +460,8 @@ impl Gpu {
                 Counts::parse(rec, width, job[1] as usize, wide)
                     .ok_or_else(|| GpuError::Device("a malformed rANS count record".into()))
             })
-            .collect()
+            .collect::<Result<_>>()
+            .map(Some)
     }
 
     /// Run `rans_lanes.wgsl`: every lane job's (final state, word count).
