@@ -212,7 +212,7 @@ impl Gpu {
     /// The rANS stream of `input` at `rans`' settings (upload, encode, compressed bytes back),
     /// equal to `rans.encode_to_vec(input, elem)`.
     pub fn encode_rans(&self, input: &[u8], elem: ElemType, rans: &Rans) -> Result<Vec<u8>> {
-        check_settings(rans, elem)?;
+        check_settings(rans)?;
         let t = self.upload(input)?;
         Ok(self
             .encode_rans_on_device(&t.buffer, input.len(), elem, rans)?
@@ -228,7 +228,7 @@ impl Gpu {
         rans: &Rans,
         cfg: &KernelConfig,
     ) -> Result<EncodedRans> {
-        check_settings(rans, elem)?;
+        check_settings(rans)?;
         if !data.usage().contains(wgpu::BufferUsages::STORAGE) || (raw_len as u64) > data.size() {
             return Err(GpuError::Unsupported(
                 "input that does not fit its buffer (or a buffer without STORAGE usage)".into(),
@@ -639,7 +639,7 @@ fn wide_counts(jobs: &[[u32; 4]]) -> bool {
 /// the CPU encoder's bytes where no adapter exists; it is not a fast encoder).
 pub fn encode_rans_twin(input: &[u8], elem: ElemType, rans: &Rans) -> Result<Vec<u8>> {
     use crate::twins::rans as twin;
-    check_settings(rans, elem)?;
+    check_settings(rans)?;
     let width = elem.size();
     let n = input.len() / width;
     let g = Geometry {
@@ -873,7 +873,7 @@ impl LanePlan {
                     PlanePlan::Rans(table) => Some(self.lanes(&src, table)),
                     _ => None,
                 };
-                (src, clone_plan(kind), coded)
+                (src, kind.clone(), coded)
             })
             .collect()
     }
@@ -980,8 +980,8 @@ fn lay_out(
     pieces
 }
 
-/// The settings this encoder writes (see [`GPU_RANS`]) and the element widths it takes.
-fn check_settings(rans: &Rans, elem: ElemType) -> Result<()> {
+/// The settings this encoder writes (see [`GPU_RANS`]); every element width is taken.
+fn check_settings(rans: &Rans) -> Result<()> {
     if rans.modelled || rans.scaled {
         return Err(GpuError::Unsupported(
             "rANS modelled or block-scaled chunks (the GPU encoder writes byte planes only)".into(),
@@ -993,16 +993,7 @@ fn check_settings(rans: &Rans, elem: ElemType) -> Result<()> {
             rans.chunk_log2
         )));
     }
-    let _ = elem;
     Ok(())
-}
-
-fn clone_plan(p: &PlanePlan) -> PlanePlan {
-    match p {
-        PlanePlan::Const(v) => PlanePlan::Const(*v),
-        PlanePlan::Raw => PlanePlan::Raw,
-        PlanePlan::Rans(t) => PlanePlan::Rans(t.clone()),
-    }
 }
 
 /// A plane's pieces as the CPU's `put_plane` writes it: constant, raw, or coded where that is

@@ -112,6 +112,7 @@ type CodedTask = (Vec<u8>, Vec<u32>, u8);
 /// How a plane will be written, chosen from its histogram alone.
 // One per byte plane of a chunk, on the stack: boxing the table would allocate per plane.
 #[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
 pub enum PlanePlan {
     Const(u8),
     Raw,
