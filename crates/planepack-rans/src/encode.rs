@@ -347,8 +347,10 @@ impl Rans {
             self.encode_chunk_planes(elems, width, rotate, s, out)?;
             return Ok(1);
         }
-        // The planes' estimate, once, for whichever of the two forms is tried.
-        let best_plane_estimate = self.plane_estimate(elems, width, rotate, s);
+        // The planes' plan, once, for whichever of the two forms is tried and for writing the
+        // planes if neither wins (the scaled and modelled trials keep to their own scratch).
+        let planes = self.plan_chunk_planes(elems, width, rotate, s);
+        let best_plane_estimate = planes.estimate;
         if let Some(scaled) = scaled.filter(|p| p.estimate < best_plane_estimate) {
             let start = out.len();
             scaled::encode(&scaled, &s.scaled, &mut s.lanes, out)?;
@@ -360,7 +362,7 @@ impl Rans {
             out.truncate(start);
         }
         if !try_modelled {
-            self.encode_chunk_planes(elems, width, rotate, s, out)?;
+            self.write_chunk_planes(elems, width, rotate, planes, s, out)?;
             return Ok(1);
         }
         let (estimate, tables, plans) = modelled::plan(elems, width, rotate, row, &mut s.modelled);
@@ -379,7 +381,7 @@ impl Rans {
             )?;
             return Ok(VERSION_MODELLED);
         }
-        self.encode_chunk_planes(elems, width, rotate, s, out)?;
+        self.write_chunk_planes(elems, width, rotate, planes, s, out)?;
         Ok(1)
     }
 
@@ -408,7 +410,7 @@ impl Rans {
     }
 
     /// The estimated size of the chunk as byte planes: the smaller of the dense and sparse
-    /// layouts' estimates (what [`Rans::encode_chunk_planes`] decides by).
+    /// layouts' estimates (what [`Rans::write_chunk_planes`] decides by).
     pub(crate) fn plane_estimate(
         &self,
         elems: &[u8],
@@ -429,7 +431,21 @@ impl Rans {
         out: &mut Vec<u8>,
     ) -> Result<()> {
         let plan = self.plan_chunk_planes(elems, width, rotate, s);
-        let n = elems.len() / width;
+        self.write_chunk_planes(elems, width, rotate, plan, s, out)
+    }
+
+    /// Write one chunk as byte planes by `plan`, which [`Rans::plan_chunk_planes`] made for
+    /// these elements with this scratch (its dense planes, mask and nonzero elements still in
+    /// `s`).
+    pub(crate) fn write_chunk_planes(
+        &self,
+        elems: &[u8],
+        width: usize,
+        rotate: bool,
+        plan: ChunkPlan,
+        s: &mut EncScratch,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         let dense_planes: Vec<&[u8]> = s.planes.iter().map(|p| &p[..]).collect();
         let mut head = [CHUNK_SPARSE, 0, 0, 0, 0];
         if plan.layouts != Layouts::Dense {
@@ -438,7 +454,6 @@ impl Rans {
             s.sparse_planes[0].clone_from(&s.mask);
             split(&s.nonzero, width, rotate, &mut s.sparse_planes[1..]);
         }
-        debug_assert!(plan.layouts == Layouts::Dense || s.nonzero.len() <= n * width);
         let sparse_planes: Vec<&[u8]> = s.sparse_planes.iter().map(|p| &p[..]).collect();
         let start = out.len();
         match (plan.layouts, &plan.sparse) {
