@@ -43,13 +43,7 @@ fn seg_byte(s: vec4<u32>, off: u32) -> u32 {
     if (source == SRC_RAW) {
         return byte_of(data[i >> 2u], i);
     }
-    if (source == SRC_DENSE) {
-        return plane_byte(rotated(element(i), params.rotate), plane);
-    }
-    if (source == SRC_NONZERO) {
-        return plane_byte(nz[i], plane);
-    }
-    return byte_of(mask[i >> 2u], i);
+    return source_byte(source, plane, i, params.rotate);
 }
 
 // Bytes `off .. off + 4` of segment `s` (all inside it), as one word.
@@ -60,13 +54,7 @@ fn seg_word(s: vec4<u32>, off: u32) -> u32 {
     if (source == SRC_DENSE || source == SRC_NONZERO) {
         var v = 0u;
         for (var b = 0u; b < 4u; b = b + 1u) {
-            var e = 0u;
-            if (source == SRC_DENSE) {
-                e = rotated(element(i + b), params.rotate);
-            } else {
-                e = nz[i + b];
-            }
-            v = v | (plane_byte(e, plane) << (8u * b));
+            v = v | (source_byte(source, plane, i + b, params.rotate) << (8u * b));
         }
         return v;
     }

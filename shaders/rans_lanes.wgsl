@@ -28,17 +28,6 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> lane_out: array<vec2<u32>>;
 @group(0) @binding(7) var<uniform> params: Params;
 
-fn symbol(source: u32, plane: u32, start: u32, i: u32) -> u32 {
-    if (source == SRC_DENSE) {
-        return plane_byte(rotated(element(start + i), params.rotate), plane);
-    }
-    if (source == SRC_NONZERO) {
-        return plane_byte(nz[start + i], plane);
-    }
-    let b = start + i;
-    return byte_of(mask[b >> 2u], b);
-}
-
 fn put_word(p: u32, w: u32) {
     let sh = (p & 1u) * 16u;
     let q = p >> 1u;
@@ -68,7 +57,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var x = L;
     var p = end;
     for (var r = count; r > 0u; r = r - 1u) {
-        let s = symbol(source, plane, start, lane + (r - 1u) * k);
+        let s = source_byte(source, plane, start + lane + (r - 1u) * k, params.rotate);
         let e = tables[table + s];
         let f = e & 0xffffu;
         let c = e >> 16u;

@@ -392,18 +392,30 @@ impl Gpu {
         grid: (u32, u32, u32),
         result: &wgpu::Buffer,
     ) -> Vec<u8> {
-        let bind = self.bind_all(pipeline, buffers);
         let staging = self.readback_buffer(result.size());
         let mut enc = self.device.create_command_encoder(&Default::default());
+        self.record_dispatch(&mut enc, pipeline, buffers, grid);
+        enc.copy_buffer_to_buffer(result, 0, &staging, 0, result.size());
+        self.queue.submit([enc.finish()]);
+        self.map_read_all(&staging)
+    }
+
+    /// Record one dispatch of `pipeline` over `grid` workgroups (none when its x is 0) with
+    /// whole buffers bound in order.
+    pub(crate) fn record_dispatch(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        grid: (u32, u32, u32),
+    ) {
+        let bind = self.bind_all(pipeline, buffers);
         if grid.0 > 0 {
             let mut pass = enc.begin_compute_pass(&Default::default());
             pass.set_pipeline(pipeline);
             pass.set_bind_group(0, &bind, &[]);
             pass.dispatch_workgroups(grid.0, grid.1, grid.2);
         }
-        enc.copy_buffer_to_buffer(result, 0, &staging, 0, result.size());
-        self.queue.submit([enc.finish()]);
-        self.map_read_all(&staging)
     }
 
     /// A bind group of whole buffers in binding order.

@@ -333,7 +333,7 @@ impl Gpu {
     }
 
     /// The rotation samples' plane histograms, both ways, counted on the host from the
-    /// samples' bytes read back (`data` has `COPY_SRC` usage).
+    /// samples' bytes read back (`data` has `COPY_SRC` usage) by the count kernel's twin.
     fn sample_counts(
         &self,
         data: &wgpu::Buffer,
@@ -346,9 +346,13 @@ impl Gpu {
         let counts = samples
             .iter()
             .map(|r| {
+                use crate::twins::rans as twin;
                 let raw = self.read_range(data, r.start as u64, r.len());
                 tally.down += r.len();
-                [false, true].map(|rotate| host_plane_counts(&raw, width, rotate))
+                let elems: Vec<u32> = (0..raw.len() / width)
+                    .map(|e| twin::element(&raw, e, width))
+                    .collect();
+                [false, true].map(|rotate| twin::plane_counts(&elems, width, rotate))
             })
             .collect();
         tally.time(0, clock);
@@ -416,17 +420,11 @@ impl Gpu {
         if cfg.path == crate::ScanPath::Subgroup {
             buffers.push(&status);
         }
-        let bind = self.bind_all(&pipeline, &buffers);
         let size = lens.size();
         let staging = self.readback_buffer(size + 8);
         let clock = std::time::Instant::now();
         let mut enc = self.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(gx, gy, 1);
-        }
+        self.record_dispatch(&mut enc, &pipeline, &buffers, (gx, gy, 1));
         enc.copy_buffer_to_buffer(&status, 0, &staging, 0, 8);
         enc.copy_buffer_to_buffer(&lens, 0, &staging, 8, size);
         self.queue.submit([enc.finish()]);
@@ -563,18 +561,15 @@ impl Gpu {
         });
         // The assembly is timed alone: reading the stream back is the offload's download,
         // not the kernel's work.
-        let bind = self.bind_all(
-            &pipeline,
-            &[data, nz, mask, words, &segs_buf, &lit_buf, &out, &p],
-        );
+        let grid = if n_words > 0 { (gx, gy, 1) } else { (0, 0, 0) };
         let clock = std::time::Instant::now();
         let mut enc = self.device.create_command_encoder(&Default::default());
-        if n_words > 0 {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(gx, gy, 1);
-        }
+        self.record_dispatch(
+            &mut enc,
+            &pipeline,
+            &[data, nz, mask, words, &segs_buf, &lit_buf, &out, &p],
+            grid,
+        );
         self.queue.submit([enc.finish()]);
         self.wait();
         tally.time(3, clock);
@@ -603,20 +598,6 @@ fn rotation_from(counts: &[Counts], width: usize) -> bool {
         .map(|both| [0, 1].map(|r| both[r].hists[..width].to_vec()))
         .collect();
     rotation_pays_by_counts(&per)
-}
-
-/// The plane histograms of `bytes` (whole elements of `width`), rotated or not, as
-/// `rans_count.wgsl` counts them (the twins' element rules).
-fn host_plane_counts(bytes: &[u8], width: usize, rotate: bool) -> Vec<[u32; 256]> {
-    use crate::twins::rans as twin;
-    let mut h = vec![[0u32; 256]; width];
-    for e in 0..bytes.len() / width {
-        let v = twin::rotated(twin::element(bytes, e, width), rotate, width);
-        for (j, hj) in h.iter_mut().enumerate() {
-            hj[twin::plane_byte(v, j as u32, width) as usize] += 1;
-        }
-    }
-    h
 }
 
 /// The count jobs of the chunks.
@@ -671,24 +652,20 @@ pub fn encode_rans_twin(input: &[u8], elem: ElemType, rans: &Rans) -> Result<Vec
         && rotation_from(&count(&rotation_jobs(n * width, width), false)?, width);
     let counts = count(&chunk_jobs(g, rotate), true)?;
     let lanes = plan_lanes(&counts, g, rans.zero_mask);
+    let sources = twin::Sources {
+        data: input,
+        nz: &nz,
+        mask: &mask,
+        width,
+        rotate,
+    };
     let mut words = vec![0u16; lanes.region_end];
     let lane_out: Vec<[u32; 2]> = lanes
         .jobs
         .iter()
         .map(|j| {
             let (source, plane, start) = (j[0] & 15, j[0] >> 4, j[1] as usize);
-            let symbol = |i: u32| -> u32 {
-                let i = i as usize;
-                match source {
-                    SRC_DENSE => twin::plane_byte(
-                        twin::rotated(elems[start + i], rotate, width),
-                        plane,
-                        width,
-                    ),
-                    SRC_NONZERO => twin::plane_byte(nz[start + i], plane, width),
-                    _ => (mask[(start + i) / 4] >> (8 * ((start + i) % 4))) & 0xff,
-                }
-            };
+            let symbol = |i: u32| twin::source_byte(&sources, source, plane, start + i as usize);
             let table = &lanes.tables[j[4] as usize * 256..][..256];
             twin::lane(
                 symbol,
@@ -704,17 +681,10 @@ pub fn encode_rans_twin(input: &[u8], elem: ElemType, rans: &Rans) -> Result<Vec
     let flag = u8::from(if width == 1 { rans.rotate } else { rotate });
     let pieces = lay_out(&lanes, &lane_out, g, rans.chunk_log2, flag, input.len());
     let seg = segments(&pieces)?;
-    let sources = twin::Sources {
-        data: input,
-        nz: &nz,
-        mask: &mask,
-        words: &words,
-        width,
-        rotate,
-    };
     Ok(twin::assemble(
         &seg.segs,
         &seg.lit_words[4 * seg.lit_at..],
+        &words,
         seg.total,
         &sources,
     ))

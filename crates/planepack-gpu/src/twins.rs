@@ -473,6 +473,19 @@ pub mod rans {
         (v >> (8 * (width as u32 - 1 - j))) & 0xff
     }
 
+    /// The histograms of the byte planes of `elems` (not rotated), rotated or not, as
+    /// `rans_count.wgsl` counts them.
+    pub fn plane_counts(elems: &[u32], width: usize, rotate: bool) -> Vec<[u32; 256]> {
+        let mut h = vec![[0u32; 256]; width];
+        for &raw in elems {
+            let v = rotated(raw, rotate, width);
+            for (j, hj) in h.iter_mut().enumerate() {
+                hj[plane_byte(v, j as u32, width) as usize] += 1;
+            }
+        }
+        h
+    }
+
     /// `rans_count.wgsl` for one job of `elems` (its elements, not rotated): the record it
     /// writes (per histogram, the W planes' then the mask bytes', a 256-bit bitmap of the
     /// symbols present and their counts, u32 where `wide`, else u16 capped at 65535; then the
@@ -484,26 +497,25 @@ pub mod rans {
         wide: bool,
     ) -> (Vec<u8>, Vec<u32>, Vec<u32>) {
         let n = elems.len();
-        let mut h = vec![[0u32; 256]; width + 1];
+        let mut h = plane_counts(elems, width, rotate);
         let mut nz = Vec::new();
         let mut mask = vec![0u32; n.div_ceil(32)];
         for (e, &raw) in elems.iter().enumerate() {
             let v = rotated(raw, rotate, width);
-            for (j, hj) in h.iter_mut().enumerate().take(width) {
-                hj[plane_byte(v, j as u32, width) as usize] += 1;
-            }
             if v != 0 {
                 nz.push(v);
                 mask[e / 32] |= 1 << (e % 32);
             }
         }
+        let mut hm = [0u32; 256];
         for b in mask
             .iter()
             .flat_map(|w| w.to_le_bytes())
             .take(n.div_ceil(8))
         {
-            h[width][b as usize] += 1;
+            hm[b as usize] += 1;
         }
+        h.push(hm);
         let mut rec: Vec<u32> = Vec::new();
         for hp in &h {
             let mut bits = [0u32; 8];
@@ -558,24 +570,20 @@ pub mod rans {
         [x, region_end - p]
     }
 
-    /// What `rans_assemble.wgsl` reads its bytes from.
+    /// The tensor, its nonzero elements (rotated) and zero masks, as the kernels read them.
     pub struct Sources<'a> {
         pub data: &'a [u8],
         pub nz: &'a [u32],
         pub mask: &'a [u32],
-        pub words: &'a [u16],
         pub width: usize,
         pub rotate: bool,
     }
 
-    /// `seg_byte`: byte `off` of segment `s`.
-    fn seg_byte(s: [u32; 4], off: u32, lit: &[u8], src: &Sources) -> u32 {
+    /// `source_byte`: unit `i` of a source with planes (an element's plane byte of the tensor
+    /// or of the nonzero elements, or a zero-mask byte).
+    pub fn source_byte(src: &Sources, source: u32, plane: u32, i: usize) -> u32 {
         use crate::contract::*;
-        let (source, plane, i) = (s[1] & 15, s[1] >> 4, (s[2] + off) as usize);
         match source {
-            SRC_LITERAL => lit[i] as u32,
-            SRC_WORDS => (src.words[i / 2] >> (8 * (i % 2))) as u32 & 0xff,
-            SRC_RAW => src.data[i] as u32,
             SRC_DENSE => plane_byte(
                 rotated(element(src.data, i, src.width), src.rotate, src.width),
                 plane,
@@ -586,17 +594,35 @@ pub mod rans {
         }
     }
 
+    /// `seg_byte`: byte `off` of segment `s`.
+    fn seg_byte(s: [u32; 4], off: u32, lit: &[u8], words: &[u16], src: &Sources) -> u32 {
+        use crate::contract::*;
+        let (source, plane, i) = (s[1] & 15, s[1] >> 4, (s[2] + off) as usize);
+        match source {
+            SRC_LITERAL => lit[i] as u32,
+            SRC_WORDS => (words[i / 2] >> (8 * (i % 2))) as u32 & 0xff,
+            SRC_RAW => src.data[i] as u32,
+            _ => source_byte(src, source, plane, i),
+        }
+    }
+
     /// `rans_assemble.wgsl`: `total` bytes from `segs` (sorted, none empty), `lit` the
     /// literal bytes. A byte at a time (the kernel's `seg_byte`); the kernel's whole-word path
     /// inside a segment (`seg_word`) must give the same bytes, which the GPU tests check.
-    pub fn assemble(segs: &[[u32; 4]], lit: &[u8], total: usize, src: &Sources) -> Vec<u8> {
+    pub fn assemble(
+        segs: &[[u32; 4]],
+        lit: &[u8],
+        words: &[u16],
+        total: usize,
+        src: &Sources,
+    ) -> Vec<u8> {
         let mut out = Vec::with_capacity(total);
         let mut r = 0;
         for o in 0..total as u32 {
             while r + 1 < segs.len() && segs[r + 1][0] <= o {
                 r += 1;
             }
-            out.push(seg_byte(segs[r], o - segs[r][0], lit, src) as u8);
+            out.push(seg_byte(segs[r], o - segs[r][0], lit, words, src) as u8);
         }
         out
     }
