@@ -179,6 +179,31 @@ struct EncodeRow {
     raw_bytes: u64,
 }
 
+impl EncodeRow {
+    /// One tensor's medians: the encode kernel and the copy kernel, the offload and the raw
+    /// download; the bytes that came down and the tensor's raw bytes.
+    fn add(
+        &mut self,
+        kernel: f64,
+        copy: f64,
+        offload: f64,
+        download_raw: f64,
+        down: u64,
+        raw: usize,
+    ) {
+        self.pack_seconds += kernel;
+        self.copy_seconds += copy;
+        if raw >= 1 << 20 {
+            self.large_pack_seconds += kernel;
+            self.large_copy_seconds += copy;
+        }
+        self.offload_seconds += offload;
+        self.download_raw_seconds += download_raw;
+        self.download_bytes += down;
+        self.raw_bytes += raw as u64;
+    }
+}
+
 /// One IBP gather of 1 % of a tensor's rows: bytes sent against the tensor's raw bytes.
 #[derive(serde::Serialize)]
 struct GatherRow {
@@ -479,9 +504,14 @@ fn encode_direction(
     runs: usize,
 ) -> Result<Option<EncodeRow>> {
     let mut e = EncodeRow::default();
+    let spec = GPU_CODECS
+        .into_iter()
+        .find(|s| s.id == codec)
+        .expect("a codec with a GPU decoder");
     for ((shape, data), cpu) in g.tensors.iter().zip(cpu) {
         if codec == CodecId::Rans {
-            rans_offload(gpu, g, data, runs, &mut e)?;
+            let stream = rans_offload(gpu, g, data, runs, &mut e)?;
+            reload(gpu, spec, &stream, data, runs, &mut e)?;
             continue;
         }
         // (what the offload times, the kernel alone, the raw bytes on the device, compressed
@@ -548,12 +578,6 @@ fn encode_direction(
         let copy = gpu.prepare_copy(&data[..raw.len])?;
         let t = gpu.time_each(&[&kernel, &copy], runs);
         let (p, c) = (t[0].median(), t[1].median());
-        e.pack_seconds += p;
-        e.copy_seconds += c;
-        if raw.len >= 1 << 20 {
-            e.large_pack_seconds += p;
-            e.large_copy_seconds += c;
-        }
         let (mut off, mut back) = (Vec::new(), Vec::new());
         for _ in 0..runs.max(1) {
             let t = std::time::Instant::now();
@@ -563,14 +587,7 @@ fn encode_direction(
             std::hint::black_box(gpu.read_back(&raw)?);
             back.push(t.elapsed().as_secs_f64());
         }
-        e.offload_seconds += median(off);
-        e.download_raw_seconds += median(back);
-        e.download_bytes += down;
-        e.raw_bytes += raw.len as u64;
-        let spec = GPU_CODECS
-            .into_iter()
-            .find(|s| s.id == codec)
-            .expect("a codec with a GPU decoder");
+        e.add(p, c, median(off), median(back), down, raw.len);
         reload(gpu, spec, cpu, data, runs, &mut e)?;
     }
     Ok((e.raw_bytes > 0).then_some(e))
@@ -604,14 +621,15 @@ fn reload(
 /// timed from submission to its small readback, the host's planning between them left out)
 /// against the copy kernel, and the whole device-to-host encode against reading the raw bytes
 /// back; the stream checked equal to the CPU encoder's at the GPU encoder's settings
-/// (`GPU_RANS`: byte planes only, so not the `rans` stream the decode rows use).
+/// (`GPU_RANS`: byte planes only, so not the `rans` stream the decode rows use). Returns the
+/// stream.
 fn rans_offload(
     gpu: &Gpu,
     g: &planepack_harness::Group,
     data: &[u8],
     runs: usize,
     e: &mut EncodeRow,
-) -> Result<()> {
+) -> Result<Vec<u8>> {
     let rans = planepack_gpu::GPU_RANS;
     let t = gpu.upload(data)?;
     let cpu = rans.encode_to_vec(data, g.elem)?;
@@ -634,22 +652,15 @@ fn rans_offload(
         std::hint::black_box(gpu.read_back(&t)?);
         back.push(clock.elapsed().as_secs_f64());
     }
-    let (p, c) = (median(kernel), median(copies));
-    e.pack_seconds += p;
-    e.copy_seconds += c;
-    if data.len() >= 1 << 20 {
-        e.large_pack_seconds += p;
-        e.large_copy_seconds += c;
-    }
-    e.offload_seconds += median(off);
-    e.download_raw_seconds += median(back);
-    e.download_bytes += first.download_bytes as u64;
-    e.raw_bytes += data.len() as u64;
-    let spec = CodecSpec {
-        id: CodecId::Rans,
-        level: 0,
-    };
-    reload(gpu, spec, &first.stream, data, runs, e)
+    e.add(
+        median(kernel),
+        median(copies),
+        median(off),
+        median(back),
+        first.download_bytes as u64,
+        data.len(),
+    );
+    Ok(first.stream)
 }
 
 /// For each IBP-coded tensor with at least 1000 rows: a gather of 1 % of its rows (evenly
