@@ -595,16 +595,7 @@ fn the_gpu_device_writes_and_reads_the_cpu_bytes() {
         }
         let o = planepack(&["decompress", s(&packed), "-o", s(&back), "-q"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let restored = files(&back);
-        assert!(restored.len() >= 18);
-        for f in restored {
-            let rel = f.strip_prefix(&back).unwrap();
-            assert!(
-                std::fs::read(&f).unwrap() == std::fs::read(data.join(rel)).unwrap(),
-                "{codec} --device gpu: {}",
-                rel.display()
-            );
-        }
+        assert!(same_files(&back, &data, &format!("{codec} --device gpu")) >= 18);
     }
     for codec in ["bitplane", "ibp", "ibp-clusters-4", "rans"] {
         let packed = t.path().join(format!("p-{codec}"));
@@ -635,13 +626,21 @@ fn the_gpu_device_writes_and_reads_the_cpu_bytes() {
         );
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(out.contains("parts decoded on the GPU"), "{out}");
-        for f in files(&back) {
-            let rel = f.strip_prefix(&back).unwrap();
-            assert!(
-                std::fs::read(&f).unwrap() == std::fs::read(data.join(rel)).unwrap(),
-                "{codec}: {}",
-                rel.display()
-            );
-        }
+        same_files(&back, &data, codec);
     }
+}
+
+/// Every file under `restored` equals the file at the same place under `original`; returns
+/// how many there are.
+fn same_files(restored: &Path, original: &Path, what: &str) -> usize {
+    let all = files(restored);
+    for f in &all {
+        let rel = f.strip_prefix(restored).unwrap();
+        assert!(
+            std::fs::read(f).unwrap() == std::fs::read(original.join(rel)).unwrap(),
+            "{what}: {}",
+            rel.display()
+        );
+    }
+    all.len()
 }

@@ -78,6 +78,16 @@ pub fn load(path: &Path) -> Result<Vec<Tensor>> {
     })
 }
 
+/// Every tensor of every dataset in the manifest of `dir` (the corpus: [`datasets_dir`]), in
+/// manifest and file order: what the tests that cover "every dataset tensor" walk.
+pub fn load_all(dir: &Path) -> Result<Vec<Tensor>> {
+    let mut all = Vec::new();
+    for d in &Manifest::read(dir)?.datasets {
+        all.extend(load(&dir.join(&d.file))?);
+    }
+    Ok(all)
+}
+
 /// The tensors of a whole safetensors or `.npy` file in memory (`npy_name` names a `.npy`
 /// file's one array), parsed by `planepack-tensorfile`, in file order.
 pub fn parse(bytes: &[u8], npy_name: &str) -> std::result::Result<Vec<Tensor>, String> {

@@ -224,11 +224,18 @@ fn encoder_refuses_what_it_cannot_do() {
     assert!(g.ibp_bit_counts(&odd).is_err());
 }
 
-/// `data` in whole words, then 8 bytes of garbage the encoder must not read as the tensor.
-fn garbage_after(data: &[u8]) -> Vec<u8> {
+/// A storage buffer of `data` in whole words, then 8 bytes of garbage the encoder must not read
+/// as the tensor.
+fn with_garbage_after(g: &planepack_gpu::Gpu, data: &[u8]) -> wgpu::Buffer {
+    use wgpu::util::DeviceExt;
     let mut v = data.to_vec();
     v.resize((data.len().div_ceil(4) + 2) * 4, 0xCD);
-    v
+    g.device()
+        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: &v,
+            usage: wgpu::BufferUsages::STORAGE,
+        })
 }
 
 /// The GPU bit-plane encoder on one path: upload, encode, stream back.
@@ -238,15 +245,7 @@ fn bitplane_on(
     data: &[u8],
     elem: ElemType,
 ) -> Vec<u8> {
-    use wgpu::util::DeviceExt;
-    let buf = g
-        .device()
-        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: None,
-            // Whole words, and a few bytes of garbage past the tensor the encoder must ignore.
-            contents: &garbage_after(data),
-            usage: wgpu::BufferUsages::STORAGE,
-        });
+    let buf = with_garbage_after(g, data);
     let e = g
         .prepare_bitplane_encode(&buf, data.len(), elem.bits(), cfg)
         .unwrap();
@@ -286,17 +285,13 @@ fn bitplane_encoder_matches_the_cpu_on_patterns_and_tails() {
 #[test]
 fn bitplane_encoder_matches_the_cpu_on_every_dataset() {
     let Some(g) = gpu() else { return };
-    let dir = planepack_datasets::datasets_dir();
-    let manifest = planepack_datasets::Manifest::read(&dir).unwrap();
     let mut n = 0;
-    for d in &manifest.datasets {
-        for t in planepack_datasets::load(&dir.join(&d.file)).unwrap() {
-            let Some(elem) = t.elem() else { continue };
-            let cpu = BitPlane::new().encode_to_vec(&t.data, elem).unwrap();
-            let got = g.encode_bitplane(&t.data, elem).unwrap();
-            assert!(got == cpu, "{}: GPU bit-plane stream differs", t.name);
-            n += 1;
-        }
+    for t in planepack_datasets::load_all(&planepack_datasets::datasets_dir()).unwrap() {
+        let Some(elem) = t.elem() else { continue };
+        let cpu = BitPlane::new().encode_to_vec(&t.data, elem).unwrap();
+        let got = g.encode_bitplane(&t.data, elem).unwrap();
+        assert!(got == cpu, "{}: GPU bit-plane stream differs", t.name);
+        n += 1;
     }
     assert!(n > 1000, "{n}");
 }
@@ -309,14 +304,7 @@ fn rans_on(
     elem: ElemType,
     rans: &planepack_rans::Rans,
 ) -> planepack_gpu::EncodedRans {
-    use wgpu::util::DeviceExt;
-    let buf = g
-        .device()
-        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: None,
-            contents: &garbage_after(data),
-            usage: wgpu::BufferUsages::STORAGE,
-        });
+    let buf = with_garbage_after(g, data);
     g.encode_rans_with(&buf, data.len(), elem, rans, cfg)
         .unwrap()
 }
@@ -367,25 +355,21 @@ fn rans_encoder_matches_the_cpu_on_patterns_and_tails() {
 #[test]
 fn rans_encoder_matches_the_cpu_on_every_dataset() {
     let Some(g) = gpu() else { return };
-    let dir = planepack_datasets::datasets_dir();
-    let manifest = planepack_datasets::Manifest::read(&dir).unwrap();
     let rans = planepack_gpu::GPU_RANS;
     let mut n = 0;
-    for d in &manifest.datasets {
-        for t in planepack_datasets::load(&dir.join(&d.file)).unwrap() {
-            let Some(elem) = t.elem() else { continue };
-            let cpu = rans.encode_to_vec(&t.data, elem).unwrap();
-            for cfg in paths(g) {
-                let got = rans_on(g, &cfg, &t.data, elem, &rans).stream;
-                assert!(
-                    got == cpu,
-                    "{}: GPU rANS stream differs ({:?})",
-                    t.name,
-                    cfg.path
-                );
-            }
-            n += 1;
+    for t in planepack_datasets::load_all(&planepack_datasets::datasets_dir()).unwrap() {
+        let Some(elem) = t.elem() else { continue };
+        let cpu = rans.encode_to_vec(&t.data, elem).unwrap();
+        for cfg in paths(g) {
+            let got = rans_on(g, &cfg, &t.data, elem, &rans).stream;
+            assert!(
+                got == cpu,
+                "{}: GPU rANS stream differs ({:?})",
+                t.name,
+                cfg.path
+            );
         }
+        n += 1;
     }
     assert!(n > 1000, "{n}");
 }
