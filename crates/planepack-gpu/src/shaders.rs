@@ -137,42 +137,15 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
         Kernel::Rans { width } => (format!("const W: u32 = {width}u;\n"), RANS),
         Kernel::RansRows => return RANS_ROWS.to_owned(),
         Kernel::RansCount { width } => {
-            return format!(
-                "const W: u32 = {width}u;\n{}{RANS_ENCODE_COMMON}\n{RANS_COUNT}\n{}",
-                crate::contract::wgsl_prelude(),
-                scan_of(path)
-            )
+            return with_width(width, &[RANS_ENCODE_COMMON, RANS_COUNT, scan_of(path)])
         }
-        Kernel::RansLanes { width } => {
-            return format!(
-                "const W: u32 = {width}u;\n{}{RANS_ENCODE_COMMON}\n{RANS_LANES}",
-                crate::contract::wgsl_prelude()
-            )
-        }
+        Kernel::RansLanes { width } => return with_width(width, &[RANS_ENCODE_COMMON, RANS_LANES]),
         Kernel::RansAssemble { width } => {
-            return format!(
-                "const W: u32 = {width}u;\n{}{RANS_ENCODE_COMMON}\n{RANS_ASSEMBLE}",
-                crate::contract::wgsl_prelude()
-            )
+            return with_width(width, &[RANS_ENCODE_COMMON, RANS_ASSEMBLE])
         }
-        Kernel::IbpCount { width } => {
-            return format!(
-                "const W: u32 = {width}u;\n{}{IBP_ROWS}\n{IBP_COUNT}",
-                crate::contract::wgsl_prelude()
-            )
-        }
-        Kernel::IbpScore { width } => {
-            return format!(
-                "const W: u32 = {width}u;\n{}{IBP_ROWS}\n{IBP_SCORE}",
-                crate::contract::wgsl_prelude()
-            )
-        }
-        Kernel::IbpPack { width } => {
-            return format!(
-                "const W: u32 = {width}u;\n{}{IBP_ROWS}\n{IBP_PACK}",
-                crate::contract::wgsl_prelude()
-            )
-        }
+        Kernel::IbpCount { width } => return with_width(width, &[IBP_ROWS, IBP_COUNT]),
+        Kernel::IbpScore { width } => return with_width(width, &[IBP_ROWS, IBP_SCORE]),
+        Kernel::IbpPack { width } => return with_width(width, &[IBP_ROWS, IBP_PACK]),
         Kernel::IbpCondense => return IBP_CONDENSE.to_owned(),
         Kernel::Copy => return COPY.to_owned(),
     };
@@ -180,6 +153,15 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
     format!(
         "{consts}{}{COMMON}\n{body}\n{scan}",
         crate::contract::wgsl_prelude()
+    )
+}
+
+/// A kernel compiled for `W` = `width`: the shared constants, then `files` in order.
+fn with_width(width: u32, files: &[&str]) -> String {
+    format!(
+        "const W: u32 = {width}u;\n{}{}",
+        crate::contract::wgsl_prelude(),
+        files.join("\n")
     )
 }
 
