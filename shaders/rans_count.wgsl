@@ -2,9 +2,12 @@
 // the device. One workgroup per job (a chunk, or one of the rotation samples): the histogram
 // of each byte plane of its elements (rotated as the job says), of its zero mask's bytes, and
 // its count of nonzero elements, written compactly (below); for chunks also the zero mask (one
-// word per 32 elements) and the nonzero elements in order (each invocation takes 32 elements,
-// one mask word; a tile's invocations place their nonzero elements by a workgroup prefix
-// sum), which the lane coder and the assembly read as the sparse layout's planes. CPU
+// word per 32 elements). A second pass (`COUNT_NONZERO`), only over the chunks whose sparse
+// layout the host planned, writes their nonzero elements in order (each invocation takes 32
+// elements, one mask word; a tile's invocations place their nonzero elements by a workgroup
+// prefix sum), which the lane coder and the assembly read as the sparse layout's planes:
+// most chunks of dense tensors never need them, and writing them (4 bytes an element) was a
+// fifth of the count step. CPU
 // counterparts: the encoder's `split`, `histogram`, `count_zeros` and `take_zeros_out`
 // (planepack-rans), and the twin `twins::rans::count_job`; the tests compare every stream the
 // GPU writes with the CPU encoder's.
@@ -15,7 +18,7 @@
 struct Params {
     n_jobs: u32,
     jobs_x: u32,
-    // 1 for chunks: write the zero mask and the nonzero elements.
+    // COUNT_RECORDS, COUNT_MASKS or COUNT_NONZERO (contract.rs).
     write_out: u32,
     // Words per job's slot in `hist` (room for its longest record).
     hist_stride: u32,
@@ -52,6 +55,7 @@ fn run(wg: vec3<u32>) {
     if (job >= params.n_jobs) {
         return;
     }
+    let counting = params.write_out != COUNT_NONZERO;
     for (var i = slot; i < BINS; i = i + WG) {
         atomicStore(&h[i], 0u);
     }
@@ -86,8 +90,10 @@ fn run(wg: vec3<u32>) {
                         raw = (dw >> (8u * u)) & 0xffu;
                     }
                     let v = rotated(raw, rotate);
-                    for (var j = 0u; j < W; j = j + 1u) {
-                        atomicAdd(&h[j * 256u + plane_byte(v, j)], 1u);
+                    if (counting) {
+                        for (var j = 0u; j < W; j = j + 1u) {
+                            atomicAdd(&h[j * 256u + plane_byte(v, j)], 1u);
+                        }
                     }
                     if (v != 0u) {
                         count = count + 1u;
@@ -97,7 +103,7 @@ fn run(wg: vec3<u32>) {
             }
         }
         let s = scan(count);
-        if (params.write_out != 0u) {
+        if (params.write_out == COUNT_NONZERO) {
             // The nonzero elements again, from the mask word: no per-invocation array
             // (a dynamically indexed private array is scattered to the stack on CPU drivers).
             var rest = bits;
@@ -108,8 +114,8 @@ fn run(wg: vec3<u32>) {
             }
         }
         base = base + s.y;
-        if (word * 4u < mask_bytes) {
-            if (params.write_out != 0u) {
+        if (counting && word * 4u < mask_bytes) {
+            if (params.write_out == COUNT_MASKS) {
                 mask[start / 32u + word] = bits;
             }
             for (var b = 0u; b < 4u; b = b + 1u) {
@@ -122,6 +128,9 @@ fn run(wg: vec3<u32>) {
     // The record: per histogram (the W planes, then the mask bytes) a 256-bit bitmap of the
     // symbols present and their counts in symbol order; then the nonzero count. Only the
     // records' bytes leave the device (the host packs them with `ibp_condense.wgsl`).
+    if (!counting) {
+        return;
+    }
     workgroupBarrier();
     let o = job * params.hist_stride;
     var at = 0u;

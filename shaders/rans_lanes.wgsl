@@ -28,6 +28,26 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> lane_out: array<vec2<u32>>;
 @group(0) @binding(7) var<uniform> params: Params;
 
+// (floor(x / f), x mod f), exact, for f in 1..=4096 and x < f * 2^20 (a lane's state after
+// renormalisation). Integer division has no vector instruction on CPUs (llvmpipe splits it
+// into one scalar division per lane) and is slow on GPUs too, so the quotient is estimated
+// in f32 and corrected in integers: x converts with an error under f / 16, the quotient is
+// at most 2^20 and WGSL's division is within 2.5 ulp (1/8 there), so the estimate is off by
+// at most one either way, and one correction each way makes it exact on every device.
+// CPU twin: `twins::rans::div_mod`.
+fn div_mod(x: u32, f: u32) -> vec2<u32> {
+    var q = u32(f32(x) / f32(f));
+    var r = bitcast<i32>(x - q * f);
+    if (r < 0) {
+        q = q - 1u;
+        r = r + i32(f);
+    } else if (r >= i32(f)) {
+        q = q + 1u;
+        r = r - i32(f);
+    }
+    return vec2<u32>(q, u32(r));
+}
+
 fn put_word(p: u32, w: u32) {
     let sh = (p & 1u) * 16u;
     let q = p >> 1u;
@@ -66,7 +86,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             put_word(p, x & 0xffffu);
             x = x >> 16u;
         }
-        x = ((x / f) << PROB_BITS) + (x % f) + c;
+        let qr = div_mod(x, f);
+        x = (qr.x << PROB_BITS) + qr.y + c;
     }
     lane_out[job] = vec2<u32>(x, end - p);
 }

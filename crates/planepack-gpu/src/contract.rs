@@ -112,7 +112,16 @@ pub const SRC_RAW: u32 = 2;
 pub const SRC_DENSE: u32 = 3;
 pub const SRC_NONZERO: u32 = 4;
 pub const SRC_MASK: u32 = 5;
-const RANS_SOURCES: [(&str, u32); 6] = [
+/// What `shaders/rans_count.wgsl` writes besides its records (`RansCountParams::write_out`):
+/// nothing (rotation samples), the zero masks (chunks), or only the nonzero elements of the
+/// chunks whose sparse layout the host planned (no histograms, no records).
+pub const COUNT_RECORDS: u32 = 0;
+pub const COUNT_MASKS: u32 = 1;
+pub const COUNT_NONZERO: u32 = 2;
+const RANS_SOURCES: [(&str, u32); 9] = [
+    ("COUNT_RECORDS", COUNT_RECORDS),
+    ("COUNT_MASKS", COUNT_MASKS),
+    ("COUNT_NONZERO", COUNT_NONZERO),
     ("SRC_LITERAL", SRC_LITERAL),
     ("SRC_WORDS", SRC_WORDS),
     ("SRC_RAW", SRC_RAW),

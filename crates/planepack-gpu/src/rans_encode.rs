@@ -31,8 +31,9 @@
 //! reports how many parts the GPU encoded).
 
 use crate::contract::{
-    RansAssembleParams, RansCountParams, RansLanesParams, LOOP_ITERATIONS_MAX, SRC_DENSE,
-    SRC_LITERAL, SRC_MASK, SRC_NONZERO, SRC_RAW, SRC_WORDS,
+    RansAssembleParams, RansCountParams, RansLanesParams, COUNT_MASKS, COUNT_NONZERO,
+    COUNT_RECORDS, LOOP_ITERATIONS_MAX, SRC_DENSE, SRC_LITERAL, SRC_MASK, SRC_NONZERO, SRC_RAW,
+    SRC_WORDS,
 };
 use crate::shaders::Kernel;
 use crate::{u32_of, within_loop_budget, Gpu, GpuError, KernelConfig, Result};
@@ -279,12 +280,7 @@ impl Gpu {
             }
         };
 
-        // The chunks' counts, the zero mask and the nonzero elements.
-        let nz = self.zeroed_buffer(
-            n.max(1) * 4,
-            "nonzero elements",
-            wgpu::BufferUsages::empty(),
-        )?;
+        // The chunks' counts and zero masks.
         let mask = self.zeroed_buffer(
             (n_chunks * chunk_elems.div_ceil(32)).max(1) * 4,
             "zero masks",
@@ -297,11 +293,24 @@ impl Gpu {
         };
         let jobs = chunk_jobs(geometry, rotate);
         let counts = self
-            .rans_counts(data, &jobs, width, Some((&nz, &mask)), None, cfg, tally)?
+            .rans_counts(data, &jobs, width, Some(&mask), None, cfg, tally)?
             .ok_or_else(|| GpuError::Device("chunk counts refused without a budget".into()))?;
 
-        // 3. Plans, tables and lane jobs; 4. every coded lane.
+        // 3. Plans, tables and lane jobs; the nonzero elements of the chunks whose sparse
+        // layout is coded; 4. every coded lane.
         let lanes = plan_lanes(&counts, geometry, rans.zero_mask);
+        let sparse_jobs: Vec<[u32; 4]> = jobs
+            .iter()
+            .zip(&lanes.chunks)
+            .filter(|(_, c)| c.1.is_some())
+            .map(|(j, _)| *j)
+            .collect();
+        let nz = self.zeroed_buffer(
+            if sparse_jobs.is_empty() { 1 } else { n } * 4,
+            "nonzero elements",
+            wgpu::BufferUsages::empty(),
+        )?;
+        self.rans_nonzero(data, &sparse_jobs, width, &nz, cfg, tally)?;
         let words = self.zeroed_buffer(
             u32_of(lanes.region_end.max(2) * 2, "coded lanes")? as usize,
             "lane words",
@@ -359,7 +368,7 @@ impl Gpu {
         counts
     }
 
-    /// Run `rans_count.wgsl` on `jobs`; `outputs` (nonzero elements, zero masks) for chunks.
+    /// Run `rans_count.wgsl` on `jobs`, writing the zero masks into `mask` for chunks.
     /// The records' lengths come back first, then the records packed
     /// (`ibp_condense.wgsl`); `None` instead where the records would take more than `budget`
     /// bytes.
@@ -369,7 +378,7 @@ impl Gpu {
         data: &wgpu::Buffer,
         jobs: &[[u32; 4]],
         width: usize,
-        outputs: Option<(&wgpu::Buffer, &wgpu::Buffer)>,
+        mask: Option<&wgpu::Buffer>,
         budget: Option<usize>,
         cfg: &KernelConfig,
         tally: &mut Tally,
@@ -378,10 +387,6 @@ impl Gpu {
         if jobs.is_empty() {
             return Ok(Some(vec![]));
         }
-        let wide = wide_counts(jobs);
-        let n_jobs = u32_of(jobs.len(), "chunk count")?;
-        let jobs_buf = self.storage(bytemuck::cast_slice(jobs), "count jobs")?;
-        tally.up += jobs.len() * 16;
         let hist = self.zeroed_buffer(
             jobs.len() * stride * 4,
             "histograms",
@@ -392,39 +397,26 @@ impl Gpu {
             "record lengths",
             wgpu::BufferUsages::COPY_SRC,
         )?;
-        let spare;
-        let (nz, mask) = match outputs {
-            Some(o) => o,
-            None => {
-                spare = self.scratch(4)?;
-                (&spare, &spare)
-            }
+        let spare = self.scratch(4)?;
+        let mode = if mask.is_some() {
+            COUNT_MASKS
+        } else {
+            COUNT_RECORDS
         };
-        let kernel = Kernel::RansCount {
-            width: width as u32,
-        };
-        let pipeline = self.pipeline(kernel, cfg.path)?;
-        let (gx, gy) = self.grid(n_jobs);
-        let p = self.uniform(&RansCountParams {
-            n_jobs,
-            jobs_x: gx,
-            write_out: outputs.is_some() as u32,
-            hist_stride: stride as u32,
-            wide: wide as u32,
-            ..Default::default()
-        });
-        let status = self.status();
-        // (Only the subgroup scan reports into `status`: the workgroup kernel has no such
-        // binding.)
-        let mut buffers = vec![data, &jobs_buf, &hist, nz, mask, &lens, &p];
-        if cfg.path == crate::ScanPath::Subgroup {
-            buffers.push(&status);
-        }
+        let (pass, status) = self.count_pass(
+            data,
+            jobs,
+            width,
+            mode,
+            [&hist, &spare, mask.unwrap_or(&spare), &lens],
+            cfg,
+            tally,
+        )?;
         let size = lens.size();
         let staging = self.readback_buffer(size + 8);
         let clock = std::time::Instant::now();
         let mut enc = self.device.create_command_encoder(&Default::default());
-        self.record_dispatch(&mut enc, &pipeline, &buffers, (gx, gy, 1));
+        pass(&mut enc);
         enc.copy_buffer_to_buffer(&status, 0, &staging, 0, 8);
         enc.copy_buffer_to_buffer(&lens, 0, &staging, 8, size);
         self.queue.submit([enc.finish()]);
@@ -444,22 +436,113 @@ impl Gpu {
         }
         let starts = crate::device::prefix_starts(lens)?;
         if budget.is_some_and(|b| starts[jobs.len()] as usize > b) {
-            tally.time(usize::from(outputs.is_some()), clock);
+            tally.time(usize::from(mask.is_some()), clock);
             tally.down += jobs.len() * 4;
             return Ok(None);
         }
         let packed = self.condense(&hist, &starts, 4 * stride)?;
-        tally.time(usize::from(outputs.is_some()), clock);
+        tally.time(usize::from(mask.is_some()), clock);
         tally.down += jobs.len() * 4 + packed.len();
         jobs.iter()
             .enumerate()
             .map(|(j, job)| {
                 let rec = &packed[starts[j] as usize..starts[j + 1] as usize];
-                Counts::parse(rec, width, job[1] as usize, wide)
+                Counts::parse(rec, width, job[1] as usize, wide_counts(jobs))
                     .ok_or_else(|| GpuError::Device("a malformed rANS count record".into()))
             })
             .collect::<Result<_>>()
             .map(Some)
+    }
+
+    /// `rans_count.wgsl` over `jobs` in `mode` (`COUNT_*`), with `outputs` its histogram
+    /// records, nonzero elements, zero masks and record lengths: the pass, to be recorded into
+    /// a command encoder, and the status buffer it reports into (the subgroup scan's; the
+    /// workgroup kernel has no such binding).
+    #[allow(clippy::too_many_arguments)]
+    fn count_pass<'a>(
+        &'a self,
+        data: &'a wgpu::Buffer,
+        jobs: &[[u32; 4]],
+        width: usize,
+        mode: u32,
+        outputs: [&'a wgpu::Buffer; 4],
+        cfg: &KernelConfig,
+        tally: &mut Tally,
+    ) -> Result<(impl FnOnce(&mut wgpu::CommandEncoder) + 'a, wgpu::Buffer)> {
+        let n_jobs = u32_of(jobs.len(), "chunk count")?;
+        let jobs_buf = self.storage(bytemuck::cast_slice(jobs), "count jobs")?;
+        tally.up += jobs.len() * 16;
+        let pipeline = self.pipeline(
+            Kernel::RansCount {
+                width: width as u32,
+            },
+            cfg.path,
+        )?;
+        let (gx, gy) = self.grid(n_jobs);
+        let p = self.uniform(&RansCountParams {
+            n_jobs,
+            jobs_x: gx,
+            write_out: mode,
+            hist_stride: hist_stride(width) as u32,
+            wide: wide_counts(jobs) as u32,
+            ..Default::default()
+        });
+        let status = self.status();
+        let with_status = (cfg.path == crate::ScanPath::Subgroup).then(|| status.clone());
+        let [hist, nz, mask, lens] = outputs;
+        let pass = move |enc: &mut wgpu::CommandEncoder| {
+            let mut buffers = vec![data, &jobs_buf, hist, nz, mask, lens, &p];
+            if let Some(s) = &with_status {
+                buffers.push(s);
+            }
+            self.record_dispatch(enc, &pipeline, &buffers, (gx, gy, 1));
+        };
+        Ok((pass, status))
+    }
+
+    /// The nonzero elements of the chunks `jobs` (their sparse layouts are coded) into `nz`
+    /// at the chunks' first elements: `rans_count.wgsl` in its `COUNT_NONZERO` pass, timed
+    /// with the counts.
+    fn rans_nonzero(
+        &self,
+        data: &wgpu::Buffer,
+        jobs: &[[u32; 4]],
+        width: usize,
+        nz: &wgpu::Buffer,
+        cfg: &KernelConfig,
+        tally: &mut Tally,
+    ) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let spare = self.scratch(4)?;
+        let (pass, status) = self.count_pass(
+            data,
+            jobs,
+            width,
+            COUNT_NONZERO,
+            [&spare, nz, &spare, &spare],
+            cfg,
+            tally,
+        )?;
+        let staging = self.readback_buffer(8);
+        let clock = std::time::Instant::now();
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        pass(&mut enc);
+        enc.copy_buffer_to_buffer(&status, 0, &staging, 0, 8);
+        self.queue.submit([enc.finish()]);
+        let back = self.map_read_all(&staging);
+        tally.time(1, clock);
+        let flags = u32::from_le_bytes(back[..4].try_into().expect("4 bytes"));
+        if flags != 0 {
+            return Err(GpuError::Corrupt {
+                flags,
+                what: crate::contract::describe_flags(flags),
+                unit: "chunk",
+                at: u32::from_le_bytes(back[4..8].try_into().expect("4 bytes")),
+            });
+        }
+        Ok(())
     }
 
     /// Run `rans_lanes.wgsl`: every lane job's (final state, word count).

@@ -565,9 +565,30 @@ pub mod rans {
                 words[p as usize] = x as u16;
                 x >>= 16;
             }
-            x = ((x / f) << PROB_BITS) + (x % f) + c;
+            let [q, r] = div_mod(x, f);
+            x = (q << PROB_BITS) + r + c;
         }
         [x, region_end - p]
+    }
+
+    /// `div_mod` of `rans_lanes.wgsl`: `(x / f, x % f)` from an f32 estimate corrected by one
+    /// either way, exact for f in 1..=4096 and x < f * 2^20.
+    pub fn div_mod(x: u32, f: u32) -> [u32; 2] {
+        div_mod_from(x, f, x as f32 / f as f32)
+    }
+
+    /// [`div_mod`] from a quotient estimate `y` (what a device's f32 division returned).
+    pub fn div_mod_from(x: u32, f: u32, y: f32) -> [u32; 2] {
+        let mut q = y as u32;
+        let mut r = x.wrapping_sub(q.wrapping_mul(f)) as i32;
+        if r < 0 {
+            q -= 1;
+            r += f as i32;
+        } else if r >= f as i32 {
+            q += 1;
+            r -= f as i32;
+        }
+        [q, r as u32]
     }
 
     /// The tensor, its nonzero elements (rotated) and zero masks, as the kernels read them.

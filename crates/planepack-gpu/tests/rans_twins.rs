@@ -81,3 +81,37 @@ fn the_twin_pipeline_writes_the_cpu_bytes_on_large_counts() {
         );
     }
 }
+
+/// The lane coder's division (`div_mod` in rans_lanes.wgsl, an f32 estimate corrected in
+/// integers) is exact over its whole domain, f in 1..=4096 and x < f * 2^20, even where the
+/// device's f32 division is off by the 2.5 ulp WGSL allows (here: 3 ulp either way): at every
+/// quotient's edges (q f - 1, q f, q f + 1) for quotients spread over [0, 2^20], for every f.
+#[test]
+fn the_lane_coders_division_is_exact_for_every_frequency() {
+    use planepack_gpu::twins::rans::{div_mod, div_mod_from};
+    let ulps = |y: f32, d: i32| f32::from_bits((y.to_bits() as i32 + d) as u32);
+    for f in 1u32..=4096 {
+        let top = (((f as u64) << 20) - 1) as u32;
+        let mut xs = vec![0, 1, top, top - 1];
+        for q in (0u32..=1 << 20)
+            .step_by(4093)
+            .chain([(1 << 20) - 1, 1 << 19])
+        {
+            let base = q as u64 * f as u64;
+            for x in [base.wrapping_sub(1), base, base + 1] {
+                if x <= top as u64 {
+                    xs.push(x as u32);
+                }
+            }
+        }
+        for x in xs {
+            let want = [x / f, x % f];
+            assert_eq!(div_mod(x, f), want, "x {x} f {f}");
+            let y = x as f32 / f as f32;
+            for d in [-3, 3] {
+                let y = ulps(y, d).max(0.0);
+                assert_eq!(div_mod_from(x, f, y), want, "x {x} f {f} {d} ulp");
+            }
+        }
+    }
+}
