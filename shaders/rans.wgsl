@@ -14,7 +14,11 @@
 // 3. each lane is decoded by its own invocation, 128 symbols at a time into workgroup memory
 //    (`stage`, four of a lane's symbols to a word, so no two invocations write one word), from
 //    where all invocations gather whole words of the plane into this chunk's region of
-//    `scratch`;
+//    `scratch`
+//
+// (a version-4 context plane, plane 1 of a dense or sparse chunk, has no table of its own:
+// each symbol's table is the stream's context table of its element's plane-0 byte, read from
+// `chunk_off` after the chunk offsets; plane 0 is already in scratch);
 //
 // then the chunk's elements are rebuilt from the planes (in a sparse chunk, a prefix sum over
 // the mask's popcounts gives each run of 32 elements its first nonzero element), rotated back
@@ -49,6 +53,9 @@ struct Params {
     // its length; 0 when a row map follows (the output is then the body only).
     tail: u32,
     tail_len: u32,
+    // Version 4: the context tables' first word in `chunk_off` (0: none; planepack-gpu's
+    // rans.rs lays them out).
+    ctx_at: u32,
 }
 
 @group(0) @binding(0) var<storage, read> stream: array<u32>;
@@ -137,10 +144,32 @@ fn low_bytes(v: u32, n: u32) -> u32 {
 // One decoding step of a lane with state `x` whose next word is at stream byte `p`: returns
 // the symbol (the format's decoding rule, docs/format-rans.md "Lanes").
 fn step(x: ptr<function, u32>, p: ptr<function, u32>) -> u32 {
+    let sl = *x & 4095u;
+    let sym = (slots[sl >> 2u] >> ((sl & 3u) * 8u)) & 0xffu;
+    return advance(x, p, sym, fc[sym]);
+}
+
+// No context plane may follow (`plane`'s `top`).
+const NO_CONTEXT: u32 = 0xffffffffu;
+
+// The stream's context table of an element whose plane-0 byte is `e` (CTX_ABSENT: none).
+fn context_table(e: u32) -> u32 {
+    return (chunk_off[params.ctx_at + e / 4u] >> ((e % 4u) * 8u)) & 0xffu;
+}
+
+// `step` with the stream's context table `t` (a version-4 context plane).
+fn step_in(x: ptr<function, u32>, p: ptr<function, u32>, t: u32) -> u32 {
+    let base = params.ctx_at + CTX_INDEX_WORDS + t * CTX_TABLE_WORDS;
+    let sl = *x & 4095u;
+    let sym = (chunk_off[base + (sl >> 2u)] >> ((sl & 3u) * 8u)) & 0xffu;
+    return advance(x, p, sym, chunk_off[base + 1024u + sym]);
+}
+
+// The state after symbol `sym` of slot `x mod 4096` with `e` = its frequency | cumulative <<
+// 16, and the lane's next word read if the state fell below L.
+fn advance(x: ptr<function, u32>, p: ptr<function, u32>, sym: u32, e: u32) -> u32 {
     let xi = *x;
     let sl = xi & 4095u;
-    let sym = (slots[sl >> 2u] >> ((sl & 3u) * 8u)) & 0xffu;
-    let e = fc[sym];
     var y = (e & 0xffffu) * (xi >> 12u) + sl - (e >> 16u);
     if (y < L) {
         // The lane's next u16 (any byte alignment; one load unless it straddles a word).
@@ -159,8 +188,10 @@ fn step(x: ptr<function, u32>, p: ptr<function, u32>) -> u32 {
 
 // Decode the plane of `m` symbols at stream byte `at` into scratch bytes [dst, dst + m) (dst
 // a multiple of 4). Returns the byte after the plane. Called by every invocation, with the
-// same arguments.
-fn plane(at: u32, m: u32, dst: u32) -> u32 {
+// same arguments. `top`: where plane 0 of the same elements is in scratch if this plane may
+// be a context plane (plane 1 of a version-4 stream's dense or sparse chunk), else
+// NO_CONTEXT.
+fn plane(at: u32, m: u32, dst: u32, top: u32) -> u32 {
     need(at, 1u);
     let kind = byte_at(at);
     let words = (m + 3u) / 4u;
@@ -180,10 +211,24 @@ fn plane(at: u32, m: u32, dst: u32) -> u32 {
         }
         return at + 2u;
     }
-    if (kind != PLANE_RANS) {
+    let contexts = kind == PLANE_CONTEXT && top != NO_CONTEXT && params.ctx_at != 0u;
+    if (kind != PLANE_RANS && !contexts) {
         err = err | ERR_TAG;
         return cend;
     }
+    var lh = at + 1u;
+    if (contexts) {
+        // Plane 0, written by every invocation, is read below by the lanes.
+        storageBarrier();
+    } else {
+        lh = plane_table(at);
+    }
+    return plane_lanes(lh, m, dst, top, contexts);
+}
+
+// A rANS plane's frequency table at stream byte `at` (its kind byte) into the workgroup's
+// decode table (`slots`, `fc`); returns the byte after it.
+fn plane_table(at: u32) -> u32 {
     // The table: P symbols, listed or as a 256-bit map, then P u16 frequencies.
     need(at + 1u, 1u);
     let p = byte_at(at + 1u) + 1u;
@@ -285,8 +330,14 @@ fn plane(at: u32, m: u32, dst: u32) -> u32 {
         }
         slots[(x0 + j) / 4u] = w;
     }
-    // The lanes: count, states, word counts, then the words.
-    let lh = freq_at + 2u * p;
+    return freq_at + 2u * p;
+}
+
+// The lanes of a plane of `m` symbols from stream byte `lh` (count, states, word counts,
+// then the words) into scratch bytes [dst, dst + m), decoded with the workgroup's table or,
+// for a context plane, each symbol with its element's context table (plane 0 at `top`).
+// Returns the byte after the plane.
+fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool) -> u32 {
     need(lh, 1u);
     let k = byte_at(lh);
     if (k == 0u || k > MAX_LANES) {
@@ -331,8 +382,20 @@ fn plane(at: u32, m: u32, dst: u32) -> u32 {
                 for (var t = 0u; t < 32u; t = t + 1u) {
                     var w = 0u;
                     for (var b = 0u; b < 4u; b = b + 1u) {
-                        if (full || (rb + 4u * t + b) * k + slot < m) {
-                            w = w | (step(&x, &pp) << (8u * b));
+                        let i = (rb + 4u * t + b) * k + slot;
+                        if (full || i < m) {
+                            var s = 0u;
+                            if (contexts) {
+                                var tb = context_table(sbyte(top + i));
+                                if (tb == CTX_ABSENT) {
+                                    err = err | ERR_VALUE;
+                                    tb = 0u;
+                                }
+                                s = step_in(&x, &pp, tb);
+                            } else {
+                                s = step(&x, &pp);
+                            }
+                            w = w | (s << (8u * b));
                         }
                     }
                     stage[slot * 32u + t] = w;
@@ -552,7 +615,7 @@ fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
     }
     for (var p = 1u; p < W; p = p + 1u) {
         if (at < cend) {
-            at = plane(at, lits, p * K);
+            at = plane(at, lits, p * K, NO_CONTEXT);
         } else {
             err = err | ERR_OVERRUN;
         }
@@ -698,7 +761,7 @@ fn scaled(at0: u32, n: u32, K: u32) -> u32 {
     var at = at0 + 1u;
     for (var p = 0u; p < 5u; p = p + 1u) {
         if (at < cend) {
-            at = plane(at, select(nb, n, p == 4u), select(p * qs, K, p == 4u));
+            at = plane(at, select(nb, n, p == 4u), select(p * qs, K, p == 4u), NO_CONTEXT);
         } else {
             err = err | ERR_OVERRUN;
         }
@@ -778,13 +841,13 @@ fn run(wg: vec3<u32>) {
                 err = err | ERR_VALUE;
                 z = n;
             }
-            at = plane(at, (n + 7u) / 8u, params.mask_at);
+            at = plane(at, (n + 7u) / 8u, params.mask_at, NO_CONTEXT);
         }
         for (var p = 0u; p < W; p = p + 1u) {
             // (Past an error `plane` returns the chunk's end; a chunk that ends before its
             // last plane is short, not complete.)
             if (at < cend) {
-                at = plane(at, z, p * K);
+                at = plane(at, z, p * K, select(NO_CONTEXT, 0u, p == 1u));
             } else {
                 err = err | ERR_OVERRUN;
             }

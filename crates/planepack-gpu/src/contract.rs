@@ -134,9 +134,10 @@ const RANS_SOURCES: [(&str, u32); 9] = [
 /// kinds, lane and table limits, the modelled chunk's alphabet and tables, and the
 /// block-scaled chunk's block sizes.
 fn rans_constants() -> String {
+    use planepack_rans::internals::contexts as cx;
     use planepack_rans::internals::modelled as m;
     use planepack_rans::internals::scaled as sc;
-    let consts: [(&str, u32); 25] = [
+    let consts: [(&str, u32); 29] = [
         ("CHUNK_RAW", planepack_rans::CHUNK_RAW as u32),
         ("CHUNK_DENSE", planepack_rans::CHUNK_DENSE as u32),
         ("CHUNK_SPARSE", planepack_rans::CHUNK_SPARSE as u32),
@@ -165,6 +166,10 @@ fn rans_constants() -> String {
         ("SYM_DICT", m::SYM_DICT as u32),
         ("SYM_LITERAL", m::SYM_LITERAL as u32),
         ("MODEL_TABLE_WORDS", crate::rans::MODEL_TABLE_WORDS),
+        ("PLANE_CONTEXT", cx::PLANE_CONTEXT as u32),
+        ("CTX_ABSENT", cx::ABSENT as u32),
+        ("CTX_INDEX_WORDS", crate::rans::CTX_INDEX_WORDS),
+        ("CTX_TABLE_WORDS", crate::rans::CTX_TABLE_WORDS),
     ];
     let mut s: String = consts
         .iter()
@@ -242,7 +247,10 @@ kernel_params! {
         /// Word offset of a modelled chunk's context tables in its scratch region.
         model_at,
         rotate, tail, tail_len,
-    } pad 2
+        /// Version 4: where the stream's plane-1 context tables start in `chunk_off` (after
+        /// the chunk offsets, in words); 0 when it has none.
+        ctx_at,
+    } pad 1
 }
 
 kernel_params! {

@@ -12,6 +12,34 @@ use crate::{u32_of, Gpu, KernelConfig, Result};
 pub const MODEL_TABLE_WORDS: u32 = planepack_rans::internals::modelled::CONTEXTS as u32
     * (1 + planepack_rans::internals::modelled::SYMBOLS as u32);
 
+/// A version-4 stream's context tables as the kernel reads them, after the chunk offsets:
+/// first `CTX_INDEX_WORDS` words of table indices (byte `e`: the table of a plane-0 byte `e`,
+/// `ABSENT` where its context has none), then per table `CTX_TABLE_WORDS` words: the 4096
+/// slots' symbols (four to a word) and each symbol's `freq | cum << 16`.
+pub const CTX_INDEX_WORDS: u32 = 64;
+pub const CTX_TABLE_WORDS: u32 = 1024 + 256;
+
+/// [`CTX_INDEX_WORDS`] and the tables' words for `t`.
+fn context_words(t: &planepack_rans::internals::contexts::ContextTables) -> Vec<u32> {
+    let dec = t.decoder();
+    let mut w: Vec<u32> = dec
+        .table_of
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    for table in t.tables.iter().flatten() {
+        let mut slots = Vec::new();
+        table.decode_slots(&mut slots);
+        w.extend(slots.chunks_exact(4).map(|q| {
+            q.iter()
+                .enumerate()
+                .fold(0u32, |acc, (i, &e)| acc | (e & 0xff) << (8 * i))
+        }));
+        w.extend((0..256).map(|s| table.freq[s] as u32 | (table.cum[s] as u32) << 16));
+    }
+    w
+}
+
 /// The longest modelled lane the kernel takes: an invocation decodes a lane element by element
 /// in one loop, and llvmpipe ends every loop of an invocation after 65535 iterations in all (its
 /// loop limiter), so longer lanes (only in chunks over 64 KiB, `G` > 16) are decoded on the
@@ -65,6 +93,15 @@ impl Gpu {
             .collect::<Result<_>>()?;
         let end = spans.last().map_or(0, |&(o, l)| o + l);
         offsets.push(u32_of(end, "stream")?);
+        // Version 4: the context tables after the offsets (`ctx_at` > 0 says they are there).
+        let ctx_at = match &h.contexts {
+            Some(t) => {
+                let at = u32_of(offsets.len(), "chunk count")?;
+                offsets.extend(context_words(t));
+                at
+            }
+            None => 0,
+        };
         // Scratch per chunk: W planes of K bytes, then the mask plane, then (in a stream with
         // modelled chunks) the context tables.
         let mask_at = width * k;
@@ -93,6 +130,7 @@ impl Gpu {
             rotate: u32::from(h.rotate && h.width > 1),
             tail: u32::from_le_bytes(tail),
             tail_len: tail_len as u32,
+            ctx_at,
             ..Default::default()
         });
         let status = self.status();

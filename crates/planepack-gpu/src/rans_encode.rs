@@ -24,9 +24,10 @@
 //! 5. `rans_assemble.wgsl`: the stream, each output word from its segment.
 //!
 //! Left for later (the format supports them, this encoder does not write them): the modelled
-//! chunk (version 2), the block-scaled chunk (version 3) and the row map. Their plans read more
-//! than histograms (element classes, block factoring, row hashes); streams from this encoder
-//! are version 1, and equal the CPU's at `modelled: false, scaled: false` (a container records
+//! chunk (version 2), the block-scaled chunk (version 3), the context planes (version 4) and the
+//! row map. Their plans read more than per-chunk histograms (element classes, block factoring,
+//! the tensor's plane-1 counts per context, row hashes); streams from this encoder are version
+//! 1, and equal the CPU's at `modelled: false, scaled: false, contexts: false` (a container records
 //! such a part as `rans`, which every rANS decoder reads; `planepack compress --device gpu`
 //! reports how many parts the GPU encoded).
 
@@ -46,7 +47,7 @@ use planepack_rans::internals::plan::{
 use planepack_rans::Rans;
 
 /// The settings the GPU encoder writes: the default's, without the modelled and block-scaled
-/// chunks and the row map (see the module docs).
+/// chunks, the context planes and the row map (see the module docs).
 pub const GPU_RANS: Rans = Rans {
     chunk_log2: planepack_rans::DEFAULT_CHUNK_LOG2,
     zero_mask: true,
@@ -54,6 +55,7 @@ pub const GPU_RANS: Rans = Rans {
     rows: false,
     modelled: false,
     scaled: false,
+    contexts: false,
 };
 
 /// A stream encoded on the device, with what crossed the link for it.

@@ -375,6 +375,65 @@ fn scaled_chunks_decode_and_fail_like_the_cpu() {
     });
 }
 
+/// Context planes (version 4: plane 1 coded with the element's exponent as context, tables
+/// stored once per stream) in dense and sparse chunks, BF16 and FP32, 4 KiB and 64 KiB chunks,
+/// with a tail, on both scan paths; damaged ones (the section, the planes) agree with the CPU.
+#[test]
+fn context_planes_decode_and_fail_like_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let v4 = planepack_rans::internals::contexts::VERSION_CONTEXT;
+    let mut cases: Vec<(Vec<u8>, ElemType, Rans, Vec<u8>)> = Vec::new();
+    for (elem, width, zeros) in [
+        (ElemType::BF16, 2, 0),
+        (ElemType::BF16, 2, 3),
+        (ElemType::F32, 4, 0),
+    ] {
+        let mut data = planepack_testkit::exponent_dependent_floats(
+            (1 << 20) / width + 77,
+            width,
+            zeros,
+            width as u64 + zeros as u64,
+        );
+        data.push(0x5a);
+        for chunk_log2 in [12u8, 16] {
+            let c = Rans {
+                chunk_log2,
+                ..Rans::default()
+            };
+            let s = c.encode_to_vec(&data, elem).unwrap();
+            assert_eq!(s[4], v4, "{elem} zeros 1/{zeros}");
+            cases.push((data.clone(), elem, c, s));
+        }
+    }
+    let mut rng = Rng(77);
+    on_each_path(g, |d| {
+        let p = d.cfg.path;
+        for (data, elem, c, s) in &cases {
+            let got = d
+                .decode_rans(s)
+                .unwrap_or_else(|e| panic!("{p:?} {elem} {c:?}: {e}"));
+            assert!(got == *data, "{p:?} context planes {elem} {c:?}");
+        }
+        let (_, _, c, s) = &cases[1];
+        damaged_rans_agree(d, c, s, &mut rng, "context planes");
+        // Bytes of the section (E0, the table set, the tables) and of the first chunk's
+        // planes set to other values: both decoders refuse, or decode the same bytes.
+        for _ in 0..48 {
+            let at = 16 + rng.below(4096) as usize;
+            for v in [0u8, 3, 0xff] {
+                let mut bad = s.clone();
+                bad[at] = v;
+                agree(
+                    c,
+                    &bad,
+                    |x| d.decode_rans(x),
+                    &format!("{p:?} context byte {at}={v}"),
+                );
+            }
+        }
+    });
+}
+
 /// A chunk that ends exactly where one of its planes would start is short, not complete: the
 /// CPU refuses it, and so must the GPU (it once skipped the missing planes).
 #[test]

@@ -384,6 +384,7 @@ fn rans_encoder_refuses_what_it_cannot_do() {
         planepack_rans::Rans::default(),
         planepack_rans::Rans {
             scaled: true,
+            contexts: false,
             ..planepack_gpu::GPU_RANS
         },
         planepack_rans::Rans {

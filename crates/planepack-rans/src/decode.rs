@@ -2,6 +2,7 @@
 //! parallel; then the row map places the repeated rows.
 
 use super::*;
+use crate::contexts::{ContextDecoder, ContextTables, PLANE_CONTEXT};
 
 /// Per-thread decoder scratch.
 #[derive(Default)]
@@ -13,15 +14,28 @@ pub(crate) struct DecScratch {
     pub(crate) nonzero: Vec<u8>,
     /// Decode table and lane words.
     pub(crate) lanes: (Vec<u32>, Vec<u16>),
+    /// A context plane's table per symbol.
+    pub(crate) sel: Vec<u8>,
 }
 
-/// Read a plane of `n` symbols at `at` into `dst`; returns the offset after it.
+/// What a plane 1 may be coded with (version 4): the stream's context tables, the plane-0
+/// symbols of the same elements, and scratch for each symbol's table.
+pub(crate) struct PlaneContext<'a> {
+    pub dec: &'a ContextDecoder,
+    pub top: &'a [u8],
+    pub sel: &'a mut Vec<u8>,
+}
+
+/// Read a plane of `n` symbols at `at` into `dst`; returns the offset after it. A context
+/// plane is taken only where `ctx` is given (plane 1 of a version-4 stream's dense or sparse
+/// chunk).
 pub(crate) fn get_plane(
     chunk: &[u8],
     at: usize,
     n: usize,
     s: &mut (Vec<u32>, Vec<u16>),
     dst: &mut Vec<u8>,
+    ctx: Option<PlaneContext>,
 ) -> Result<usize> {
     dst.clear();
     dst.resize(n, 0);
@@ -39,9 +53,12 @@ pub(crate) fn get_plane(
         PLANE_RANS => {
             let (table, pos) = Table::read(chunk, at + 1)?;
             table.decode_slots(&mut s.0);
-            let slots: &[u32; model::PROB_SCALE as usize] =
-                s.0.as_slice().try_into().expect("4096 slots");
-            lanes::decode(chunk, pos, slots, &mut s.1, dst)
+            lanes::decode(chunk, pos, &s.0, None, &mut s.1, dst)
+        }
+        PLANE_CONTEXT if ctx.is_some() => {
+            let c = ctx.expect("checked");
+            c.dec.select(&c.top[..n], c.sel)?;
+            lanes::decode(chunk, at + 1, &c.dec.slots, Some(c.sel), &mut s.1, dst)
         }
         k => Err(Error::corrupt_at(format!("plane kind {k}"), at)),
     }
@@ -49,7 +66,8 @@ pub(crate) fn get_plane(
 
 /// Read `width` planes of `n` symbols each from `at` and join them into `out` (`n` elements,
 /// rotated back if `rotate`): a dense chunk's body, a sparse chunk's nonzero elements, a
-/// scaled chunk's scales. Returns the offset after the planes.
+/// scaled chunk's scales. With `ctx` (a version-4 stream's tables and scratch), plane 1 may be
+/// a context plane. Returns the offset after the planes.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn get_joined(
     chunk: &[u8],
@@ -59,20 +77,32 @@ pub(crate) fn get_joined(
     rotate: bool,
     planes: &mut Vec<Vec<u8>>,
     lanes: &mut (Vec<u32>, Vec<u16>),
+    mut ctx: Option<(&ContextDecoder, &mut Vec<u8>)>,
     out: &mut [u8],
 ) -> Result<usize> {
     planes.resize_with(width, Vec::new);
-    for p in planes.iter_mut() {
-        at = get_plane(chunk, at, n, lanes, p)?;
+    for j in 0..width {
+        let (done, rest) = planes.split_at_mut(j);
+        let plane_ctx = match (&mut ctx, j) {
+            (Some((dec, sel)), 1) => Some(PlaneContext {
+                dec,
+                top: &done[0],
+                sel,
+            }),
+            _ => None,
+        };
+        at = get_plane(chunk, at, n, lanes, &mut rest[0], plane_ctx)?;
     }
     join_all(planes, width, rotate, out);
     Ok(at)
 }
 
-/// Decode one chunk payload into `out` (whole elements).
+/// Decode one chunk payload into `out` (whole elements); `ctx` is the stream's context
+/// tables (version 4).
 pub(crate) fn decode_chunk(
     chunk: &[u8],
     h: &Header,
+    ctx: Option<&ContextDecoder>,
     s: &mut DecScratch,
     out: &mut [u8],
 ) -> Result<()> {
@@ -92,6 +122,7 @@ pub(crate) fn decode_chunk(
             h.rotate,
             &mut s.planes,
             &mut s.lanes,
+            ctx.map(|c| (c, &mut s.sel)),
             out,
         )?,
         CHUNK_SPARSE => {
@@ -103,7 +134,7 @@ pub(crate) fn decode_chunk(
                     1,
                 ));
             }
-            let mut at = get_plane(chunk, 5, n.div_ceil(8), &mut s.lanes, &mut s.mask)?;
+            let mut at = get_plane(chunk, 5, n.div_ceil(8), &mut s.lanes, &mut s.mask, None)?;
             let ones: usize = s.mask.iter().map(|b| b.count_ones() as usize).sum();
             let pad_ok = n.is_multiple_of(8) || s.mask.last().is_none_or(|&b| b >> (n % 8) == 0);
             if ones != nnz || !pad_ok {
@@ -121,6 +152,7 @@ pub(crate) fn decode_chunk(
                 h.rotate,
                 &mut s.planes,
                 &mut s.lanes,
+                ctx.map(|c| (c, &mut s.sel)),
                 &mut s.nonzero,
             )?;
             expand(&s.nonzero, &s.mask, h.width, out);
@@ -156,8 +188,9 @@ impl Rans {
         // The originals' rows are decoded to the front, then moved to their places.
         let elems = &mut out[..body];
         let chunk_bytes = h.chunk_elements() * h.width;
+        let ctx = h.contexts.as_ref().map(ContextTables::decoder);
         let work = |(span, o): (&(usize, usize), &mut [u8]), s: &mut DecScratch| {
-            decode_chunk(&compressed[span.0..span.0 + span.1], &h, s, o)
+            decode_chunk(&compressed[span.0..span.0 + span.1], &h, ctx.as_ref(), s, o)
         };
         if parallel {
             spans

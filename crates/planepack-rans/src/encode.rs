@@ -2,6 +2,7 @@
 //! sparse or modelled, each plane raw, constant or rANS) and coded, chunks in parallel.
 
 use super::*;
+use crate::contexts::{ContextEncoder, PLANE_CONTEXT, VERSION_CONTEXT};
 
 /// Samples [`rotation_pays`] takes, evenly spaced over the tensor, and their size: 32 KiB in
 /// all, enough for order-0 statistics and a small cost next to coding the tensor.
@@ -89,11 +90,14 @@ pub(crate) struct EncScratch {
     sparse: Vec<u8>,
     mask: Vec<u8>,
     nonzero: Vec<u8>,
+    /// A context plane's contexts, and the chunk's plane-1 histograms per context.
+    sel: Vec<u8>,
+    context_counts: Vec<[u32; 256]>,
 }
 
 /// What the encoder decided once for the whole tensor, with which it codes every chunk.
 #[derive(Clone, Copy)]
-pub(crate) struct TensorPlan {
+pub(crate) struct TensorPlan<'a> {
     /// Element width in bytes.
     pub width: usize,
     /// Sign rotated to the bottom (the stream's flag `R`).
@@ -104,6 +108,8 @@ pub(crate) struct TensorPlan {
     pub try_modelled: bool,
     /// Whether chunks try the block-scaled form (FP32 only).
     pub try_scaled: bool,
+    /// The stream's context tables, where plane 1 may be a context plane.
+    pub contexts: Option<&'a ContextEncoder>,
 }
 
 /// One parallel task's chunks: their bytes, each chunk's length, the stream version they need.
@@ -117,6 +123,8 @@ pub enum PlanePlan {
     Const(u8),
     Raw,
     Rans(Table),
+    /// Plane 1 coded with the stream's context tables (version 4; the CPU encoder only).
+    Context,
 }
 
 /// A plane's kind and its estimated size in bytes (exact for raw and constant planes; for a
@@ -182,6 +190,11 @@ pub struct ChunkPlan {
     pub layouts: Layouts,
     /// The smaller of the two layouts' estimated sizes in bytes.
     pub estimate: f64,
+    /// [`ChunkPlan::estimate`] without context planes: what the scaled and modelled forms
+    /// are weighed against (their own estimates are of forms without contexts, and the
+    /// modelled one runs a few percent above what it codes to, so a context plane's saving
+    /// must not tip a chunk from modelled to planes).
+    pub plain_estimate: f64,
 }
 
 impl ChunkPlan {
@@ -190,7 +203,30 @@ impl ChunkPlan {
     /// element is a zero byte in every plane, so the nonzero elements' planes are the dense
     /// ones less `zeros` zero bytes). The CPU and GPU encoders both plan by this function.
     pub fn from_counts(dense: &[[u32; 256]], sparse: Option<(&[u32; 256], usize)>) -> ChunkPlan {
-        let (dense_plans, sizes): (Vec<_>, Vec<f64>) = dense.iter().map(plan_plane_counts).unzip();
+        ChunkPlan::from_counts_with(dense, sparse, None)
+    }
+
+    /// [`ChunkPlan::from_counts`], with plane 1 a context plane in a layout where its
+    /// estimated size (`plane1_context`: dense, sparse) is below its own table's.
+    pub(crate) fn from_counts_with(
+        dense: &[[u32; 256]],
+        sparse: Option<(&[u32; 256], usize)>,
+        plane1_context: Option<[f64; 2]>,
+    ) -> ChunkPlan {
+        let with_context = |mut plans: Vec<(PlanePlan, f64)>, at: usize, size: Option<f64>| {
+            if let (Some(p), Some(size)) = (plans.get_mut(at), size) {
+                if size < p.1 {
+                    *p = (PlanePlan::Context, size);
+                }
+            }
+            plans
+        };
+        let dense_plans = with_context(
+            dense.iter().map(plan_plane_counts).collect(),
+            1,
+            plane1_context.map(|c| c[0]),
+        );
+        let (dense_plans, sizes): (Vec<_>, Vec<f64>) = dense_plans.into_iter().unzip();
         let dense_estimate = 1.0 + sizes.iter().sum::<f64>();
         let Some((mask, zeros)) = sparse else {
             return ChunkPlan {
@@ -198,6 +234,7 @@ impl ChunkPlan {
                 sparse: None,
                 layouts: Layouts::Dense,
                 estimate: dense_estimate,
+                plain_estimate: dense_estimate,
             };
         };
         let mut plans = vec![plan_plane_counts(mask)];
@@ -206,6 +243,7 @@ impl ChunkPlan {
             c[0] -= zeros as u32;
             plans.push(plan_plane_counts(&c));
         }
+        let plans = with_context(plans, 2, plane1_context.map(|c| c[1]));
         let sparse_estimate = 5.0 + plans.iter().map(|p| p.1).sum::<f64>();
         // Code only the layout the estimates favour, unless they are too close to call: the
         // estimates are within a few bytes a lane.
@@ -222,22 +260,39 @@ impl ChunkPlan {
             sparse: Some(plans.into_iter().map(|p| p.0).collect()),
             layouts,
             estimate: dense_estimate.min(sparse_estimate),
+            plain_estimate: dense_estimate.min(sparse_estimate),
         }
     }
 }
 
-/// Append plane `symbols` as planned (raw after all if coding it came out no smaller).
+/// Append plane `symbols` as planned (raw after all if coding it came out no smaller); a
+/// context plane's contexts come from `ctx` (the tables, the plane-0 symbols of the same
+/// elements, scratch). Returns whether it was written as a context plane.
 pub(crate) fn put_plane(
     symbols: &[u8],
     plan: &PlanePlan,
+    ctx: Option<(&ContextEncoder, &[u8], &mut Vec<u8>)>,
     enc: &mut lanes::Encoder,
     out: &mut Vec<u8>,
-) -> Result<()> {
+) -> Result<bool> {
     match plan {
+        PlanePlan::Context => {
+            let (c, top, sel) = ctx.expect("a context plane is planned only with its tables");
+            sel.clear();
+            sel.extend(top.iter().map(|&e| c.context_of[e as usize]));
+            let tables: Vec<Option<&Table>> = c.tables.tables.iter().map(Option::as_ref).collect();
+            let start = out.len();
+            out.push(PLANE_CONTEXT);
+            enc.encode_selected(&tables, sel, symbols, out)?;
+            if coded_plane_kept(out.len() - start, symbols.len()) {
+                return Ok(true);
+            }
+            out.truncate(start);
+        }
         PlanePlan::Const(v) => {
             out.push(PLANE_CONST);
             out.push(*v);
-            return Ok(());
+            return Ok(false);
         }
         PlanePlan::Rans(table) => {
             let start = out.len();
@@ -245,7 +300,7 @@ pub(crate) fn put_plane(
             table.write(out);
             enc.encode(table, symbols, out)?;
             if coded_plane_kept(out.len() - start, symbols.len()) {
-                return Ok(());
+                return Ok(false);
             }
             out.truncate(start);
         }
@@ -253,20 +308,32 @@ pub(crate) fn put_plane(
     }
     out.push(PLANE_RAW);
     out.extend_from_slice(symbols);
-    Ok(())
+    Ok(false)
 }
 
-/// Append `planes` to `out`, each as planned.
+/// Append `planes` to `out`, each as planned (a context plane's contexts from the plane
+/// before it, its elements' plane 0). Returns whether a context plane was written.
 pub(crate) fn put_planes(
     planes: &[&[u8]],
     plans: &[PlanePlan],
+    ctx: Option<(&ContextEncoder, &mut Vec<u8>)>,
     enc: &mut lanes::Encoder,
     out: &mut Vec<u8>,
-) -> Result<()> {
-    for (p, plan) in planes.iter().zip(plans) {
-        put_plane(p, plan, enc, out)?;
+) -> Result<bool> {
+    let mut any = false;
+    let (tables, sel) = match ctx {
+        Some((t, s)) => (Some(t), Some(s)),
+        None => (None, None),
+    };
+    let mut sel = sel;
+    for (j, (p, plan)) in planes.iter().zip(plans).enumerate() {
+        let c = match (tables, &mut sel) {
+            (Some(t), Some(s)) if j > 0 => Some((t, planes[j - 1], &mut **s)),
+            _ => None,
+        };
+        any |= put_plane(p, plan, c, enc, out)?;
     }
-    Ok(())
+    Ok(any)
 }
 
 impl Rans {
@@ -334,6 +401,7 @@ impl Rans {
             row,
             try_modelled,
             try_scaled,
+            contexts,
         } = plan;
         // A chunk whose every block factors (which the first block decides on nearly every
         // other tensor, at once) is scaled where that is smaller than its planes: it decodes
@@ -344,13 +412,12 @@ impl Rans {
             None
         };
         if scaled.is_none() && !try_modelled {
-            self.encode_chunk_planes(elems, width, rotate, s, out)?;
-            return Ok(1);
+            return self.encode_chunk_planes(elems, width, rotate, contexts, s, out);
         }
         // The planes' plan, once, for whichever of the two forms is tried and for writing the
         // planes if neither wins (the scaled and modelled trials keep to their own scratch).
-        let planes = self.plan_chunk_planes(elems, width, rotate, s);
-        let best_plane_estimate = planes.estimate;
+        let planes = self.plan_chunk_planes(elems, width, rotate, contexts, s);
+        let best_plane_estimate = planes.plain_estimate;
         if let Some(scaled) = scaled.filter(|p| p.estimate < best_plane_estimate) {
             let start = out.len();
             scaled::encode(&scaled, &s.scaled, &mut s.lanes, out)?;
@@ -362,8 +429,7 @@ impl Rans {
             out.truncate(start);
         }
         if !try_modelled {
-            self.write_chunk_planes(elems, width, rotate, planes, s, out)?;
-            return Ok(1);
+            return self.write_chunk_planes(elems, width, rotate, planes, contexts, s, out);
         }
         let (estimate, tables, plans) = modelled::plan(elems, width, rotate, row, &mut s.modelled);
         // Modelled only where it saves at least MODELLED_MIN_GAIN: it decodes at about half
@@ -381,8 +447,7 @@ impl Rans {
             )?;
             return Ok(VERSION_MODELLED);
         }
-        self.write_chunk_planes(elems, width, rotate, planes, s, out)?;
-        Ok(1)
+        self.write_chunk_planes(elems, width, rotate, planes, contexts, s, out)
     }
 
     /// Plan the chunk as byte planes (its dense planes split into `s.planes`; where the
@@ -393,6 +458,7 @@ impl Rans {
         elems: &[u8],
         width: usize,
         rotate: bool,
+        contexts: Option<&ContextEncoder>,
         s: &mut EncScratch,
     ) -> ChunkPlan {
         s.planes.resize_with(width, Vec::new);
@@ -400,13 +466,37 @@ impl Rans {
         let dense: Vec<[u32; 256]> = s.planes.iter().map(|p| histogram(p)).collect();
         let n = elems.len() / width;
         let zeros = count_zeros(elems, width);
-        if sparse_considered(self.zero_mask, zeros, n) {
+        // Plane 1 as a context plane: its cost under the stream's tables, per layout (a zero
+        // element is context(0) and symbol 0 in the dense planes and absent from the sparse
+        // layout's).
+        let context_sizes = |s: &mut EncScratch| {
+            let c = contexts?;
+            c.histograms(&s.planes[0], &s.planes[1], &mut s.context_counts);
+            let dense_bits = c.cost_bits(&s.context_counts);
+            let zero_bits = zeros as f64 * c.cost[256 * c.context_of[0] as usize] as f64;
+            let size = |bits: f64, m: usize| {
+                1.0 + bits / 8.0 + lanes::lane_header(lanes::lanes_for(m)) as f64
+            };
+            Some([
+                size(dense_bits, n),
+                if zeros > 0 {
+                    size(dense_bits - zero_bits, n - zeros)
+                } else {
+                    size(dense_bits, n)
+                },
+            ])
+        };
+        let context_sizes = context_sizes(s);
+        let mask = sparse_considered(self.zero_mask, zeros, n).then(|| {
             take_zeros_out(elems, width, &mut s.mask, &mut s.nonzero);
-            let mask = histogram(&s.mask);
-            ChunkPlan::from_counts(&dense, Some((&mask, zeros)))
-        } else {
-            ChunkPlan::from_counts(&dense, None)
+            histogram(&s.mask)
+        });
+        let sparse = mask.as_ref().map(|m| (m, zeros));
+        let mut plan = ChunkPlan::from_counts_with(&dense, sparse, context_sizes);
+        if context_sizes.is_some() {
+            plan.plain_estimate = ChunkPlan::from_counts(&dense, sparse).estimate;
         }
+        plan
     }
 
     /// The estimated size of the chunk as byte planes: the smaller of the dense and sparse
@@ -418,34 +508,39 @@ impl Rans {
         rotate: bool,
         s: &mut EncScratch,
     ) -> f64 {
-        self.plan_chunk_planes(elems, width, rotate, s).estimate
+        self.plan_chunk_planes(elems, width, rotate, None, s)
+            .estimate
     }
 
-    /// Encode one chunk as byte planes (dense or sparse, or raw), appending to `out`.
+    /// Encode one chunk as byte planes (dense or sparse, or raw), appending to `out`; returns
+    /// the stream version it needs.
     pub(crate) fn encode_chunk_planes(
         &self,
         elems: &[u8],
         width: usize,
         rotate: bool,
+        contexts: Option<&ContextEncoder>,
         s: &mut EncScratch,
         out: &mut Vec<u8>,
-    ) -> Result<()> {
-        let plan = self.plan_chunk_planes(elems, width, rotate, s);
-        self.write_chunk_planes(elems, width, rotate, plan, s, out)
+    ) -> Result<u8> {
+        let plan = self.plan_chunk_planes(elems, width, rotate, contexts, s);
+        self.write_chunk_planes(elems, width, rotate, plan, contexts, s, out)
     }
 
     /// Write one chunk as byte planes by `plan`, which [`Rans::plan_chunk_planes`] made for
     /// these elements with this scratch (its dense planes, mask and nonzero elements still in
-    /// `s`).
+    /// `s`); returns the stream version it needs (1, or 4 with a context plane).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn write_chunk_planes(
         &self,
         elems: &[u8],
         width: usize,
         rotate: bool,
         plan: ChunkPlan,
+        contexts: Option<&ContextEncoder>,
         s: &mut EncScratch,
         out: &mut Vec<u8>,
-    ) -> Result<()> {
+    ) -> Result<u8> {
         let dense_planes: Vec<&[u8]> = s.planes.iter().map(|p| &p[..]).collect();
         let mut head = [CHUNK_SPARSE, 0, 0, 0, 0];
         if plan.layouts != Layouts::Dense {
@@ -456,36 +551,47 @@ impl Rans {
         }
         let sparse_planes: Vec<&[u8]> = s.sparse_planes.iter().map(|p| &p[..]).collect();
         let start = out.len();
-        match (plan.layouts, &plan.sparse) {
-            (Layouts::Sparse, Some(sparse_plans)) => {
-                out.extend_from_slice(&head);
-                put_planes(&sparse_planes, sparse_plans, &mut s.lanes, out)?;
+        let s_lanes = &mut s.lanes;
+        let sel = &mut s.sel;
+        // A layout's mode bytes and planes; the sparse layout's mask plane has no context
+        // plane after it, so its nonzero planes are put on their own (plane 1's contexts are
+        // the nonzero elements' plane 0).
+        let mut put = |sparse: bool, dst: &mut Vec<u8>| -> Result<bool> {
+            let c = contexts.map(|c| (c, &mut *sel));
+            if sparse {
+                let sparse_plans = plan.sparse.as_ref().expect("a sparse plan");
+                dst.extend_from_slice(&head);
+                put_plane(sparse_planes[0], &sparse_plans[0], None, s_lanes, dst)?;
+                put_planes(&sparse_planes[1..], &sparse_plans[1..], c, s_lanes, dst)
+            } else {
+                dst.push(CHUNK_DENSE);
+                put_planes(&dense_planes, &plan.dense, c, s_lanes, dst)
             }
-            (Layouts::Both, Some(sparse_plans)) => {
+        };
+        let used = match plan.layouts {
+            Layouts::Sparse => put(true, out)?,
+            Layouts::Both => {
                 s.dense.clear();
-                s.dense.push(CHUNK_DENSE);
-                put_planes(&dense_planes, &plan.dense, &mut s.lanes, &mut s.dense)?;
+                let dense_used = put(false, &mut s.dense)?;
                 s.sparse.clear();
-                s.sparse.extend_from_slice(&head);
-                put_planes(&sparse_planes, sparse_plans, &mut s.lanes, &mut s.sparse)?;
-                let best = if s.sparse.len() < s.dense.len() {
-                    &s.sparse
+                let sparse_used = put(true, &mut s.sparse)?;
+                if s.sparse.len() < s.dense.len() {
+                    out.extend_from_slice(&s.sparse);
+                    sparse_used
                 } else {
-                    &s.dense
-                };
-                out.extend_from_slice(best);
+                    out.extend_from_slice(&s.dense);
+                    dense_used
+                }
             }
-            _ => {
-                out.push(CHUNK_DENSE);
-                put_planes(&dense_planes, &plan.dense, &mut s.lanes, out)?;
-            }
-        }
+            Layouts::Dense => put(false, out)?,
+        };
         if !chunk_kept(out.len() - start, elems.len()) {
             out.truncate(start);
             out.push(CHUNK_RAW);
             out.extend_from_slice(elems);
+            return Ok(1);
         }
-        Ok(())
+        Ok(if used { VERSION_CONTEXT } else { 1 })
     }
 }
 
@@ -548,12 +654,19 @@ impl Rans {
             self.rotate && width > 1 && rotation_pays(&input_body[..body], width, &mut s.planes);
         // (For single bytes the flag means nothing; it is set as this encoder always did.)
         out[flags_at] |= u8::from(if width == 1 { self.rotate } else { rotate });
+        let contexts = if self.contexts {
+            crate::contexts::plan_tables(&input_body[..body], width, rotate, parallel)
+                .map(ContextEncoder::new)
+        } else {
+            None
+        };
         let mut plan = TensorPlan {
             width,
             rotate,
             row,
             try_modelled: false,
             try_scaled: self.scaled && width == 4,
+            contexts: contexts.as_ref(),
         };
         plan.try_modelled = self.modelled
             && self.modelled_may_pay(&input_body[..body], plan, chunk_bytes, parallel, &mut s);
@@ -597,6 +710,16 @@ impl Rans {
             code(&input_body[..body], &mut s, out, &mut lens)?
         };
         out[version_at] = version;
+        // The context tables go before the chunk table, once a chunk has used them.
+        let table_at = match contexts.filter(|_| version >= VERSION_CONTEXT) {
+            Some(c) => {
+                let mut section = Vec::with_capacity(c.tables.written_len());
+                c.tables.write(&mut section);
+                out.splice(table_at..table_at, section.iter().copied());
+                table_at + section.len()
+            }
+            None => table_at,
+        };
         for (entry, len) in out[table_at..table_at + 4 * n_chunks]
             .chunks_exact_mut(4)
             .zip(&lens)

@@ -2,6 +2,7 @@
 //! is decoded (docs/format-rans.md, "Header", "Row map", "Chunk table").
 
 use super::*;
+use crate::contexts::{ContextTables, VERSION_CONTEXT};
 
 /// Repeated rows (flag bit 1): the tensor's rows of `row_bytes`, of which `copies` lists
 /// each row that repeats an earlier one, with the earlier row it repeats. Only the other rows
@@ -27,7 +28,9 @@ pub struct Header {
     pub rotate: bool,
     pub raw_len: usize,
     pub rows: Option<RowMap>,
-    /// Where the chunk table starts (after the header and the row map).
+    /// Version 4: the context tables of plane-1 context planes.
+    pub contexts: Option<ContextTables>,
+    /// Where the chunk table starts (after the header, the row map and the context tables).
     pub table_at: usize,
 }
 
@@ -55,10 +58,10 @@ impl Header {
 /// stream is long enough for the chunk table it implies (so a lying `raw_len` is refused
 /// before anything is allocated for it).
 pub fn parse_header(input: &[u8]) -> Result<Header> {
-    // Version 3 (scaled chunks), 2 (modelled chunks) or 1; anything else is refused as the
-    // newest would be.
+    // Version 4 (context planes), 3 (scaled chunks), 2 (modelled chunks) or 1; anything else
+    // is refused as the newest would be.
     let version = match input.get(4) {
-        Some(&v) if v == 1 || v == VERSION_MODELLED => v,
+        Some(&v) if (1..VERSION).contains(&v) => v,
         _ => VERSION,
     };
     let h = stream_header(input, HEADER_BYTES, MAGIC, version, "rANS")?;
@@ -75,11 +78,17 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
     }
     let raw_len = u64::from_le_bytes(h[8..16].try_into().unwrap());
     let raw_len = usize::try_from(raw_len).map_err(|_| Error::corrupt_at("raw length", 8))?;
-    let (rows, table_at) = if h[7] & 2 != 0 {
+    let (rows, after_rows) = if h[7] & 2 != 0 {
         let (m, end) = parse_rows(input, width, raw_len)?;
         (Some(m), end)
     } else {
         (None, HEADER_BYTES)
+    };
+    let (contexts, table_at) = if version >= VERSION_CONTEXT {
+        let (t, end) = ContextTables::read(input, after_rows)?;
+        (Some(t), end)
+    } else {
+        (None, after_rows)
     };
     let header = Header {
         version,
@@ -88,6 +97,7 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
         rotate: h[7] & 1 == 1,
         raw_len,
         rows,
+        contexts,
         table_at,
     };
     // Every chunk takes at least a 4-byte length and a 1-byte mode.

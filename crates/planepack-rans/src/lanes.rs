@@ -74,6 +74,9 @@ pub struct Encoder {
     stage: Vec<u16>,
     emitted: Vec<u32>,
     compact: Vec<u16>,
+    /// Each table's coding constants, 256 entries a table (several for a context plane).
+    syms: Vec<EncSymbol>,
+    info: Vec<u32>,
 }
 
 impl Encoder {
@@ -94,19 +97,51 @@ impl Encoder {
         simd: bool,
         out: &mut Vec<u8>,
     ) -> Result<()> {
+        self.encode_tables(&[Some(table)], None, symbols, simd, out)
+    }
+
+    /// A context plane's lanes: symbol `i` coded with table `sel[i]` of `tables` (each symbol
+    /// must have a nonzero frequency in its table). The same layout as [`Encoder::encode`].
+    pub(crate) fn encode_selected(
+        &mut self,
+        tables: &[Option<&Table>],
+        sel: &[u8],
+        symbols: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.encode_tables(tables, Some(sel), symbols, true, out)
+    }
+
+    fn encode_tables(
+        &mut self,
+        tables: &[Option<&Table>],
+        sel: Option<&[u8]>,
+        symbols: &[u8],
+        simd: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         let n = symbols.len();
         let k = lanes_for(n);
+        assert!(sel.is_none_or(|s| s.len() == n && s.iter().all(|&t| (t as usize) < tables.len())));
         // floor(x / f) by a multiply: with r = ceil(2^52 / f), x r / 2^52 exceeds x / f by
         // less than x / 2^52 < 2^-20 for x < 2^32, while x / f's fraction is at most
         // 1 - 1/f <= 1 - 2^-12, so the floor is exact (tested against division for every f).
-        let mut syms = [EncSymbol::default(); 256];
-        for (e, (&f, &c)) in syms.iter_mut().zip(table.freq.iter().zip(&table.cum)) {
-            if f > 0 {
-                *e = EncSymbol {
-                    rcp: reciprocal(f as u32),
-                    freq: f as u32,
-                    cum: c as u32,
-                };
+        let mut syms = std::mem::take(&mut self.syms);
+        syms.clear();
+        syms.resize(256 * tables.len(), EncSymbol::default());
+        for (t, table) in tables.iter().enumerate() {
+            let Some(table) = table else { continue };
+            for (e, (&f, &c)) in syms[256 * t..256 * (t + 1)]
+                .iter_mut()
+                .zip(table.freq.iter().zip(&table.cum))
+            {
+                if f > 0 {
+                    *e = EncSymbol {
+                        rcp: reciprocal(f as u32),
+                        freq: f as u32,
+                        cum: c as u32,
+                    };
+                }
             }
         }
         // A lane emits at most one word per symbol, so a region of `rounds + 1` words (one
@@ -122,10 +157,11 @@ impl Encoder {
         match () {
             #[cfg(target_arch = "x86_64")]
             () if simd && k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() => {
-                self.encode_avx2(&syms, symbols, k, region, &mut states, &mut pos)
+                self.encode_avx2(&syms, sel, symbols, k, region, &mut states, &mut pos)
             }
-            () => self.encode_scalar(&syms, symbols, k, region, &mut states, &mut pos),
+            () => self.encode_scalar(&syms, sel, symbols, k, region, &mut states, &mut pos),
         }
+        self.syms = syms;
         if pos[..k].iter().any(|&p| region - p > u16::MAX as usize) {
             return Err(Error::Unsupported("rANS lane over 65535 words".into()));
         }
@@ -150,9 +186,11 @@ impl Encoder {
     /// have one symbol more than the rest, coded first (each lane runs backwards) by the
     /// scalar step; then every lane's common rounds, eight lanes to a vector.
     #[cfg(target_arch = "x86_64")]
+    #[allow(clippy::too_many_arguments)]
     fn encode_avx2(
         &mut self,
-        syms: &[EncSymbol; 256],
+        syms: &[EncSymbol],
+        sel: Option<&[u8]>,
         symbols: &[u8],
         k: usize,
         region: usize,
@@ -168,13 +206,13 @@ impl Encoder {
             .take(symbols.len() % k)
         {
             let lane = &mut self.words[l * region..(l + 1) * region];
-            put(&syms[symbols[l + common * k] as usize], x, lane, p);
+            put(&syms[entry(symbols, sel, l + common * k)], x, lane, p);
         }
-        let mut info = [0u32; 256];
-        for (i, e) in info.iter_mut().zip(syms) {
-            *i = e.freq | e.cum << 13;
-        }
+        self.info.clear();
+        self.info.extend(syms.iter().map(|e| e.freq | e.cum << 13));
+        let info = &self.info[..];
         let body = &symbols[..common * k];
+        let body_sel = sel.map(|s| &s[..common * k]);
         // Every round's candidate words and emit bits are staged, then each lane's words are
         // compacted eight rounds at a time (a scalar store per lane and round, through the
         // lane's cursor, was most of the coder's time).
@@ -188,10 +226,10 @@ impl Encoder {
         unsafe {
             let (st, em) = (&mut self.stage, &mut self.emitted);
             match k / 8 {
-                1 => avx2::encode::<1>(&info, body, st, em, states),
-                2 => avx2::encode::<2>(&info, body, st, em, states),
-                3 => avx2::encode::<3>(&info, body, st, em, states),
-                _ => avx2::encode::<4>(&info, body, st, em, states),
+                1 => avx2::encode::<1>(info, body, body_sel, st, em, states),
+                2 => avx2::encode::<2>(info, body, body_sel, st, em, states),
+                3 => avx2::encode::<3>(info, body, body_sel, st, em, states),
+                _ => avx2::encode::<4>(info, body, body_sel, st, em, states),
             }
         };
         // Lane l's words in decoding order are its emitted words by increasing round; they
@@ -222,9 +260,11 @@ impl Encoder {
     }
 
     /// The scalar coder: every lane's symbols, lanes four at a time.
+    #[allow(clippy::too_many_arguments)]
     fn encode_scalar(
         &mut self,
-        syms: &[EncSymbol; 256],
+        syms: &[EncSymbol],
+        sel: Option<&[u8]>,
         symbols: &[u8],
         k: usize,
         region: usize,
@@ -235,14 +275,41 @@ impl Encoder {
         // them (each symbol's multiply waits on the previous state); the rest one at a time.
         let mut j = 0;
         while j + 4 <= k {
-            encode_group::<4>(syms, symbols, k, j, &mut self.words, region, states, pos);
+            encode_group::<4>(
+                syms,
+                sel,
+                symbols,
+                k,
+                j,
+                &mut self.words,
+                region,
+                states,
+                pos,
+            );
             j += 4;
         }
         while j < k {
-            encode_group::<1>(syms, symbols, k, j, &mut self.words, region, states, pos);
+            encode_group::<1>(
+                syms,
+                sel,
+                symbols,
+                k,
+                j,
+                &mut self.words,
+                region,
+                states,
+                pos,
+            );
             j += 1;
         }
     }
+}
+
+/// Symbol `i`'s entry in the coding constants: its byte in its table (`sel[i]`, else the
+/// only one).
+#[inline(always)]
+fn entry(symbols: &[u8], sel: Option<&[u8]>, i: usize) -> usize {
+    sel.map_or(0, |s| 256 * s[i] as usize) + symbols[i] as usize
 }
 
 /// Encode lanes `j..j + N` of a plane with `k` lanes, backwards over their symbols; lane `l`'s
@@ -250,7 +317,8 @@ impl Encoder {
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn encode_group<const N: usize>(
-    syms: &[EncSymbol; 256],
+    syms: &[EncSymbol],
+    sel: Option<&[u8]>,
     symbols: &[u8],
     k: usize,
     j: usize,
@@ -270,14 +338,14 @@ fn encode_group<const N: usize>(
     // A lane's last symbols beyond what all N lanes have (at most one round) first, alone.
     for i in 0..N {
         for r in (common..counts[i]).rev() {
-            let e = &syms[symbols[j + i + r * k] as usize];
+            let e = &syms[entry(symbols, sel, j + i + r * k)];
             put(e, &mut x[i], lanes[i], &mut p[i]);
         }
     }
     for r in (0..common).rev() {
-        let row = &symbols[j + r * k..][..N];
         for i in 0..N {
-            put(&syms[row[i] as usize], &mut x[i], lanes[i], &mut p[i]);
+            let e = &syms[entry(symbols, sel, j + i + r * k)];
+            put(e, &mut x[i], lanes[i], &mut p[i]);
         }
     }
     states[j..j + N].copy_from_slice(&x);
@@ -302,6 +370,9 @@ fn put(e: &EncSymbol, x: &mut u32, lane: &mut [u16], p: &mut usize) {
 /// decode table `slots` (from [`Table::decode_slots`]); `words` is scratch. Returns the offset
 /// after the lanes.
 ///
+/// With `sel` (a context plane), `slots` holds several tables' 4096 slots back to back and
+/// symbol `i` is decoded with table `sel[i]` (`sel` as long as `out`).
+///
 /// The loop is branch-free: every step reads the lane's next word (clamped to a zero word past
 /// the end of all words) and keeps it only if the state fell below `L`. A lane that reads past
 /// its own words is therefore not stopped at once; it is caught at the end, where every lane
@@ -309,10 +380,19 @@ fn put(e: &EncSymbol, x: &mut u32, lane: &mut [u16], p: &mut usize) {
 pub fn decode(
     input: &[u8],
     at: usize,
-    slots: &[u32; PROB_SCALE as usize],
+    slots: &[u32],
+    sel: Option<&[u8]>,
     words: &mut Vec<u16>,
     out: &mut [u8],
 ) -> Result<usize> {
+    let tables = slots.len() / PROB_SCALE as usize;
+    // What the SIMD gathers rely on: every selected table exists.
+    if !slots.len().is_multiple_of(PROB_SCALE as usize)
+        || tables == 0
+        || sel.is_some_and(|s| s.len() != out.len() || s.iter().any(|&t| t as usize >= tables))
+    {
+        return Err(Error::corrupt("context plane without its tables"));
+    }
     let k = take(input, at, 1, "rANS lane count")?[0] as usize;
     if !(1..=MAX_LANES).contains(&k) {
         return Err(Error::corrupt_at(format!("{k} rANS lanes"), at));
@@ -361,6 +441,7 @@ pub fn decode(
                 &mut x,
                 &mut p32,
                 slots,
+                sel.map(|s| &s[..full]),
                 words,
                 last as u32,
                 &mut out[..full],
@@ -375,6 +456,7 @@ pub fn decode(
             &end,
             k,
             slots,
+            sel.map(|s| &s[full..]),
             words,
             last,
             &mut out[full..],
@@ -384,7 +466,7 @@ pub fn decode(
     }
 
     finish(
-        &mut x, &mut pos, &end, k, slots, words, last, out, words_at, next,
+        &mut x, &mut pos, &end, k, slots, sel, words, last, out, words_at, next,
     )
 }
 
@@ -396,16 +478,18 @@ fn finish(
     pos: &mut [usize; MAX_LANES],
     end: &[usize; MAX_LANES],
     k: usize,
-    slots: &[u32; PROB_SCALE as usize],
+    slots: &[u32],
+    sel: Option<&[u8]>,
     words: &[u16],
     last: usize,
     out: &mut [u8],
     words_at: usize,
     next: usize,
 ) -> Result<usize> {
-    let step = |x: &mut u32, p: &mut usize| -> u8 {
+    let table = |i: usize| sel.map_or(0, |s| s[i] as usize * PROB_SCALE as usize);
+    let step = |x: &mut u32, p: &mut usize, base: usize| -> u8 {
         let slot = *x & (PROB_SCALE - 1);
-        let e = slots[slot as usize];
+        let e = slots[base + slot as usize];
         let f = (e >> 8 & 0xfff) + 1;
         let y = f * (*x >> PROB_BITS) + slot - (e >> 20);
         let need = y < L;
@@ -415,13 +499,15 @@ fn finish(
         e as u8
     };
     let mut rounds = out.chunks_exact_mut(k);
+    let mut i = 0;
     for row in &mut rounds {
         for (j, o) in row.iter_mut().enumerate() {
-            *o = step(&mut x[j], &mut pos[j]);
+            *o = step(&mut x[j], &mut pos[j], table(i + j));
         }
+        i += k;
     }
     for (j, o) in rounds.into_remainder().iter_mut().enumerate() {
-        *o = step(&mut x[j], &mut pos[j]);
+        *o = step(&mut x[j], &mut pos[j], table(i + j));
     }
     for j in 0..k {
         if x[j] != L || pos[j] != end[j] {
@@ -484,8 +570,9 @@ mod avx2 {
     /// mask per round.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn encode<const G: usize>(
-        info: &[u32; 256],
+        info: &[u32],
         symbols: &[u8],
+        sel: Option<&[u8]>,
         stage: &mut [u16],
         emitted: &mut [u32],
         x: &mut [u32; MAX_LANES],
@@ -493,6 +580,11 @@ mod avx2 {
         let k = 8 * G;
         assert!((1..=4).contains(&G) && symbols.len().is_multiple_of(k));
         assert!(stage.len() >= symbols.len() && emitted.len() >= symbols.len() / k);
+        // Every entry a gather can reach: the selected table's 256 entries.
+        assert!(info.len() >= 256);
+        assert!(sel
+            .is_none_or(|s| s.len() == symbols.len()
+                && s.iter().all(|&t| 256 * (t as usize + 1) <= info.len())));
         // SAFETY: `x` holds 32 lanes and g < G <= 4.
         let mut xs: [__m256i; G] = std::array::from_fn(|g| unsafe {
             _mm256_loadu_si256(x.as_ptr().add(8 * g) as *const __m256i)
@@ -510,8 +602,14 @@ mod avx2 {
             for (g, xg) in xs.iter_mut().enumerate() {
                 // SAFETY: row holds k >= 8 (g + 1) bytes.
                 let raw = unsafe { _mm_loadl_epi64(row.as_ptr().add(8 * g) as *const __m128i) };
-                let sv = _mm256_cvtepu8_epi32(raw);
-                // SAFETY: symbols are below 256, the table's length.
+                let mut sv = _mm256_cvtepu8_epi32(raw);
+                if let Some(s) = sel {
+                    // SAFETY: `sel` is as long as `symbols`: round r's bytes 8g.. are inside.
+                    let t =
+                        unsafe { _mm_loadl_epi64(s.as_ptr().add(r * k + 8 * g) as *const __m128i) };
+                    sv = _mm256_add_epi32(sv, _mm256_slli_epi32::<8>(_mm256_cvtepu8_epi32(t)));
+                }
+                // SAFETY: a symbol's entry is below 256 in its table, inside `info` (asserted).
                 let e = unsafe { _mm256_i32gather_epi32::<4>(table, sv) };
                 let f = _mm256_and_si256(e, fmask);
                 let cum = _mm256_srli_epi32::<13>(e);
@@ -670,23 +768,28 @@ mod avx2 {
         }
     }
 
-    /// Decode `out.len() / (8 groups)` whole rounds of `8 groups` lanes.
+    /// Decode `out.len() / (8 groups)` whole rounds of `8 groups` lanes; with `sel`, symbol
+    /// `i` from table `sel[i]` of `slots` (4096 slots each).
     ///
     /// # Safety
     /// The CPU must have AVX2. `words` must hold at least `last + 2` words; `groups` must be
-    /// 1 to 4.
+    /// 1 to 4; `slots` must hold 4096 slots per table, `sel` (as long as `out`) only tables
+    /// it holds (without `sel`, at least one).
+    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2")]
     pub unsafe fn decode(
         groups: usize,
         x: &mut [u32; MAX_LANES],
         pos: &mut [u32; MAX_LANES],
-        slots: &[u32; PROB_SCALE as usize],
+        slots: &[u32],
+        sel: Option<&[u8]>,
         words: &[u16],
         last: u32,
         out: &mut [u8],
     ) {
         debug_assert!(words.len() >= last as usize + 2);
-        assert!((1..=4).contains(&groups));
+        assert!((1..=4).contains(&groups) && slots.len() >= PROB_SCALE as usize);
+        assert!(sel.is_none_or(|s| s.len() == out.len()));
         let k = 8 * groups;
         let mask = _mm256_set1_epi32((PROB_SCALE - 1) as i32);
         let byte = _mm256_set1_epi32(0xff);
@@ -709,12 +812,21 @@ mod avx2 {
         let wbase = words.as_ptr() as *const i32;
         let zero = _mm256_setzero_si256();
         let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-        for row in out.chunks_exact_mut(k) {
+        for (r, row) in out.chunks_exact_mut(k).enumerate() {
             for g in 0..groups {
                 let xv = xs[g];
                 let slot = _mm256_and_si256(xv, mask);
-                // SAFETY: slot < 4096 = slots.len().
-                let e = unsafe { _mm256_i32gather_epi32::<4>(table, slot) };
+                let index = match sel {
+                    // SAFETY: `sel` is as long as `out`: the round's 8 g-th bytes are inside.
+                    Some(s) => _mm256_add_epi32(slot, unsafe {
+                        _mm256_slli_epi32::<12>(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                            s.as_ptr().add(r * k + 8 * g) as *const __m128i,
+                        )))
+                    }),
+                    None => slot,
+                };
+                // SAFETY: slot < 4096, and a selected table's 4096 slots are inside `slots`.
+                let e = unsafe { _mm256_i32gather_epi32::<4>(table, index) };
                 let f = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32::<8>(e), fmask), one);
                 let cum = _mm256_srli_epi32::<20>(e);
                 let y = _mm256_sub_epi32(
@@ -942,8 +1054,18 @@ mod tests {
                 }
                 let mut slots = Vec::new();
                 table.decode_slots(&mut slots);
-                let slots: &[u32; 4096] = slots.as_slice().try_into().unwrap();
                 let full = n / MAX_LANES * MAX_LANES;
+                // Half the rounds as a context plane: a second table (another plane's), and
+                // each symbol's table at random (both decoders must agree whatever it says).
+                let sel: Option<Vec<u8>> = (round % 4 >= 2).then(|| {
+                    let mut other = Vec::new();
+                    Table::from_counts(&histogram(&enc[..enc.len().min(4096)]))
+                        .decode_slots(&mut other);
+                    slots.extend_from_slice(&other);
+                    (0..full).map(|_| rng.below(2) as u8).collect()
+                });
+                let sel = sel.as_deref();
+                let slots = &slots[..];
                 let (mut xs, mut ps) = (x0, p0);
                 let mut scalar = vec![0u8; full];
                 let end = [usize::MAX; MAX_LANES];
@@ -953,6 +1075,7 @@ mod tests {
                     &end,
                     MAX_LANES,
                     slots,
+                    sel,
                     &words,
                     next,
                     &mut scalar,
@@ -965,7 +1088,18 @@ mod tests {
                 }
                 let mut simd = vec![0u8; full];
                 // SAFETY: AVX2 checked above; words has two zero words after `next`.
-                unsafe { avx2::decode(4, &mut xv, &mut pv, slots, &words, next as u32, &mut simd) };
+                unsafe {
+                    avx2::decode(
+                        4,
+                        &mut xv,
+                        &mut pv,
+                        slots,
+                        sel,
+                        &words,
+                        next as u32,
+                        &mut simd,
+                    )
+                };
                 assert_eq!(scalar, simd, "round {round}");
                 assert_eq!(xs, xv, "round {round}");
                 assert!(

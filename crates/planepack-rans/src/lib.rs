@@ -25,6 +25,9 @@
 //! * **Block-scaled integers** (module `scaled`, stream version 3): FP32 tensors that are a
 //!   scale per block times small integers, exactly (block-quantized weights dequantized, as
 //!   GGUF's Q8_0 tables are when loaded), stored as the scales and one byte per element.
+//! * **The exponent as context** (module `contexts`, stream version 4): plane 1 (the top
+//!   mantissa bits) coded with one of six stream-wide tables chosen by the element's plane-0
+//!   byte, where that is smaller than the plane's own table.
 //!
 //! The stream format is `docs/format-rans.md`. Every decoder rule there is checked here:
 //! a damaged stream is an error, never a panic, an out-of-bounds access or a hang.
@@ -52,6 +55,7 @@
 //! # Ok::<(), planepack_core::Error>(())
 //! ```
 
+mod contexts;
 mod lanes;
 mod model;
 mod modelled;
@@ -92,6 +96,13 @@ pub mod internals {
             SYM_LITERAL, SYM_UP, SYM_ZERO,
         };
     }
+    /// The context planes' constants and tables (stream version 4).
+    pub mod contexts {
+        pub use crate::contexts::{
+            context, ContextDecoder, ContextTables, ABSENT, CONTEXTS, CTX_ABOVE, CTX_BELOW,
+            PLANE_CONTEXT, VERSION_CONTEXT,
+        };
+    }
     /// The block-scaled chunk's constants and its element rule.
     pub mod scaled {
         pub use crate::scaled::{
@@ -108,9 +119,10 @@ use rayon::prelude::*;
 
 /// Stream magic.
 pub const MAGIC: [u8; 4] = *b"PPRA";
-/// Format version: 3 when a chunk is block-scaled (mode 4), else 2 when a chunk is modelled
-/// (mode 3), else 1 (the streams of the first version, byte for byte). Decoders read all three.
-pub const VERSION: u8 = scaled::VERSION_SCALED;
+/// Format version: 4 when a plane is coded with the stream's context tables, else 3 when a
+/// chunk is block-scaled (mode 4), else 2 when a chunk is modelled (mode 3), else 1 (the
+/// streams of the first version, byte for byte). Decoders read all four.
+pub const VERSION: u8 = contexts::VERSION_CONTEXT;
 /// The version that allows modelled chunks (mode 3).
 pub const VERSION_MODELLED: u8 = 2;
 /// Bytes of the stream header.
@@ -152,6 +164,9 @@ pub struct Rans {
     /// Try block-scaled chunks ([`scaled`]: FP32 blocks that are a scale times small
     /// integers) and keep them where they are smaller.
     pub scaled: bool,
+    /// Code plane 1 with the exponent as context ([`contexts`], stream version 4) where a
+    /// sample of the tensor says it pays and a chunk's plane comes out smaller that way.
+    pub contexts: bool,
 }
 
 impl Default for Rans {
@@ -163,6 +178,7 @@ impl Default for Rans {
             rows: true,
             modelled: true,
             scaled: true,
+            contexts: true,
         }
     }
 }
@@ -173,13 +189,14 @@ impl Codec for Rans {
             "rans".into()
         } else {
             format!(
-                "rans-c{}{}{}{}{}{}",
+                "rans-c{}{}{}{}{}{}{}",
                 self.chunk_log2,
                 if self.zero_mask { "" } else { "-nozero" },
                 if self.rotate { "" } else { "-norotate" },
                 if self.rows { "" } else { "-norows" },
                 if self.modelled { "" } else { "-nomodel" },
-                if self.scaled { "" } else { "-noscale" }
+                if self.scaled { "" } else { "-noscale" },
+                if self.contexts { "" } else { "-noctx" }
             )
         }
     }
@@ -187,8 +204,15 @@ impl Codec for Rans {
     fn max_compressed_len(&self, raw_len: usize, elem: ElemType) -> usize {
         let chunk = (1usize << self.chunk_log2.clamp(12, 20)).max(elem.size());
         // A row map (rows of at least 16 bytes) adds 8 bytes and a bit per row; each copied
-        // row it lists saves at least 12 bytes more than it costs.
-        HEADER_BYTES + raw_len + 5 * raw_len.div_ceil(chunk) + 5 + 8 + raw_len.div_ceil(16 * 8)
+        // row it lists saves at least 12 bytes more than it costs. Context tables take at
+        // most 2 + 6 (1 + 32 + 512) bytes.
+        HEADER_BYTES
+            + raw_len
+            + 5 * raw_len.div_ceil(chunk)
+            + 5
+            + 8
+            + raw_len.div_ceil(16 * 8)
+            + contexts::MAX_SECTION_BYTES
     }
 
     fn encode(&self, input: &[u8], elem: ElemType, out: &mut Vec<u8>) -> Result<()> {

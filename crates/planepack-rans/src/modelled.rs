@@ -393,7 +393,7 @@ fn decode_with(
     at += 2 * total_words;
     s.planes.resize_with(width.max(2), Vec::new);
     for p in 1..width {
-        at = get_plane(chunk, at, literals, &mut s.lanes, &mut s.planes[p])?;
+        at = get_plane(chunk, at, literals, &mut s.lanes, &mut s.planes[p], None)?;
         // Four spare bytes: the SIMD decoder reads 32 bits at a literal index up to the count.
         s.planes[p].extend_from_slice(&[0; 4]);
     }

@@ -176,7 +176,7 @@ pub(crate) fn encode(
         .map(|p| &p[..])
         .chain([&s.quotients[..]])
         .collect();
-    put_planes(&planes, &plan.plans, enc, out)
+    put_planes(&planes, &plan.plans, None, enc, out).map(|_| ())
 }
 
 /// Decode a scaled chunk into `out` (whole FP32 elements); returns the chunk's length.
@@ -209,9 +209,10 @@ pub(crate) fn decode(
         h.rotate,
         &mut s.planes,
         &mut s.lanes,
+        None,
         &mut s.nonzero,
     )?;
-    let at = get_plane(chunk, at, n, &mut s.lanes, &mut s.mask)?;
+    let at = get_plane(chunk, at, n, &mut s.lanes, &mut s.mask, None)?;
     if !expand_all(&s.nonzero, &s.mask, 1 << b, out) {
         return Err(Error::corrupt(
             "a scaled element that is not an exact normal product",

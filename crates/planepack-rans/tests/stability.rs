@@ -57,6 +57,7 @@ fn version_1_output_is_unchanged() {
         Rans {
             modelled: false,
             scaled: false,
+            contexts: false,
             ..Rans::default()
         },
         Rans {
@@ -66,6 +67,7 @@ fn version_1_output_is_unchanged() {
             rows: false,
             modelled: false,
             scaled: false,
+            contexts: false,
         },
     ]);
     assert_eq!(
@@ -86,6 +88,7 @@ fn encoder_output_is_unchanged() {
             rows: false,
             modelled: true,
             scaled: true,
+            contexts: false,
         },
     ]);
     assert_eq!(
@@ -120,6 +123,37 @@ fn block_scaled_output_is_unchanged() {
     }
     assert_eq!(
         h, 0x8627_3435_cbbd_b999,
+        "encoder output changed: {h:#018x}"
+    );
+}
+
+/// Context planes (version 4): tensors of 1 MiB and more whose mantissa's top bits depend on
+/// the exponent, BF16 and FP32, dense and with zeros, 4 KiB and 64 KiB chunks, and a tail.
+#[test]
+fn context_output_is_unchanged() {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for (elem, width) in [(ElemType::BF16, 2), (ElemType::F32, 4)] {
+        for zero_every in [0, 4] {
+            let mut data = planepack_testkit::exponent_dependent_floats(
+                (1 << 20) / width + 1000,
+                width,
+                zero_every,
+                width as u64,
+            );
+            data.push(0x3c);
+            for chunk_log2 in [12, 16] {
+                let codec = Rans {
+                    chunk_log2,
+                    ..Rans::default()
+                };
+                let enc = codec.encode_to_vec(&data, elem).unwrap();
+                assert_eq!(enc[4], 4, "{elem}");
+                fnv1a(&mut h, &enc);
+            }
+        }
+    }
+    assert_eq!(
+        h, 0xab5b_a8d9_d3eb_daa1,
         "encoder output changed: {h:#018x}"
     );
 }

@@ -283,6 +283,28 @@ pub fn activation_like(n: usize, width: usize, row: usize, seed: u64) -> Vec<u8>
         .collect()
 }
 
+/// `n` floats of `width` bytes (2: BF16, 4: FP32) whose top mantissa bits depend on the
+/// exponent (the structure the rANS context planes code): exponents 0 to 5 binades below 1.0,
+/// random signs, and the mantissa of a value `d` binades down shifted right by `d` (its values
+/// crowd the binade's low end); every `zero_every`-th one zero (0: none). Test input; never a
+/// figure.
+pub fn exponent_dependent_floats(n: usize, width: usize, zero_every: usize, seed: u64) -> Vec<u8> {
+    assert!(matches!(width, 2 | 4), "width {width}");
+    let mut rng = Rng(seed | 1);
+    let mut out = Vec::with_capacity(n * width);
+    for i in 0..n {
+        let bits = if zero_every > 0 && i % zero_every == 0 {
+            0
+        } else {
+            let d = rng.below(6) as u32;
+            let m = (rng.next_u64() as u32 & 0x7f_ffff) >> d;
+            (rng.below(2) as u32) << 31 | (127 - d) << 23 | m
+        };
+        out.extend_from_slice(&bits.to_le_bytes()[4 - width..]);
+    }
+    out
+}
+
 /// Apply one mutation of kind `m` to `stream` at a random place.
 pub fn mutate(stream: &[u8], m: Mutation, rng: &mut Rng) -> Vec<u8> {
     let mut s = stream.to_vec();

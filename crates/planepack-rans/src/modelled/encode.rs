@@ -359,7 +359,7 @@ pub(crate) fn encode(
         }
     }
     for (p, (plan, _)) in c.literal_planes.iter().zip(plans) {
-        put_plane(p, plan, planes, out)?;
+        put_plane(p, plan, None, planes, out)?;
     }
     Ok(())
 }

@@ -1,0 +1,354 @@
+//! Stream version 4: plane 1 coded with the element's exponent as context.
+//!
+//! Why: a float's plane-1 byte (for rotated BF16 its 7 mantissa bits and the sign, for FP32
+//! the top 8 mantissa bits) is close to noise on its own, but not given the exponent in plane
+//! 0: at the tails of a distribution a binade's values crowd its low end, so the mantissa's top
+//! bits depend on how far the exponent is from the tensor's typical one. Measured on
+//! production-size activations (`bench-results/activation-study-workloads.md`, "exponent
+//! context"): 2.8 % of the stream on transformer BF16 activations, 0.3-1.3 % elsewhere.
+//!
+//! What keeps decoding parallel: plane 0 of a chunk is decoded before plane 1 (as always), so
+//! symbol `i` of plane 1 knows its context `ctx(e_i)` from plane 0's symbol `i` before its
+//! lane reaches it; a lane still decodes alone, one table lookup per symbol (from one of six
+//! tables instead of one). The six tables are stored once per stream (a plane-1 table per
+//! chunk per context would cost more than it saves), and a chunk's plane 1 uses them only
+//! where that is smaller than its own order-0 table.
+//!
+//! The format is `docs/format-rans.md` ("Context tables", version 4).
+
+use crate::model::{Table, PROB_SCALE};
+use planepack_core::error::take;
+use planepack_core::{Error, Result};
+
+/// The stream version that allows context planes (kind [`PLANE_CONTEXT`]).
+pub const VERSION_CONTEXT: u8 = 4;
+/// The plane kind of a plane coded with the stream's context tables.
+pub const PLANE_CONTEXT: u8 = 3;
+/// Context tables a stream may hold.
+pub const CONTEXTS: usize = 6;
+/// `ctx(e) = clamp(e - E0, CTX_BELOW, CTX_ABOVE) - CTX_BELOW`.
+pub const CTX_BELOW: i32 = -3;
+pub const CTX_ABOVE: i32 = 2;
+
+/// The longest context section: `E0`, the table set and six tables of 256 symbols.
+pub const MAX_SECTION_BYTES: usize = 2 + CONTEXTS * (1 + 32 + 2 * 256);
+
+/// The context of an element whose plane-0 byte is `e`, for the stream's reference `e0`.
+#[inline(always)]
+pub fn context(e: u8, e0: u8) -> usize {
+    ((e as i32 - e0 as i32).clamp(CTX_BELOW, CTX_ABOVE) - CTX_BELOW) as usize
+}
+
+/// A stream's context section: the reference plane-0 byte and a table per context that
+/// occurs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextTables {
+    pub e0: u8,
+    pub tables: [Option<Table>; CONTEXTS],
+}
+
+impl ContextTables {
+    /// Tables for `counts[c]` (the plane-1 histogram of the elements of context `c`); `None`
+    /// where no context has a count.
+    pub fn from_counts(e0: u8, counts: &[[u32; 256]; CONTEXTS]) -> Option<ContextTables> {
+        let tables: [Option<Table>; CONTEXTS] = std::array::from_fn(|c| {
+            counts[c]
+                .iter()
+                .any(|&n| n > 0)
+                .then(|| Table::from_counts(&counts[c]))
+        });
+        tables
+            .iter()
+            .any(Option::is_some)
+            .then_some(ContextTables { e0, tables })
+    }
+
+    /// Bytes [`ContextTables::write`] takes.
+    pub fn written_len(&self) -> usize {
+        2 + self
+            .tables
+            .iter()
+            .flatten()
+            .map(Table::written_len)
+            .sum::<usize>()
+    }
+
+    /// Append the section: `E0`, a byte with bit `c` set for each table present, the tables
+    /// in context order.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.push(self.e0);
+        out.push(
+            self.tables
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.is_some())
+                .fold(0u8, |m, (c, _)| m | 1 << c),
+        );
+        for t in self.tables.iter().flatten() {
+            t.write(out);
+        }
+    }
+
+    /// Read the section at `at` (every table rule checked, at least one table, no bits past
+    /// the sixth context); returns it and the offset after it.
+    pub fn read(input: &[u8], at: usize) -> Result<(ContextTables, usize)> {
+        let head = take(input, at, 2, "context tables")?;
+        let (e0, present) = (head[0], head[1]);
+        if present == 0 || present >> CONTEXTS != 0 {
+            return Err(Error::corrupt_at(
+                format!("context table set {present:#04x}"),
+                at + 1,
+            ));
+        }
+        let mut pos = at + 2;
+        let mut tables: [Option<Table>; CONTEXTS] = Default::default();
+        for (c, t) in tables.iter_mut().enumerate() {
+            if present >> c & 1 == 1 {
+                let (table, next) = Table::read(input, pos)?;
+                *t = Some(table);
+                pos = next;
+            }
+        }
+        Ok((ContextTables { e0, tables }, pos))
+    }
+
+    /// The decoder's form: every context's 4096 decode slots back to back (absent contexts
+    /// have none) and, per plane-0 byte, the index of its table's slots (`ABSENT` where its
+    /// context has no table).
+    pub fn decoder(&self) -> ContextDecoder {
+        let mut slots = Vec::with_capacity(CONTEXTS * PROB_SCALE as usize);
+        let mut first = [ABSENT; CONTEXTS];
+        let mut one = Vec::new();
+        for (c, t) in self.tables.iter().enumerate() {
+            if let Some(t) = t {
+                first[c] = (slots.len() / PROB_SCALE as usize) as u8;
+                t.decode_slots(&mut one);
+                slots.extend_from_slice(&one);
+            }
+        }
+        let table_of = std::array::from_fn(|e| first[context(e as u8, self.e0)]);
+        ContextDecoder { slots, table_of }
+    }
+}
+
+/// What a plane-0 byte maps to when its context has no table: a context plane holding such an
+/// element is corrupt.
+pub const ABSENT: u8 = u8::MAX;
+
+/// The context tables as a decoder reads them (built once per stream).
+#[derive(Debug, Clone)]
+pub struct ContextDecoder {
+    /// 4096 decode slots per present table, in context order.
+    pub slots: Vec<u32>,
+    /// Per plane-0 byte, its table's index in `slots` (in units of 4096), or [`ABSENT`].
+    pub table_of: [u8; 256],
+}
+
+impl ContextDecoder {
+    /// Each symbol's table for the plane-0 symbols `top` into `sel`; an element whose context
+    /// has no table is an error.
+    pub fn select(&self, top: &[u8], sel: &mut Vec<u8>) -> Result<()> {
+        sel.clear();
+        sel.extend(top.iter().map(|&e| self.table_of[e as usize]));
+        if sel.contains(&ABSENT) {
+            return Err(Error::corrupt(
+                "a context plane's element whose context has no table",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The encoder's side: the tables, and each (context, symbol)'s cost in bits for the plan.
+pub(crate) struct ContextEncoder {
+    pub tables: ContextTables,
+    /// Per plane-0 byte, its context.
+    pub context_of: [u8; 256],
+    /// `cost[c * 256 + s]`: bits symbol `s` costs in context `c` (infinite where it cannot be
+    /// coded).
+    pub cost: Vec<f32>,
+}
+
+impl ContextEncoder {
+    pub fn new(tables: ContextTables) -> ContextEncoder {
+        let context_of = std::array::from_fn(|e| context(e as u8, tables.e0) as u8);
+        let mut cost = vec![f32::INFINITY; CONTEXTS * 256];
+        for (c, t) in tables.tables.iter().enumerate() {
+            if let Some(t) = t {
+                for s in 0..256 {
+                    if t.freq[s] > 0 {
+                        cost[c * 256 + s] =
+                            (crate::model::PROB_BITS as f64 - (t.freq[s] as f64).log2()) as f32;
+                    }
+                }
+            }
+        }
+        ContextEncoder {
+            tables,
+            context_of,
+            cost,
+        }
+    }
+
+    /// The plane-1 histogram per context of elements whose planes 0 and 1 are `top` and
+    /// `next` (into `h`, zeroed first).
+    pub fn histograms(&self, top: &[u8], next: &[u8], h: &mut Vec<[u32; 256]>) {
+        h.clear();
+        h.resize(CONTEXTS, [0; 256]);
+        for (&e, &s) in top.iter().zip(next) {
+            h[self.context_of[e as usize] as usize][s as usize] += 1;
+        }
+    }
+
+    /// Bits a plane costs coded with the context tables, from its per-context histogram.
+    pub fn cost_bits(&self, h: &[[u32; 256]]) -> f64 {
+        let mut bits = 0.0f64;
+        for (c, hc) in h.iter().enumerate() {
+            for (s, &n) in hc.iter().enumerate() {
+                if n > 0 {
+                    bits += n as f64 * self.cost[c * 256 + s] as f64;
+                }
+            }
+        }
+        bits
+    }
+}
+
+/// Tensors smaller than this never get context tables: the tables (up to 3 KiB) would take
+/// most of what they save. (Under cargo-fuzz, 256 bytes and no saving asked for anywhere, so
+/// the fuzz targets' small inputs reach the context planes.)
+#[cfg(not(fuzzing))]
+pub const MIN_TENSOR_BYTES: usize = 1 << 20;
+#[cfg(fuzzing)]
+pub const MIN_TENSOR_BYTES: usize = 256;
+/// The share of a sample's order-0 plane bits the contexts must save for the encoder to count
+/// the whole tensor: 1.5 % (on 32 KiB of samples the conditional entropy's estimate is low by
+/// up to about 0.7 % of the bits, from six tables of 256 symbols fitted to few elements).
+#[cfg(not(fuzzing))]
+pub const SAMPLE_MIN_SAVING: f64 = 0.015;
+#[cfg(fuzzing)]
+pub const SAMPLE_MIN_SAVING: f64 = f64::NEG_INFINITY;
+/// How many times their own size the tables must save over the whole tensor.
+#[cfg(not(fuzzing))]
+const TABLES_PAY_TIMES: f64 = 2.0;
+#[cfg(fuzzing)]
+const TABLES_PAY_TIMES: f64 = f64::NEG_INFINITY;
+
+/// Planes 0 and 1 of a (rotated) element of `width` bytes (2 or 4).
+#[inline(always)]
+fn top_two(e: &[u8], width: usize, rotate: bool) -> (u8, u8) {
+    if width == 2 {
+        let v = u16::from_le_bytes([e[0], e[1]]);
+        let t = if rotate { v.rotate_left(1) } else { v };
+        ((t >> 8) as u8, t as u8)
+    } else {
+        let v = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+        let t = if rotate { v.rotate_left(1) } else { v };
+        ((t >> 24) as u8, (t >> 16) as u8)
+    }
+}
+
+fn entropy(counts: &[u32; 256]) -> f64 {
+    crate::encode::entropy_bits(counts)
+}
+
+/// The tensor's context tables, if plane 1 with the exponent as context pays (the encoder's
+/// informative rule, docs/format-rans.md): a tensor of at least [`MIN_TENSOR_BYTES`] of 2- or
+/// 4-byte elements whose rotation samples save [`SAMPLE_MIN_SAVING`] of their plane bits,
+/// and whose whole plane 1 then saves, against one order-0 table, at least twice the
+/// tables' size. `E0` is the samples' most frequent plane-0 byte of nonzero elements (ties:
+/// the lowest); the tables are every context's plane-1 counts over the whole body, so every
+/// element of every chunk can be coded with them.
+pub(crate) fn plan_tables(
+    body: &[u8],
+    width: usize,
+    rotate: bool,
+    parallel: bool,
+) -> Option<ContextTables> {
+    if !matches!(width, 2 | 4) || body.len() < MIN_TENSOR_BYTES {
+        return None;
+    }
+    // The samples: E0, and whether contexts save enough there.
+    let mut joint = vec![[0u32; 256]; 256];
+    let mut plane_bits = 0.0;
+    for r in crate::encode::rotation_samples(body.len(), width) {
+        let mut planes = vec![[0u32; 256]; width];
+        for e in body[r].chunks_exact(width) {
+            let (p0, p1) = top_two(e, width, rotate);
+            joint[p0 as usize][p1 as usize] += 1;
+            let mut v = [0u8; 4];
+            v[..width].copy_from_slice(e);
+            let t = u32::from_le_bytes(v);
+            let t = match (rotate, width) {
+                (true, 2) => (t as u16).rotate_left(1) as u32,
+                (true, _) => t.rotate_left(1),
+                _ => t,
+            };
+            for (j, p) in planes.iter_mut().enumerate() {
+                p[(t >> (8 * (width - 1 - j))) as usize & 255] += 1;
+            }
+        }
+        plane_bits += planes.iter().map(entropy).sum::<f64>();
+    }
+    let e0 = (0..256)
+        .max_by_key(|&e| {
+            let n: u64 = joint[e].iter().map(|&c| c as u64).sum::<u64>()
+                - if e == 0 { joint[0][0] as u64 } else { 0 };
+            (n, std::cmp::Reverse(e))
+        })
+        .unwrap_or(0) as u8;
+    let by_context = |joint: &[[u32; 256]]| {
+        let mut ctx = [[0u32; 256]; CONTEXTS];
+        for (e, row) in joint.iter().enumerate() {
+            let c = &mut ctx[context(e as u8, e0)];
+            for (n, &j) in c.iter_mut().zip(row) {
+                *n += j;
+            }
+        }
+        ctx
+    };
+    let saving = |ctx: &[[u32; 256]; CONTEXTS]| {
+        let mut all = [0u32; 256];
+        for c in ctx {
+            for (a, &n) in all.iter_mut().zip(c) {
+                *a += n;
+            }
+        }
+        entropy(&all) - ctx.iter().map(entropy).sum::<f64>()
+    };
+    if saving(&by_context(&joint)) < SAMPLE_MIN_SAVING * plane_bits {
+        return None;
+    }
+    // The whole body, counted by context.
+    let count = |part: &[u8]| {
+        let mut ctx = vec![[0u32; 256]; CONTEXTS];
+        let table: [u8; 256] = std::array::from_fn(|e| context(e as u8, e0) as u8);
+        for e in part.chunks_exact(width) {
+            let (p0, p1) = top_two(e, width, rotate);
+            ctx[table[p0 as usize] as usize][p1 as usize] += 1;
+        }
+        ctx
+    };
+    let add = |mut a: Vec<[u32; 256]>, b: Vec<[u32; 256]>| {
+        for (x, y) in a.iter_mut().zip(&b) {
+            for (p, q) in x.iter_mut().zip(y) {
+                *p += q;
+            }
+        }
+        a
+    };
+    let part = (planepack_core::codec::PARALLEL_TASK_BYTES / width).max(1) * width;
+    let ctx = if parallel {
+        use rayon::prelude::*;
+        body.par_chunks(part)
+            .map(count)
+            .reduce(|| vec![[0u32; 256]; CONTEXTS], add)
+    } else {
+        body.chunks(part)
+            .map(count)
+            .fold(vec![[0u32; 256]; CONTEXTS], add)
+    };
+    let ctx: [[u32; 256]; CONTEXTS] = ctx.try_into().expect("six contexts");
+    let tables = ContextTables::from_counts(e0, &ctx)?;
+    (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len() as f64).then_some(tables)
+}
