@@ -81,7 +81,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let e = tables[table + s];
         let f = e & 0xffffu;
         let c = e >> 16u;
-        if (x >= (f << (32u - PROB_BITS))) {
+        // x >= f * 2^20 in 32 bits (f = 4096 would shift to 0: such a symbol never renormalises).
+        let bound = f << (32u - PROB_BITS);
+        if (bound != 0u && x >= bound) {
             p = p - 1u;
             put_word(p, x & 0xffffu);
             x = x >> 16u;

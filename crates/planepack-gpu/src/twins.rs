@@ -560,7 +560,8 @@ pub mod rans {
         for r in (1..=count).rev() {
             let e = table[symbol(lane + (r - 1) * k) as usize];
             let (f, c) = (e & 0xffff, e >> 16);
-            if x >= f.wrapping_shl(32 - PROB_BITS) {
+            let bound = f.wrapping_shl(32 - PROB_BITS);
+            if bound != 0 && x >= bound {
                 p -= 1;
                 words[p as usize] = x as u16;
                 x >>= 16;

@@ -321,14 +321,10 @@ pub(crate) fn put_planes(
     out: &mut Vec<u8>,
 ) -> Result<bool> {
     let mut any = false;
-    let (tables, sel) = match ctx {
-        Some((t, s)) => (Some(t), Some(s)),
-        None => (None, None),
-    };
-    let mut sel = sel;
+    let mut ctx = ctx;
     for (j, (p, plan)) in planes.iter().zip(plans).enumerate() {
-        let c = match (tables, &mut sel) {
-            (Some(t), Some(s)) if j > 0 => Some((t, planes[j - 1], &mut **s)),
+        let c = match &mut ctx {
+            Some((t, sel)) if j > 0 => Some((*t, planes[j - 1], &mut **sel)),
             _ => None,
         };
         any |= put_plane(p, plan, c, enc, out)?;

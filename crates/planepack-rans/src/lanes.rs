@@ -358,7 +358,10 @@ fn encode_group<const N: usize>(
 #[inline(always)]
 fn put(e: &EncSymbol, x: &mut u32, lane: &mut [u16], p: &mut usize) {
     debug_assert!(e.freq > 0, "symbol not in the table");
-    let out = (*x >= e.freq << (32 - PROB_BITS)) as u32;
+    // x >= freq * 2^20, in 32 bits: a frequency of 4096 (a context table's only symbol) makes
+    // the bound 2^32, which no state reaches, and the shift 0.
+    let m = e.freq << (32 - PROB_BITS);
+    let out = (*x >= m && m != 0) as u32;
     lane[*p - 1] = *x as u16;
     *p -= out as usize;
     *x >>= out * 16;
@@ -614,10 +617,14 @@ mod avx2 {
                 let f = _mm256_and_si256(e, fmask);
                 let cum = _mm256_srli_epi32::<13>(e);
                 let mut xv = *xg;
-                // Renormalise where x >= freq << (32 - PROB_BITS) (wrapping, as the scalar
-                // step): unsigned x >= m is max(x, m) == x.
+                // Renormalise where x >= freq << (32 - PROB_BITS) (as the scalar step; a
+                // frequency of 4096 shifts to 0 and never renormalises): unsigned x >= m is
+                // max(x, m) == x.
                 let xmax = _mm256_slli_epi32::<{ 32 - PROB_BITS as i32 }>(f);
-                let emit = _mm256_cmpeq_epi32(_mm256_max_epu32(xv, xmax), xv);
+                let emit = _mm256_andnot_si256(
+                    _mm256_cmpeq_epi32(xmax, _mm256_setzero_si256()),
+                    _mm256_cmpeq_epi32(_mm256_max_epu32(xv, xmax), xv),
+                );
                 let bits = _mm256_movemask_ps(_mm256_castsi256_ps(emit)) as u32;
                 bits_all |= bits << (8 * g);
                 let w = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(xv, low16));
@@ -997,6 +1004,55 @@ mod tests {
                 enc.encode_with(&table, &symbols, false, &mut a).unwrap();
                 enc.encode_with(&table, &symbols, true, &mut b).unwrap();
                 assert!(a == b, "shape {shape} n {n}");
+            }
+        }
+    }
+
+    /// A table whose only symbol has frequency 4096 (a context plane's table of a context
+    /// with one symbol): no renormalisation at all, so the lanes are their states alone, and
+    /// they decode. (`f << 20` is 0 in 32 bits: the coders once emitted a word per symbol
+    /// and ended below L, which no decoder takes.) Scalar and AVX2 coders, several lanes,
+    /// and as one table of a context plane.
+    #[test]
+    fn a_symbol_of_frequency_4096_round_trips() {
+        let mut counts = [0u32; 256];
+        counts[9] = 5;
+        let single = Table::from_counts(&counts);
+        assert_eq!(single.freq[9], 4096);
+        let mut other = [1u32; 256];
+        other[9] = 1000;
+        let other = Table::from_counts(&other);
+        for n in [1usize, 700, 8192, 40_003] {
+            let symbols = vec![9u8; n];
+            let sel: Vec<u8> = (0..n).map(|i| (i % 3 == 0) as u8).collect();
+            let mut one = Vec::new();
+            single.decode_slots(&mut one);
+            let mut both = one.clone();
+            let mut two = Vec::new();
+            other.decode_slots(&mut two);
+            both.extend_from_slice(&two);
+            for simd in [false, true] {
+                let mut enc = Vec::new();
+                Encoder::default()
+                    .encode_with(&single, &symbols, simd, &mut enc)
+                    .unwrap();
+                assert_eq!(enc.len(), lane_header(lanes_for(n)), "n {n}: words written");
+                let mut out = vec![0u8; n];
+                let end = decode(&enc, 0, &one, None, &mut Vec::new(), &mut out).unwrap();
+                assert!(end == enc.len() && out == symbols, "n {n} simd {simd}");
+                let mut ctx = Vec::new();
+                Encoder::default()
+                    .encode_tables(
+                        &[Some(&single), Some(&other)],
+                        Some(&sel),
+                        &symbols,
+                        simd,
+                        &mut ctx,
+                    )
+                    .unwrap();
+                let mut out = vec![0u8; n];
+                decode(&ctx, 0, &both, Some(&sel), &mut Vec::new(), &mut out).unwrap();
+                assert!(out == symbols, "context plane n {n} simd {simd}");
             }
         }
     }
