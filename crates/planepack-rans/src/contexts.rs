@@ -167,6 +167,8 @@ pub(crate) struct ContextEncoder {
     /// `cost[c * 256 + s]`: bits symbol `s` costs in context `c` (infinite where it cannot be
     /// coded).
     pub cost: Vec<f32>,
+    /// The tables' coding constants, by context.
+    pub prepared: crate::lanes::Prepared,
 }
 
 impl ContextEncoder {
@@ -183,10 +185,13 @@ impl ContextEncoder {
                 }
             }
         }
+        let by_context: Vec<Option<&Table>> = tables.tables.iter().map(Option::as_ref).collect();
+        let prepared = crate::lanes::Prepared::new(&by_context);
         ContextEncoder {
             tables,
             context_of,
             cost,
+            prepared,
         }
     }
 

@@ -280,10 +280,9 @@ pub(crate) fn put_plane(
             let (c, top, sel) = ctx.expect("a context plane is planned only with its tables");
             sel.clear();
             sel.extend(top.iter().map(|&e| c.context_of[e as usize]));
-            let tables: Vec<Option<&Table>> = c.tables.tables.iter().map(Option::as_ref).collect();
             let start = out.len();
             out.push(PLANE_CONTEXT);
-            enc.encode_selected(&tables, sel, symbols, out)?;
+            enc.encode_selected(&c.prepared, sel, symbols, out)?;
             if coded_plane_kept(out.len() - start, symbols.len()) {
                 return Ok(true);
             }

@@ -64,6 +64,44 @@ struct EncSymbol {
     cum: u32,
 }
 
+/// Several tables' coding constants (256 entries a table), made once: a stream's context
+/// tables serve every chunk's context plane, and each reciprocal is a 64-bit division.
+pub(crate) struct Prepared(Vec<EncSymbol>);
+
+impl Prepared {
+    pub(crate) fn new(tables: &[Option<&Table>]) -> Prepared {
+        let mut syms = Vec::new();
+        coding_constants(tables, &mut syms);
+        Prepared(syms)
+    }
+}
+
+/// Each table's coding constants into `syms` (256 entries a table; absent tables and symbols
+/// have frequency 0).
+///
+/// floor(x / f) by a multiply: with r = ceil(2^52 / f), x r / 2^52 exceeds x / f by less than
+/// x / 2^52 < 2^-20 for x < 2^32, while x / f's fraction is at most 1 - 1/f <= 1 - 2^-12, so
+/// the floor is exact (tested against division for every f).
+fn coding_constants(tables: &[Option<&Table>], syms: &mut Vec<EncSymbol>) {
+    syms.clear();
+    syms.resize(256 * tables.len(), EncSymbol::default());
+    for (t, table) in tables.iter().enumerate() {
+        let Some(table) = table else { continue };
+        for (e, (&f, &c)) in syms[256 * t..256 * (t + 1)]
+            .iter_mut()
+            .zip(table.freq.iter().zip(&table.cum))
+        {
+            if f > 0 {
+                *e = EncSymbol {
+                    rcp: reciprocal(f as u32),
+                    freq: f as u32,
+                    cum: c as u32,
+                };
+            }
+        }
+    }
+}
+
 /// Reusable encoder buffers.
 #[derive(Default)]
 pub struct Encoder {
@@ -97,24 +135,28 @@ impl Encoder {
         simd: bool,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        self.encode_tables(&[Some(table)], None, symbols, simd, out)
+        let mut syms = std::mem::take(&mut self.syms);
+        coding_constants(&[Some(table)], &mut syms);
+        let r = self.encode_syms(&syms, None, symbols, simd, out);
+        self.syms = syms;
+        r
     }
 
     /// A context plane's lanes: symbol `i` coded with table `sel[i]` of `tables` (each symbol
     /// must have a nonzero frequency in its table). The same layout as [`Encoder::encode`].
     pub(crate) fn encode_selected(
         &mut self,
-        tables: &[Option<&Table>],
+        tables: &Prepared,
         sel: &[u8],
         symbols: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        self.encode_tables(tables, Some(sel), symbols, true, out)
+        self.encode_syms(&tables.0, Some(sel), symbols, true, out)
     }
 
-    fn encode_tables(
+    fn encode_syms(
         &mut self,
-        tables: &[Option<&Table>],
+        syms: &[EncSymbol],
         sel: Option<&[u8]>,
         symbols: &[u8],
         simd: bool,
@@ -122,28 +164,8 @@ impl Encoder {
     ) -> Result<()> {
         let n = symbols.len();
         let k = lanes_for(n);
-        assert!(sel.is_none_or(|s| s.len() == n && s.iter().all(|&t| (t as usize) < tables.len())));
-        // floor(x / f) by a multiply: with r = ceil(2^52 / f), x r / 2^52 exceeds x / f by
-        // less than x / 2^52 < 2^-20 for x < 2^32, while x / f's fraction is at most
-        // 1 - 1/f <= 1 - 2^-12, so the floor is exact (tested against division for every f).
-        let mut syms = std::mem::take(&mut self.syms);
-        syms.clear();
-        syms.resize(256 * tables.len(), EncSymbol::default());
-        for (t, table) in tables.iter().enumerate() {
-            let Some(table) = table else { continue };
-            for (e, (&f, &c)) in syms[256 * t..256 * (t + 1)]
-                .iter_mut()
-                .zip(table.freq.iter().zip(&table.cum))
-            {
-                if f > 0 {
-                    *e = EncSymbol {
-                        rcp: reciprocal(f as u32),
-                        freq: f as u32,
-                        cum: c as u32,
-                    };
-                }
-            }
-        }
+        let tables = syms.len() / 256;
+        assert!(sel.is_none_or(|s| s.len() == n && s.iter().all(|&t| (t as usize) < tables)));
         // A lane emits at most one word per symbol, so a region of `rounds + 1` words (one
         // spare for the branch-free store) holds any lane.
         let rounds = n.div_ceil(k);
@@ -157,11 +179,10 @@ impl Encoder {
         match () {
             #[cfg(target_arch = "x86_64")]
             () if simd && k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() => {
-                self.encode_avx2(&syms, sel, symbols, k, region, &mut states, &mut pos)
+                self.encode_avx2(syms, sel, symbols, k, region, &mut states, &mut pos)
             }
-            () => self.encode_scalar(&syms, sel, symbols, k, region, &mut states, &mut pos),
+            () => self.encode_scalar(syms, sel, symbols, k, region, &mut states, &mut pos),
         }
-        self.syms = syms;
         if pos[..k].iter().any(|&p| region - p > u16::MAX as usize) {
             return Err(Error::Unsupported("rANS lane over 65535 words".into()));
         }
@@ -1041,14 +1062,9 @@ mod tests {
                 let end = decode(&enc, 0, &one, None, &mut Vec::new(), &mut out).unwrap();
                 assert!(end == enc.len() && out == symbols, "n {n} simd {simd}");
                 let mut ctx = Vec::new();
+                let prepared = Prepared::new(&[Some(&single), Some(&other)]);
                 Encoder::default()
-                    .encode_tables(
-                        &[Some(&single), Some(&other)],
-                        Some(&sel),
-                        &symbols,
-                        simd,
-                        &mut ctx,
-                    )
+                    .encode_syms(&prepared.0, Some(&sel), &symbols, simd, &mut ctx)
                     .unwrap();
                 let mut out = vec![0u8; n];
                 decode(&ctx, 0, &both, Some(&sel), &mut Vec::new(), &mut out).unwrap();
