@@ -423,15 +423,7 @@ impl Gpu {
         enc.copy_buffer_to_buffer(&lens, 0, &staging, 8, size);
         self.queue.submit([enc.finish()]);
         let back = self.map_read_all(&staging);
-        let flags = u32::from_le_bytes(back[..4].try_into().expect("4 bytes"));
-        if flags != 0 {
-            return Err(GpuError::Corrupt {
-                flags,
-                what: crate::contract::describe_flags(flags),
-                unit: "chunk",
-                at: u32::from_le_bytes(back[4..8].try_into().expect("4 bytes")),
-            });
-        }
+        status_ok(&back)?;
         let lens: &[u32] = bytemuck::cast_slice(&back[8..8 + jobs.len() * 4]);
         if lens.iter().any(|&l| l as usize > 4 * stride) {
             return Err(GpuError::Device("rANS count record over its slot".into()));
@@ -535,15 +527,7 @@ impl Gpu {
         self.queue.submit([enc.finish()]);
         let back = self.map_read_all(&staging);
         tally.time(1, clock);
-        let flags = u32::from_le_bytes(back[..4].try_into().expect("4 bytes"));
-        if flags != 0 {
-            return Err(GpuError::Corrupt {
-                flags,
-                what: crate::contract::describe_flags(flags),
-                unit: "chunk",
-                at: u32::from_le_bytes(back[4..8].try_into().expect("4 bytes")),
-            });
-        }
+        status_ok(&back)?;
         Ok(())
     }
 
@@ -1033,6 +1017,21 @@ fn lay_out(
         len: raw_len - body,
     });
     pieces
+}
+
+/// The count kernel's status words read back (the first 8 bytes of `back`: flags, chunk):
+/// an error where the kernel reported one.
+fn status_ok(back: &[u8]) -> Result<()> {
+    let word = |i: usize| u32::from_le_bytes(back[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+    match word(0) {
+        0 => Ok(()),
+        flags => Err(GpuError::Corrupt {
+            flags,
+            what: crate::contract::describe_flags(flags),
+            unit: "chunk",
+            at: word(1),
+        }),
+    }
 }
 
 /// The settings this encoder writes (see [`GPU_RANS`]); every element width is taken.
