@@ -213,28 +213,36 @@ impl ChunkPlan {
         sparse: Option<(&[u32; 256], usize)>,
         plane1_context: Option<[f64; 2]>,
     ) -> ChunkPlan {
-        let with_context = |mut plans: Vec<(PlanePlan, f64)>, at: usize, size: Option<f64>| {
-            if let (Some(p), Some(size)) = (plans.get_mut(at), size) {
-                if size < p.1 {
-                    *p = (PlanePlan::Context, size);
+        // A layout's planes with plane `at` a context plane where that is smaller, and its
+        // estimates with and without (`head`: the mode byte and, sparse, the nonzero count).
+        let with_context =
+            |mut plans: Vec<(PlanePlan, f64)>, at: usize, size: Option<f64>, head| {
+                let plain: f64 = head + plans.iter().map(|p| p.1).sum::<f64>();
+                if let (Some(p), Some(size)) = (plans.get_mut(at), size) {
+                    if size < p.1 {
+                        *p = (PlanePlan::Context, size);
+                    }
                 }
-            }
-            plans
-        };
-        let dense_plans = with_context(
+                let estimate: f64 = head + plans.iter().map(|p| p.1).sum::<f64>();
+                (
+                    plans.into_iter().map(|p| p.0).collect::<Vec<_>>(),
+                    estimate,
+                    plain,
+                )
+            };
+        let (dense_plans, dense_estimate, dense_plain) = with_context(
             dense.iter().map(plan_plane_counts).collect(),
             1,
             plane1_context.map(|c| c[0]),
+            1.0,
         );
-        let (dense_plans, sizes): (Vec<_>, Vec<f64>) = dense_plans.into_iter().unzip();
-        let dense_estimate = 1.0 + sizes.iter().sum::<f64>();
         let Some((mask, zeros)) = sparse else {
             return ChunkPlan {
                 dense: dense_plans,
                 sparse: None,
                 layouts: Layouts::Dense,
                 estimate: dense_estimate,
-                plain_estimate: dense_estimate,
+                plain_estimate: dense_plain,
             };
         };
         let mut plans = vec![plan_plane_counts(mask)];
@@ -243,8 +251,8 @@ impl ChunkPlan {
             c[0] -= zeros as u32;
             plans.push(plan_plane_counts(&c));
         }
-        let plans = with_context(plans, 2, plane1_context.map(|c| c[1]));
-        let sparse_estimate = 5.0 + plans.iter().map(|p| p.1).sum::<f64>();
+        let (plans, sparse_estimate, sparse_plain) =
+            with_context(plans, 2, plane1_context.map(|c| c[1]), 5.0);
         // Code only the layout the estimates favour, unless they are too close to call: the
         // estimates are within a few bytes a lane.
         let margin = 64.0 + dense_estimate.min(sparse_estimate) / 100.0;
@@ -257,10 +265,10 @@ impl ChunkPlan {
         };
         ChunkPlan {
             dense: dense_plans,
-            sparse: Some(plans.into_iter().map(|p| p.0).collect()),
+            sparse: Some(plans),
             layouts,
             estimate: dense_estimate.min(sparse_estimate),
-            plain_estimate: dense_estimate.min(sparse_estimate),
+            plain_estimate: dense_plain.min(sparse_plain),
         }
     }
 }
@@ -487,11 +495,7 @@ impl Rans {
             histogram(&s.mask)
         });
         let sparse = mask.as_ref().map(|m| (m, zeros));
-        let mut plan = ChunkPlan::from_counts_with(&dense, sparse, context_sizes);
-        if context_sizes.is_some() {
-            plan.plain_estimate = ChunkPlan::from_counts(&dense, sparse).estimate;
-        }
-        plan
+        ChunkPlan::from_counts_with(&dense, sparse, context_sizes)
     }
 
     /// The estimated size of the chunk as byte planes: the smaller of the dense and sparse
