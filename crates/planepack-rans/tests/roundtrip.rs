@@ -153,6 +153,56 @@ fn repeated_rows_round_trip_and_pay() {
     }
 }
 
+/// Rows the planes code in a few bits are not worth a 4-byte reference: a padded, mostly-zero
+/// activation (4 zero rows of 11 in each 11x11 map, one nonzero in ten inside) whose zero rows
+/// repeat is stored without a row map, in fewer bytes than with every repeated row a copy;
+/// the same tensor with dense repeated rows still gets its map.
+#[test]
+fn cheap_repeated_rows_are_not_copies() {
+    let mut rng = planepack_testkit::Rng(5);
+    let (maps, side) = (2000usize, 11usize);
+    let mut data = Vec::with_capacity(maps * side * side * 2);
+    for _ in 0..maps * side * side {
+        let v: u16 = if rng.below(10) == 0 {
+            0x3f00 | rng.below(256) as u16
+        } else {
+            0
+        };
+        data.extend_from_slice(&v.to_le_bytes());
+    }
+    for m in 0..maps {
+        for r in [0, 1, side - 2, side - 1] {
+            data[((m * side + r) * side * 2)..][..side * 2].fill(0);
+        }
+    }
+    let shape = [maps, side, side];
+    let mut enc = Vec::new();
+    Rans::default()
+        .encode_shaped(&data, ElemType::BF16, &shape, &mut enc)
+        .unwrap();
+    let header = planepack_rans::parse_header(&enc).unwrap();
+    assert!(header.rows.is_none(), "zero rows became copies");
+    let mut out = vec![0u8; data.len()];
+    Rans::default().decode(&enc, &mut out).unwrap();
+    assert!(out == data);
+    // Every repeated zero row as a copy would have cost more than the whole stream does.
+    let zero_rows = data
+        .chunks_exact(side * 2)
+        .filter(|r| r.iter().all(|&b| b == 0))
+        .count();
+    assert!(enc.len() < 4 * (zero_rows - 1), "{} bytes", enc.len());
+
+    // Dense rows repeated: the map stays.
+    let dense: Vec<u8> = (0..maps * side * side)
+        .flat_map(|i| (0x3f80u16 | ((i % (3 * side)) as u16 * 7 % 128)).to_le_bytes())
+        .collect();
+    let mut enc = Vec::new();
+    Rans::default()
+        .encode_shaped(&dense, ElemType::BF16, &shape, &mut enc)
+        .unwrap();
+    assert!(planepack_rans::parse_header(&enc).unwrap().rows.is_some());
+}
+
 /// FP32 tensors that are a scale per block of 32 times int8 (a dequantized Q8_0 table) are
 /// stored block-scaled (version 3): about a byte per element, every tail length, zero blocks,
 /// rows, both decoders; a block that does not factor leaves only its chunk as planes.
