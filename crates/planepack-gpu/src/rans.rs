@@ -69,6 +69,15 @@ impl Gpu {
             )
             .into());
         }
+        let difference = planepack_rans::internals::difference::CHUNK_DIFFERENCE;
+        if h.version < planepack_rans::internals::difference::VERSION_DIFFERENCE
+            && spans.iter().any(|&(o, _)| stream[o] == difference)
+        {
+            return Err(planepack_core::Error::corrupt(
+                "a difference chunk in a stream before version 5",
+            )
+            .into());
+        }
         let long_lanes = spans.iter().enumerate().any(|(i, &(o, _))| {
             let n = h
                 .chunk_elements()
