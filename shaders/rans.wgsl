@@ -20,6 +20,10 @@
 // each symbol's table is the stream's context table of its element's plane-0 byte, read from
 // `chunk_off` after the chunk offsets; plane 0 is already in scratch);
 //
+// (a version-5 difference chunk's planes are the elements' folded steps: after them, each
+// invocation sums its block, a workgroup scan gives each block its start, and each block is
+// summed again into the output);
+//
 // then the chunk's elements are rebuilt from the planes (in a sparse chunk, a prefix sum over
 // the mask's popcounts gives each run of 32 elements its first nonzero element), rotated back
 // and written to `out` as whole words.
@@ -783,6 +787,26 @@ fn scaled(at0: u32, n: u32, K: u32) -> u32 {
 // Store word `w` of this chunk's output (of `owords` words, `nbytes` bytes), if it is one;
 // the last chunk's last word takes the tail bytes after the body's.
 var<private> obase: u32;
+// A difference chunk's folded step `i` (its bytes in the chunk's W planes, most significant
+// first), unfolded, and an element back from the floats' order (CPU twins:
+// planepack-rans's difference::unzigzag and unorder).
+fn step_at(i: u32, K: u32) -> u32 {
+    var z = 0u;
+    for (var p = 0u; p < W; p = p + 1u) {
+        z = (z << 8u) | sbyte(p * K + i);
+    }
+    return z;
+}
+
+fn unzigzag(z: u32) -> u32 {
+    return (z >> 1u) ^ ((0u - (z & 1u)) & WMASK);
+}
+
+fn unorder(o: u32) -> u32 {
+    let sign = 1u << (8u * W - 1u);
+    return select(o ^ WMASK, o ^ sign, (o & sign) != 0u);
+}
+
 fn put(w: u32, v: u32, owords: u32, nbytes: u32, last_chunk: bool) {
     if (w < owords) {
         var x = v;
@@ -972,6 +996,44 @@ fn run(wg: vec3<u32>) {
         }
         if (seen != z) {
             err = err | ERR_VALUE;
+        }
+    } else if (mode == CHUNK_DIFFERENCE && W != 1u) {
+        for (var p = 0u; p < W; p = p + 1u) {
+            if (at < cend) {
+                at = plane(at, n, p * K, NO_CONTEXT);
+            } else {
+                err = err | ERR_OVERRUN;
+            }
+        }
+        storageBarrier();
+        // The elements are a prefix sum of the steps: each invocation sums its block of
+        // elements (a multiple of 4, so its output words are its own), a scan over the
+        // invocations gives each block's start, then each block is summed again into the
+        // output (CPU twin: planepack-rans's difference::inverse).
+        let block = ((n + WG - 1u) / WG + 3u) / 4u * 4u;
+        let b0 = min(slot * block, n);
+        let b1 = min(b0 + block, n);
+        var sum = 0u;
+        for (var i = b0; i < b1; i = i + 1u) {
+            sum = sum + unzigzag(step_at(i, K));
+        }
+        var acc = scan(sum).x;
+        let owords = (nbytes + 3u) / 4u;
+        let last_chunk = first + n == params.elems;
+        var word = 0u;
+        for (var i = b0; i < b1; i = i + 1u) {
+            acc = (acc + unzigzag(step_at(i, K))) & WMASK;
+            let v = unorder(acc);
+            // Four bytes an output word: W = 4 a word an element, W = 2 two.
+            if (W == 4u) {
+                put(i, v, owords, nbytes, last_chunk);
+            } else {
+                word = word | (v << (16u * (i % 2u)));
+                if (i % 2u == 1u || i + 1u == b1) {
+                    put(i / 2u, word, owords, nbytes, last_chunk);
+                    word = 0u;
+                }
+            }
         }
     } else {
         err = err | ERR_TAG;

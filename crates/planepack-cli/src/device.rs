@@ -1,12 +1,11 @@
 //! `--device gpu`: the codecs that have GPU kernels run there (through `planepack-gpu`), the
 //! others on the CPU. Encoders: bit-plane and IBP with one mask (byte-identical to the CPU's;
 //! IBP's k-means clustering has no GPU version) and rANS at `GPU_RANS`' settings (byte planes
-//! only: byte-identical to the CPU encoder at those settings; the modelled and block-scaled
-//! chunks and the row map are CPU-only, so a CNN activation or a dequantized Q8_0 table comes
-//! out larger than `--device cpu` writes it). Decoders: bit-plane, IBP (one mask or clusters),
-//! rANS (every chunk kind). A tensor a kernel cannot
-//! take (IBP rows of an odd number of 16-bit chunks) goes to the CPU. The command says how many
-//! parts ran where.
+//! only: byte-identical to the CPU encoder at those settings; the modelled, block-scaled and
+//! difference chunks and the row map are CPU-only, so a CNN activation or a dequantized Q8_0
+//! table comes out larger than `--device cpu` writes it). Decoders: bit-plane, IBP (one mask
+//! or clusters), rANS (every chunk kind). A tensor a kernel cannot take (IBP rows of an odd
+//! number of 16-bit chunks) goes to the CPU. The command says how many parts ran where.
 
 use crate::fail::{Code, Fail};
 use planepack_container::{CodecId, CodecSpec, Engine, EngineCounts};

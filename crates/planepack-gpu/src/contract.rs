@@ -137,12 +137,16 @@ fn rans_constants() -> String {
     use planepack_rans::internals::contexts as cx;
     use planepack_rans::internals::modelled as m;
     use planepack_rans::internals::scaled as sc;
-    let consts: [(&str, u32); 29] = [
+    let consts: [(&str, u32); 30] = [
         ("CHUNK_RAW", planepack_rans::CHUNK_RAW as u32),
         ("CHUNK_DENSE", planepack_rans::CHUNK_DENSE as u32),
         ("CHUNK_SPARSE", planepack_rans::CHUNK_SPARSE as u32),
         ("CHUNK_MODELLED", m::CHUNK_MODELLED as u32),
         ("CHUNK_SCALED", sc::CHUNK_SCALED as u32),
+        (
+            "CHUNK_DIFFERENCE",
+            planepack_rans::internals::difference::CHUNK_DIFFERENCE as u32,
+        ),
         (
             "SCALED_BLOCK_LOG2_MIN",
             *sc::BLOCK_LOG2_RANGE.start() as u32,

@@ -55,19 +55,28 @@ impl Gpu {
         let modelled = spans
             .iter()
             .any(|&(o, _)| stream[o] == planepack_rans::internals::modelled::CHUNK_MODELLED);
-        if modelled && h.version < planepack_rans::VERSION_MODELLED {
-            return Err(
-                planepack_core::Error::corrupt("a modelled chunk in a version-1 stream").into(),
-            );
-        }
-        let scaled = planepack_rans::internals::scaled::CHUNK_SCALED;
-        if h.version < planepack_rans::internals::scaled::VERSION_SCALED
-            && spans.iter().any(|&(o, _)| stream[o] == scaled)
-        {
-            return Err(planepack_core::Error::corrupt(
-                "a block-scaled chunk in a stream before version 3",
-            )
-            .into());
+        // Each chunk mode only from the version that brought it (the CPU decoder's rule; the
+        // kernel sees no version).
+        use planepack_rans::internals::{difference as d, modelled as m, scaled as s};
+        for (mode, since, what) in [
+            (
+                m::CHUNK_MODELLED,
+                planepack_rans::VERSION_MODELLED,
+                "a modelled chunk",
+            ),
+            (s::CHUNK_SCALED, s::VERSION_SCALED, "a block-scaled chunk"),
+            (
+                d::CHUNK_DIFFERENCE,
+                d::VERSION_DIFFERENCE,
+                "a difference chunk",
+            ),
+        ] {
+            if h.version < since && spans.iter().any(|&(o, _)| stream[o] == mode) {
+                return Err(planepack_core::Error::corrupt(format!(
+                    "{what} in a stream before version {since}"
+                ))
+                .into());
+            }
         }
         let long_lanes = spans.iter().enumerate().any(|(i, &(o, _))| {
             let n = h

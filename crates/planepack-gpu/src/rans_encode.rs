@@ -24,10 +24,11 @@
 //! 5. `rans_assemble.wgsl`: the stream, each output word from its segment.
 //!
 //! Left for later (the format supports them, this encoder does not write them): the modelled
-//! chunk (version 2), the block-scaled chunk (version 3), the context planes (version 4) and the
-//! row map. Their plans read more than per-chunk histograms (element classes, block factoring,
-//! the tensor's plane-1 counts per context, row hashes); streams from this encoder are version
-//! 1, and equal the CPU's at `modelled: false, scaled: false, contexts: false` (a container records
+//! chunk (version 2), the block-scaled chunk (version 3), the context planes (version 4), the
+//! difference chunk (version 5) and the row map. Their plans read more than per-chunk
+//! histograms (element classes, block factoring, the tensor's plane-1 counts per context, the
+//! steps' histograms, row hashes); streams from this encoder are version 1, and equal the
+//! CPU's at `modelled: false, scaled: false, contexts: false, differences: false` (a container records
 //! such a part as `rans`, which every rANS decoder reads; `planepack compress --device gpu`
 //! reports how many parts the GPU encoded).
 
@@ -56,6 +57,7 @@ pub const GPU_RANS: Rans = Rans {
     modelled: false,
     scaled: false,
     contexts: false,
+    differences: false,
 };
 
 /// A stream encoded on the device, with what crossed the link for it.

@@ -89,11 +89,19 @@ impl ContextTables {
         }
     }
 
-    /// Read the section at `at` (every table rule checked, at least one table, no bits past
-    /// the sixth context); returns it and the offset after it.
-    pub fn read(input: &[u8], at: usize) -> Result<(ContextTables, usize)> {
+    /// Read the section at `at` (every table rule checked, at least one table unless
+    /// `empty_allowed` (version 5), no bits past the sixth context); returns it (`None` for an
+    /// empty set) and the offset after it.
+    pub fn read(
+        input: &[u8],
+        at: usize,
+        empty_allowed: bool,
+    ) -> Result<(Option<ContextTables>, usize)> {
         let head = take(input, at, 2, "context tables")?;
         let (e0, present) = (head[0], head[1]);
+        if present == 0 && empty_allowed {
+            return Ok((None, at + 2));
+        }
         if present == 0 || present >> CONTEXTS != 0 {
             return Err(Error::corrupt_at(
                 format!("context table set {present:#04x}"),
@@ -109,7 +117,7 @@ impl ContextTables {
                 pos = next;
             }
         }
-        Ok((ContextTables { e0, tables }, pos))
+        Ok((Some(ContextTables { e0, tables }), pos))
     }
 
     /// The decoder's form: every context's 4096 decode slots back to back (absent contexts

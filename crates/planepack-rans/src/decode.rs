@@ -164,6 +164,23 @@ pub(crate) fn decode_chunk(
         scaled::CHUNK_SCALED if h.version >= scaled::VERSION_SCALED => {
             scaled::decode(chunk, h, s, out)?
         }
+        difference::CHUNK_DIFFERENCE
+            if h.version >= difference::VERSION_DIFFERENCE && h.width > 1 =>
+        {
+            let end = get_joined(
+                chunk,
+                1,
+                n,
+                h.width,
+                false,
+                &mut s.planes,
+                &mut s.lanes,
+                None,
+                out,
+            )?;
+            difference::inverse(out, h.width);
+            end
+        }
         m => return Err(Error::corrupt_at(format!("chunk mode {m}"), 0)),
     };
     if end != chunk.len() {

@@ -93,6 +93,7 @@ pub(crate) struct EncScratch {
     /// A context plane's contexts, and the chunk's plane-1 histograms per context.
     sel: Vec<u8>,
     context_counts: Vec<[u32; 256]>,
+    difference: crate::difference::Scratch,
 }
 
 /// What the encoder decided once for the whole tensor, with which it codes every chunk.
@@ -110,6 +111,8 @@ pub(crate) struct TensorPlan<'a> {
     pub try_scaled: bool,
     /// The stream's context tables, where plane 1 may be a context plane.
     pub contexts: Option<&'a ContextEncoder>,
+    /// Whether chunks try the difference form ([`Rans::differences_may_pay`]).
+    pub try_differences: bool,
 }
 
 /// One parallel task's chunks: their bytes, each chunk's length, the stream version they need.
@@ -389,8 +392,35 @@ impl Rans {
         }
     }
 
+    /// Are difference chunks worth trying on this tensor? As [`Rans::modelled_may_pay`]: up
+    /// to [`MODELLED_SAMPLES`] evenly spaced chunks decide (tensors of that many chunks or
+    /// fewer try every chunk); any whose steps' planes come out smaller than its own planes
+    /// keeps the trial on.
+    pub(crate) fn differences_may_pay(
+        &self,
+        body: &[u8],
+        width: usize,
+        rotate: bool,
+        chunk_bytes: usize,
+        s: &mut EncScratch,
+    ) -> bool {
+        let chunks = body.len().div_ceil(chunk_bytes);
+        if chunks <= MODELLED_SAMPLES {
+            return true;
+        }
+        let samples = (chunks / 16).clamp(2, MODELLED_SAMPLES);
+        (0..samples).any(|k| {
+            let at = (2 * k + 1) * chunks / (2 * samples) * chunk_bytes;
+            let chunk = &body[at..body.len().min(at + chunk_bytes)];
+            let planes = self.plane_estimate(chunk, width, rotate, s);
+            let (steps, _) = crate::difference::plan(chunk, width, &mut s.difference);
+            steps + crate::difference::MIN_SAVING_BYTES <= planes
+        })
+    }
+
     /// Encode one chunk of whole elements as `plan` says, appending mode and planes to `out`;
-    /// returns the stream version the chunk needs (1; 2 if modelled, 3 if scaled).
+    /// returns the stream version the chunk needs (1; 2 if modelled, 3 if scaled, 4 with a
+    /// context plane, 5 as steps).
     pub(crate) fn encode_chunk(
         &self,
         elems: &[u8],
@@ -405,6 +435,7 @@ impl Rans {
             try_modelled,
             try_scaled,
             contexts,
+            try_differences,
         } = plan;
         // A chunk whose every block factors (which the first block decides on nearly every
         // other tensor, at once) is scaled where that is smaller than its planes: it decodes
@@ -414,11 +445,11 @@ impl Rans {
         } else {
             None
         };
-        if scaled.is_none() && !try_modelled {
+        if scaled.is_none() && !try_modelled && !try_differences {
             return self.encode_chunk_planes(elems, width, rotate, contexts, s, out);
         }
-        // The planes' plan, once, for whichever of the two forms is tried and for writing the
-        // planes if neither wins (the scaled and modelled trials keep to their own scratch).
+        // The planes' plan, once, for whichever form is tried and for writing the planes if
+        // none wins (the other trials keep to their own scratch).
         let planes = self.plan_chunk_planes(elems, width, rotate, contexts, s);
         let best_plane_estimate = planes.plain_estimate;
         if let Some(scaled) = scaled.filter(|p| p.estimate < best_plane_estimate) {
@@ -431,14 +462,29 @@ impl Rans {
             }
             out.truncate(start);
         }
-        if !try_modelled {
-            return self.write_chunk_planes(elems, width, rotate, planes, contexts, s, out);
-        }
-        let (estimate, tables, plans) = modelled::plan(elems, width, rotate, row, &mut s.modelled);
         // Modelled only where it saves at least MODELLED_MIN_GAIN: it decodes at about half
         // the planes' speed, so a fraction of a percent is not worth it. (The estimates are
         // within a few bytes a lane of the coded sizes, so no chunk is coded twice.)
-        if estimate <= best_plane_estimate * (1.0 - MODELLED_MIN_GAIN) {
+        let modelled = if try_modelled {
+            let m = modelled::plan(elems, width, rotate, row, &mut s.modelled);
+            (m.0 <= best_plane_estimate * (1.0 - MODELLED_MIN_GAIN)).then_some(m)
+        } else {
+            None
+        };
+        // Steps where they beat whichever of the two the chunk would be.
+        if try_differences {
+            let beat = modelled.as_ref().map_or(planes.estimate, |m| m.0);
+            let (steps, plans) = crate::difference::plan(elems, width, &mut s.difference);
+            if steps + crate::difference::MIN_SAVING_BYTES <= beat {
+                let start = out.len();
+                crate::difference::encode(&s.difference, &plans, &mut s.lanes, out)?;
+                if chunk_kept(out.len() - start, elems.len()) {
+                    return Ok(crate::difference::VERSION_DIFFERENCE);
+                }
+                out.truncate(start);
+            }
+        }
+        if let Some((_, tables, plans)) = modelled {
             modelled::encode(
                 elems,
                 width,
@@ -666,7 +712,11 @@ impl Rans {
             try_modelled: false,
             try_scaled: self.scaled && width == 4,
             contexts: contexts.as_ref(),
+            try_differences: false,
         };
+        plan.try_differences = self.differences
+            && width > 1
+            && self.differences_may_pay(&input_body[..body], width, rotate, chunk_bytes, &mut s);
         plan.try_modelled = self.modelled
             && self.modelled_may_pay(&input_body[..body], plan, chunk_bytes, parallel, &mut s);
         // Chunks in order, coded into `out`; each chunk's length into the table.
@@ -709,13 +759,19 @@ impl Rans {
             code(&input_body[..body], &mut s, out, &mut lens)?
         };
         out[version_at] = version;
-        // The context tables go before the chunk table, once a chunk has used them.
+        // The context tables go before the chunk table, once a chunk has used them; a
+        // version-5 stream has the section always: the tensor's tables where it has any
+        // (whether or not a chunk used them), else an empty set.
         let table_at = match contexts.filter(|_| version >= VERSION_CONTEXT) {
             Some(c) => {
                 let mut section = Vec::with_capacity(c.tables.written_len());
                 c.tables.write(&mut section);
                 out.splice(table_at..table_at, section.iter().copied());
                 table_at + section.len()
+            }
+            None if version >= crate::difference::VERSION_DIFFERENCE => {
+                out.splice(table_at..table_at, [0u8, 0u8]);
+                table_at + 2
             }
             None => table_at,
         };

@@ -58,7 +58,8 @@ impl Header {
 /// stream is long enough for the chunk table it implies (so a lying `raw_len` is refused
 /// before anything is allocated for it).
 pub fn parse_header(input: &[u8]) -> Result<Header> {
-    // Version 4 (context planes), 3 (scaled chunks), 2 (modelled chunks) or 1; anything else
+    // Version 5 (difference chunks), 4 (context planes), 3 (scaled chunks), 2 (modelled
+    // chunks) or 1; anything else
     // is refused as the newest would be.
     let version = match input.get(4) {
         Some(&v) if (1..VERSION).contains(&v) => v,
@@ -85,8 +86,10 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
         (None, HEADER_BYTES)
     };
     let (contexts, table_at) = if version >= VERSION_CONTEXT {
-        let (t, end) = ContextTables::read(input, after_rows)?;
-        (Some(t), end)
+        // From version 5 the section may hold no table (the stream is version 5 for its
+        // difference chunks, not for context planes).
+        let empty_allowed = version >= crate::difference::VERSION_DIFFERENCE;
+        ContextTables::read(input, after_rows, empty_allowed)?
     } else {
         (None, after_rows)
     };

@@ -56,6 +56,7 @@
 //! ```
 
 mod contexts;
+mod difference;
 mod lanes;
 mod model;
 mod modelled;
@@ -103,6 +104,12 @@ pub mod internals {
             PLANE_CONTEXT, VERSION_CONTEXT,
         };
     }
+    /// The difference chunk's constants and its transform (stream version 5).
+    pub mod difference {
+        pub use crate::difference::{
+            order, unorder, unzigzag, zigzag, CHUNK_DIFFERENCE, VERSION_DIFFERENCE,
+        };
+    }
     /// The block-scaled chunk's constants and its element rule.
     pub mod scaled {
         pub use crate::scaled::{
@@ -119,10 +126,11 @@ use rayon::prelude::*;
 
 /// Stream magic.
 pub const MAGIC: [u8; 4] = *b"PPRA";
-/// Format version: 4 when a plane is coded with the stream's context tables, else 3 when a
-/// chunk is block-scaled (mode 4), else 2 when a chunk is modelled (mode 3), else 1 (the
-/// streams of the first version, byte for byte). Decoders read all four.
-pub const VERSION: u8 = contexts::VERSION_CONTEXT;
+/// Format version: 5 when a chunk is a difference chunk (mode 5), else 4 when a plane is
+/// coded with the stream's context tables, else 3 when a chunk is block-scaled (mode 4), else
+/// 2 when a chunk is modelled (mode 3), else 1 (the streams of the first version, byte for
+/// byte). Decoders read all five.
+pub const VERSION: u8 = difference::VERSION_DIFFERENCE;
 /// The version that allows modelled chunks (mode 3).
 pub const VERSION_MODELLED: u8 = 2;
 /// Bytes of the stream header.
@@ -167,6 +175,12 @@ pub struct Rans {
     /// Code plane 1 with the exponent as context ([`contexts`], stream version 4) where a
     /// sample of the tensor says it pays and a chunk's plane comes out smaller that way.
     pub contexts: bool,
+    /// Try difference chunks ([`difference`]: the steps between neighbouring elements as
+    /// planes, stream version 5) and keep them where they are smaller. Off by default until
+    /// `cargo xtask bench --workloads` has measured them beside the peers: every decoder
+    /// (CPU, both GPU scan paths) reads them already, as a format's readers ship before its
+    /// writers.
+    pub differences: bool,
 }
 
 impl Default for Rans {
@@ -179,6 +193,7 @@ impl Default for Rans {
             modelled: true,
             scaled: true,
             contexts: true,
+            differences: false,
         }
     }
 }
@@ -189,14 +204,15 @@ impl Codec for Rans {
             "rans".into()
         } else {
             format!(
-                "rans-c{}{}{}{}{}{}{}",
+                "rans-c{}{}{}{}{}{}{}{}",
                 self.chunk_log2,
                 if self.zero_mask { "" } else { "-nozero" },
                 if self.rotate { "" } else { "-norotate" },
                 if self.rows { "" } else { "-norows" },
                 if self.modelled { "" } else { "-nomodel" },
                 if self.scaled { "" } else { "-noscale" },
-                if self.contexts { "" } else { "-noctx" }
+                if self.contexts { "" } else { "-noctx" },
+                if self.differences { "-diff" } else { "" }
             )
         }
     }

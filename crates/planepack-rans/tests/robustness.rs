@@ -41,6 +41,21 @@ fn mutated_streams_are_errors_or_right_length() {
         let enc = codec.encode_to_vec(&raw, ElemType::F32).unwrap();
         assert_eq!(enc[4], planepack_rans::internals::scaled::VERSION_SCALED);
         streams.push((raw, enc));
+        // Difference chunks (version 5), both widths.
+        for (elem, width) in [(ElemType::BF16, 2), (ElemType::F32, 4)] {
+            let raw = planepack_testkit::smooth_walk(9_001, width, 3, 9);
+            let enc = Rans {
+                differences: true,
+                ..codec
+            }
+            .encode_to_vec(&raw, elem)
+            .unwrap();
+            assert_eq!(
+                enc[4],
+                planepack_rans::internals::difference::VERSION_DIFFERENCE
+            );
+            streams.push((raw, enc));
+        }
         let (mut errors, mut rounds) = (0, 0);
         for round in 0..20_000 {
             let (raw, enc) = &streams[round % streams.len()];

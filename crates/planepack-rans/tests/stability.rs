@@ -60,6 +60,7 @@ fn version_1_output_is_unchanged() {
             modelled: false,
             scaled: false,
             contexts: false,
+            differences: false,
             ..Rans::default()
         },
         Rans {
@@ -70,6 +71,7 @@ fn version_1_output_is_unchanged() {
             modelled: false,
             scaled: false,
             contexts: false,
+            differences: false,
         },
     ]);
     assert_eq!(
@@ -91,6 +93,7 @@ fn encoder_output_is_unchanged() {
             modelled: true,
             scaled: true,
             contexts: false,
+            differences: false,
         },
     ]);
     assert_eq!(
@@ -156,6 +159,39 @@ fn context_output_is_unchanged() {
     }
     assert_eq!(
         h, 0xab5b_a8d9_d3eb_daa1,
+        "encoder output changed: {h:#018x}"
+    );
+}
+
+/// Difference chunks (version 5): smooth values (random walks in the floats' order with NaN,
+/// infinity, -0.0 and subnormals), BF16 and FP32, with runs of zeros and without, 4 KiB and
+/// 64 KiB chunks, and a tail.
+#[test]
+fn difference_output_is_unchanged() {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for (elem, width) in [(ElemType::BF16, 2), (ElemType::F32, 4)] {
+        for zeros in [false, true] {
+            let mut data = planepack_testkit::smooth_walk(300_001, width, 4, width as u64);
+            if zeros {
+                for run in data.chunks_exact_mut(7000 * width) {
+                    run[..200 * width].fill(0);
+                }
+            }
+            data.push(0x3c);
+            for chunk_log2 in [12, 16] {
+                let codec = Rans {
+                    chunk_log2,
+                    differences: true,
+                    ..Rans::default()
+                };
+                let enc = codec.encode_to_vec(&data, elem).unwrap();
+                assert_eq!(enc[4], 5, "{elem}");
+                fnv1a(&mut h, &enc);
+            }
+        }
+    }
+    assert_eq!(
+        h, 0x25e1_1da0_f9ca_4107,
         "encoder output changed: {h:#018x}"
     );
 }

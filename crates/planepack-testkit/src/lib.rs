@@ -305,6 +305,35 @@ pub fn exponent_dependent_floats(n: usize, width: usize, zero_every: usize, seed
     out
 }
 
+/// `n` smooth floats of `width` bytes (2: BF16/FP16 bits, 4: FP32): a random walk in the
+/// floats' order (steps of up to `max_step` ulps either way, through zero and across signs),
+/// with a NaN (payload kept), an infinity, -0.0 and a subnormal every 997 elements: what the
+/// rANS difference chunks code. Test input; never a figure.
+pub fn smooth_walk(n: usize, width: usize, max_step: u32, seed: u64) -> Vec<u8> {
+    assert!(matches!(width, 2 | 4), "width {width}");
+    let bits = 8 * width as u32;
+    let mask = u32::MAX >> (32 - bits);
+    let sign = 1u32 << (bits - 1);
+    let mut rng = Rng(seed | 1);
+    // Start just below zero, in the floats' order (sign-magnitude to offset binary).
+    let mut o = sign - 3 * max_step;
+    let mut out = Vec::with_capacity(n * width);
+    for i in 0..n {
+        let step = rng.below(2 * max_step as u64 + 1) as u32;
+        o = o.wrapping_add(step).wrapping_sub(max_step) & mask;
+        let v = if o & sign != 0 { o ^ sign } else { o ^ mask };
+        let v = match i % 997 {
+            101 => mask >> 1,                     // NaN with every payload bit set
+            303 => 0x7f80_0000u32 >> (32 - bits), // +Inf (BF16 and FP32)
+            505 => sign,                          // -0.0
+            707 => 1,                             // the least subnormal
+            _ => v,
+        };
+        out.extend_from_slice(&v.to_le_bytes()[..width]);
+    }
+    out
+}
+
 /// Apply one mutation of kind `m` to `stream` at a random place.
 pub fn mutate(stream: &[u8], m: Mutation, rng: &mut Rng) -> Vec<u8> {
     let mut s = stream.to_vec();
