@@ -16,10 +16,11 @@
 //! machine's `results.json` (the corpus) or `workloads/results.json` (`--workloads`), with the
 //! gap; one row per bench record (dataset, dtype, size class), because the bench's headline
 //! ranks codecs by the geomean over records, where a few hundred small tensors weigh as much
-//! as gigabytes of large ones. Then one estimate of structure the codec does not code: the
-//! bytes a chunk would save coding the steps between neighbouring elements instead
-//! ([`difference_saving`]; smooth values). (The previous estimate, plane 1 with the exponent
-//! as context, became the codec's stream version 4.) Writes
+//! as gigabytes of large ones. Then the ratio with the codec's difference chunks on (off by
+//! default until the bench has measured them), and where rans trails the best peer, what they
+//! would make of the gap and which repeats remain. (An earlier column estimated plane 1 with
+//! the exponent as context, which became stream version 4, and then the steps between
+//! neighbours, which became version 5.) Writes
 //! `bench-results/activation-study.md` (`activation-study-workloads.md`).
 
 use anyhow::Result;
@@ -168,51 +169,6 @@ fn classify(shape: &[usize], data: &[u8], width: usize) -> Shares {
     s
 }
 
-/// Structure left for a next coding stage (an estimate, not something the codec does): bytes
-/// saved if each chunk of the stream `enc` that `data` was coded into could instead code the
-/// differences of neighbouring elements as byte planes, where that is smaller than the chunk
-/// as written. Elements are mapped to integers in the floats' order (sign-magnitude to
-/// offset binary), each minus its left neighbour (the chunk's first minus 0) modulo `2^(8W)`,
-/// zigzag-folded so that small steps either way have few high bits, then split into `W`
-/// planes costed by the encoder's own plane estimate (tables and lane headers counted). Smooth
-/// values (an image, a log-sum-exp along the sequence) have small steps; a prefix sum, which a
-/// GPU runs as a scan, undoes it. Streams with a row map (whose chunks hold only some rows)
-/// are not estimated (0).
-fn difference_saving(data: &[u8], width: usize, enc: &[u8]) -> Result<f64> {
-    use planepack_rans::internals::plan::plan_plane_counts;
-    let header = planepack_rans::parse_header(enc)?;
-    if header.rows.is_some() || width < 2 {
-        return Ok(0.0);
-    }
-    let spans = planepack_rans::chunk_spans(enc, &header)?;
-    let per_chunk = (1usize << header.chunk_log2) / width;
-    let bits = 8 * width as u32;
-    let mask = u64::MAX >> (64 - bits);
-    let sign = 1u64 << (bits - 1);
-    let order = |v: u64| if v & sign != 0 { v ^ mask } else { v | sign };
-    let v = elements(data, width);
-    let mut saved = 0.0;
-    for (c, &(_, written)) in spans.iter().enumerate() {
-        let chunk = &v[c * per_chunk..((c + 1) * per_chunk).min(v.len())];
-        let mut counts = vec![[0u32; 256]; width];
-        let mut prev = 0u64;
-        for &e in chunk {
-            let o = order(e as u64);
-            let d = o.wrapping_sub(prev) & mask;
-            prev = o;
-            // Zigzag in `bits` bits: the step's sign to bit 0.
-            let neg = d & sign != 0;
-            let z = ((d << 1) & mask) ^ if neg { mask } else { 0 };
-            for (k, plane) in counts.iter_mut().enumerate() {
-                plane[(z >> (8 * k)) as usize & 255] += 1;
-            }
-        }
-        let estimate: f64 = 1.0 + counts.iter().map(|p| plan_plane_counts(p).1).sum::<f64>();
-        saved += (written as f64 - estimate).max(0.0);
-    }
-    Ok(saved)
-}
-
 /// One study row: a bench record (dataset, dtype, size class), its shares and ratios.
 struct Row {
     category: String,
@@ -224,14 +180,14 @@ struct Row {
     /// Compressed bytes: rANS without and with the modelled chunk.
     nomodel: u64,
     modelled: u64,
-    /// [`difference_saving`] of the default streams, summed over the tensors.
-    diff_saving: f64,
+    /// Compressed bytes with the difference chunks on (`Rans::differences`, off by default
+    /// until the workloads bench has measured it).
+    differences: u64,
 }
 
-/// Bytes of `g` through `codec` (every stream decoded and compared), and with `estimate` the
-/// sum of [`difference_saving`] over its streams.
-fn compressed(codec: &Rans, g: &Group, estimate: bool) -> Result<(u64, f64)> {
-    let (mut total, mut saving) = (0u64, 0.0);
+/// Bytes of `g` through `codec` (every stream decoded and compared).
+fn compressed(codec: &Rans, g: &Group) -> Result<u64> {
+    let mut total = 0u64;
     for (shape, data) in &g.tensors {
         let mut enc = Vec::new();
         codec.encode_shaped(data, g.elem, shape, &mut enc)?;
@@ -244,11 +200,8 @@ fn compressed(codec: &Rans, g: &Group, estimate: bool) -> Result<(u64, f64)> {
             g.dataset
         );
         total += enc.len() as u64;
-        if estimate {
-            saving += difference_saving(data, g.elem.size(), &enc)?;
-        }
     }
-    Ok((total, saving))
+    Ok(total)
 }
 
 fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
@@ -257,15 +210,21 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
     for (shape, data) in &g.tensors {
         shares.add(&classify(shape, data, width));
     }
-    let (nomodel, _) = compressed(
+    let nomodel = compressed(
         &Rans {
             modelled: false,
             ..Rans::default()
         },
         g,
-        false,
     )?;
-    let (modelled, diff_saving) = compressed(&Rans::default(), g, true)?;
+    let modelled = compressed(&Rans::default(), g)?;
+    let differences = compressed(
+        &Rans {
+            differences: true,
+            ..Rans::default()
+        },
+        g,
+    )?;
     let raw = g.raw_bytes();
     match rows
         .iter_mut()
@@ -276,7 +235,7 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             r.shares.add(&shares);
             r.nomodel += nomodel;
             r.modelled += modelled;
-            r.diff_saving += diff_saving;
+            r.differences += differences;
         }
         None => rows.push(Row {
             category: g.category.clone(),
@@ -287,7 +246,7 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             shares,
             nomodel,
             modelled,
-            diff_saving,
+            differences,
         }),
     }
     Ok(())
@@ -413,26 +372,26 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
          chunk, measured here on the same bytes (every stream decoded and compared), and the \
          best peer of the record (CPU coders, GPU-decodable or not, at every setting \
          measured) from `{}` of the same machine. Gap: rans over the best peer, minus one. \
-         **Differences** estimates structure the codec does not code: how much smaller the \
-         rans stream would be if each chunk could code the steps between neighbouring \
-         elements (in the floats' order, zigzag-folded) as byte planes where that beats the \
-         chunk as written (the encoder's own plane estimates; streams with a row map not \
-         estimated): smooth values, which a prefix sum (a scan on a GPU) restores.\n\n",
+         **rans-diff**: rANS with its difference chunks on (`Rans {{ differences: true, .. }}`, \
+         stream version 5: the steps between neighbouring elements as planes, for smooth \
+         values; off by default until this bench measures it), measured here the same way; \
+         where rans trails the best peer, the structure left says what the difference chunks \
+         would make of the gap and which repeats remain.\n\n",
         if workloads { " --workloads" } else { "" },
         results.strip_prefix(root).unwrap_or(&results).display()
     );
     let _ = writeln!(
         md,
-        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | rans-nomodel | rans | best peer | gap | differences | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | rans-nomodel | rans | rans-diff | best peer | gap | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     // Per category: shares, raw, nomodel, modelled, rans ratios and best-peer ratios per record.
-    type Cat = (Shares, u64, u64, u64, Vec<f64>, Vec<f64>);
+    type Cat = (Shares, u64, u64, u64, Vec<f64>, Vec<f64>, Vec<f64>);
     let mut cats: BTreeMap<String, Cat> = BTreeMap::new();
     for r in &rows {
         let s = &r.shares;
         let rn = r.raw as f64 / r.nomodel.max(1) as f64;
         let rm = r.raw as f64 / r.modelled.max(1) as f64;
-        let diff = 100.0 * r.diff_saving / r.modelled.max(1) as f64;
+        let rd = r.raw as f64 / r.differences.max(1) as f64;
         let peer = peers
             .best
             .get(&(r.dataset.clone(), r.dtype.clone(), r.size_class));
@@ -440,18 +399,28 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
             Some((c, p)) => {
                 let gap = rm / p - 1.0;
                 let left = if gap < 0.0 {
-                    let mut kinds = [
-                        ("differences", diff * s.elements as f64 / 100.0),
-                        ("channel repeats", s.channel as f64),
-                        ("matches at a distance", s.matched as f64),
+                    let with = rd / p - 1.0;
+                    let mut repeats = [
+                        ("channel repeats", s.channel),
+                        ("matches at a distance", s.matched),
                     ];
-                    kinds.sort_by(|a, b| b.1.total_cmp(&a.1));
-                    match kinds[0] {
-                        (_, n) if n <= 0.0 => "none of these".to_string(),
-                        ("differences", _) => format!("smooth values ({diff:.1} % of the stream)"),
-                        (kind, n) => {
-                            format!("{kind} ({:.1} % of elements)", s.pct(n as u64))
-                        }
+                    repeats.sort_by_key(|k| std::cmp::Reverse(k.1));
+                    let repeats = if repeats[0].1 > 0 {
+                        format!(
+                            "{} ({:.1} % of elements)",
+                            repeats[0].0,
+                            s.pct(repeats[0].1)
+                        )
+                    } else {
+                        "no repeats left".to_string()
+                    };
+                    if rd > rm * 1.001 {
+                        format!(
+                            "smooth values (difference chunks: gap {:+.1} %); {repeats}",
+                            100.0 * with
+                        )
+                    } else {
+                        repeats
                     }
                 } else {
                     "-".to_string()
@@ -466,7 +435,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {rn:.3} | {rm:.3} | {peer_cell} | {gap_cell} | {diff:.1} % | {left_cell} |",
+            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {rn:.3} | {rm:.3} | {rd:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
             r.category,
             r.dataset,
             r.dtype,
@@ -484,13 +453,15 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         if let Some((_, p)) = peer {
             c.5.push(*p);
         }
+        c.6.push(rd);
     }
     let _ = writeln!(
         md,
-        "\n## Per category\n\nBytes summed over the records, and the geomean over records the bench's headline ranks by: rans against the peer with the highest geomean in the category.\n\n| category | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | rans-nomodel | rans | rans, geomean of records | best peer, geomean of records | gap |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n## Per category\n\nBytes summed over the records, and the geomean over records the bench's headline ranks by: rans against the peer with the highest geomean in the category.\n\n| category | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | rans-nomodel | rans | rans, geomean of records | rans-diff, geomean of records | best peer, geomean of records | gap |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
-    for (cat, (s, raw, nm, m, rans_records, _)) in &cats {
+    for (cat, (s, raw, nm, m, rans_records, _, diff_records)) in &cats {
         let g = planepack_harness::report::geomean(rans_records);
+        let gd = planepack_harness::report::geomean(diff_records);
         let (peer_cell, gap_cell) = match peers.category_best.get(cat) {
             Some((c, p)) => (
                 format!("{c} {p:.3}"),
@@ -500,7 +471,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         };
         let _ = writeln!(
             md,
-            "| {cat} | {:.1} | {} | {:.3} | {:.3} | {g:.3} | {peer_cell} | {gap_cell} |",
+            "| {cat} | {:.1} | {} | {:.3} | {:.3} | {g:.3} | {gd:.3} | {peer_cell} | {gap_cell} |",
             *raw as f64 / 1e6,
             s.class_cells(),
             *raw as f64 / *nm.max(&1) as f64,
@@ -523,36 +494,6 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A smooth ramp's differences are a few small steps: the estimate finds most of the
-    /// stream; pseudo-random elements have nothing to find.
-    #[test]
-    fn difference_saving_finds_smooth_values_only() {
-        let n = 1 << 16;
-        let mut seed = 7u32;
-        let mut smooth = Vec::new();
-        let mut noise = Vec::new();
-        for i in 0..n {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            // FP32 values rising by one or two ulps: differences 1 or 2.
-            let v = 0x3f80_0000u32 + i as u32 + (seed >> 31);
-            smooth.extend_from_slice(&v.to_le_bytes());
-            noise.extend_from_slice(&seed.to_le_bytes());
-        }
-        let codec = Rans::default();
-        for (data, smooth) in [(&smooth, true), (&noise, false)] {
-            let enc = codec
-                .encode_to_vec(data, planepack_core::ElemType::F32)
-                .unwrap();
-            let saved = difference_saving(data, 4, &enc).unwrap();
-            if smooth {
-                // Planes code the ramp's low bytes near 8 bits; steps of 1 or 2 take 1 bit.
-                assert!(saved > 0.5 * enc.len() as f64, "{saved} of {}", enc.len());
-            } else {
-                assert_eq!(saved, 0.0);
-            }
-        }
-    }
 
     #[test]
     fn every_element_has_one_class() {
