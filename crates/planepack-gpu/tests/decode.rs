@@ -286,10 +286,12 @@ fn modelled_chunks_decode_and_fail_like_the_cpu() {
     on_each_path(g, |d| {
         let p = d.cfg.path;
         for ((data, elem, shape, c), s) in cases.iter().zip(&streams) {
-            let got = d
-                .decode_rans(s)
-                .unwrap_or_else(|e| panic!("{p:?} {elem:?} {shape:?} {c:?}: {e}"));
-            assert!(got == *data, "{p:?} modelled {elem:?} {shape:?} {c:?}");
+            decodes_to(
+                d,
+                s,
+                data,
+                &format!("{p:?} modelled {elem:?} {shape:?} {c:?}"),
+            );
             if !chunk_modes(s).contains(&modelled) {
                 continue;
             }
@@ -348,10 +350,7 @@ fn scaled_chunks_decode_and_fail_like_the_cpu() {
     on_each_path(g, |d| {
         let p = d.cfg.path;
         for ((data, shape, c), s) in cases.iter().zip(&streams) {
-            let got = d
-                .decode_rans(s)
-                .unwrap_or_else(|e| panic!("{p:?} {shape:?} {c:?}: {e}"));
-            assert!(got == *data, "{p:?} scaled {shape:?} {c:?}");
+            decodes_to(d, s, data, &format!("{p:?} scaled {shape:?} {c:?}"));
             damaged_rans_agree(d, c, s, &mut rng, "scaled");
         }
         // Every element of a block off the grid (the block-size byte, a scale, an integer):
@@ -409,10 +408,7 @@ fn context_planes_decode_and_fail_like_the_cpu() {
     on_each_path(g, |d| {
         let p = d.cfg.path;
         for (data, elem, c, s) in &cases {
-            let got = d
-                .decode_rans(s)
-                .unwrap_or_else(|e| panic!("{p:?} {elem} {c:?}: {e}"));
-            assert!(got == *data, "{p:?} context planes {elem} {c:?}");
+            decodes_to(d, s, data, &format!("{p:?} context planes {elem} {c:?}"));
         }
         let (_, _, c, s) = &cases[1];
         damaged_rans_agree(d, c, s, &mut rng, "context planes");
@@ -467,10 +463,7 @@ fn difference_chunks_decode_and_fail_like_the_cpu() {
     on_each_path(g, |d| {
         let p = d.cfg.path;
         for (data, elem, c, s) in &cases {
-            let got = d
-                .decode_rans(s)
-                .unwrap_or_else(|e| panic!("{p:?} {elem} {c:?}: {e}"));
-            assert!(got == *data, "{p:?} difference chunks {elem} {c:?}");
+            decodes_to(d, s, data, &format!("{p:?} difference chunks {elem} {c:?}"));
         }
         // (Damaged streams of two cases only: GL's one thread in CI decodes slowly.)
         for (i, (_, _, c, s)) in cases[..4].iter().enumerate() {
@@ -697,6 +690,12 @@ fn damaged_rans_agree(d: Dec, c: &Rans, s: &[u8], rng: &mut Rng, what: &str) {
             );
         }
     }
+}
+
+/// The GPU decodes rANS stream `s` to `data`.
+fn decodes_to(d: Dec, s: &[u8], data: &[u8], what: &str) {
+    let got = d.decode_rans(s).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(got == data, "{what}: decoded otherwise");
 }
 
 /// GPU and CPU agree on every mutated stream: the same bytes, or both an error.
