@@ -342,6 +342,25 @@ pub(crate) fn put_planes(
     Ok(any)
 }
 
+/// The chunks a tensor-wide trial gate samples: `clamp(chunks / 16, 2, MODELLED_SAMPLES)`
+/// evenly spaced chunks of `body`, or `None` for a tensor of at most [`MODELLED_SAMPLES`]
+/// chunks, which tries every chunk.
+fn sample_chunks(body: &[u8], chunk_bytes: usize) -> Option<Vec<&[u8]>> {
+    let chunks = body.len().div_ceil(chunk_bytes);
+    if chunks <= MODELLED_SAMPLES {
+        return None;
+    }
+    let samples = (chunks / 16).clamp(2, MODELLED_SAMPLES);
+    Some(
+        (0..samples)
+            .map(|k| {
+                let at = (2 * k + 1) * chunks / (2 * samples) * chunk_bytes;
+                &body[at..body.len().min(at + chunk_bytes)]
+            })
+            .collect(),
+    )
+}
+
 impl Rans {
     pub(crate) fn check(&self) -> Result<()> {
         if CHUNK_LOG2_RANGE.contains(&self.chunk_log2) {
@@ -371,24 +390,20 @@ impl Rans {
         let TensorPlan {
             width, rotate, row, ..
         } = plan;
-        let chunks = body.len().div_ceil(chunk_bytes);
-        if chunks <= MODELLED_SAMPLES {
+        let Some(samples) = sample_chunks(body, chunk_bytes) else {
             return true;
-        }
-        let samples = (chunks / 16).clamp(2, MODELLED_SAMPLES);
-        let near = |k: usize, s: &mut EncScratch| {
-            let at = (2 * k + 1) * chunks / (2 * samples) * chunk_bytes;
-            let chunk = &body[at..body.len().min(at + chunk_bytes)];
+        };
+        let near = |chunk: &[u8], s: &mut EncScratch| {
             let planes = self.plane_estimate(chunk, width, rotate, s);
             let (modelled, _, _) = modelled::plan(chunk, width, rotate, row, &mut s.modelled);
             modelled <= planes * (1.0 - MODELLED_MIN_GAIN + MODELLED_SAMPLE_SLACK)
         };
         if parallel {
-            (0..samples)
+            samples
                 .into_par_iter()
-                .any(|k| near(k, &mut EncScratch::default()))
+                .any(|chunk| near(chunk, &mut EncScratch::default()))
         } else {
-            (0..samples).any(|k| near(k, s))
+            samples.into_iter().any(|chunk| near(chunk, s))
         }
     }
 
@@ -404,14 +419,10 @@ impl Rans {
         chunk_bytes: usize,
         s: &mut EncScratch,
     ) -> bool {
-        let chunks = body.len().div_ceil(chunk_bytes);
-        if chunks <= MODELLED_SAMPLES {
+        let Some(samples) = sample_chunks(body, chunk_bytes) else {
             return true;
-        }
-        let samples = (chunks / 16).clamp(2, MODELLED_SAMPLES);
-        (0..samples).any(|k| {
-            let at = (2 * k + 1) * chunks / (2 * samples) * chunk_bytes;
-            let chunk = &body[at..body.len().min(at + chunk_bytes)];
+        };
+        samples.into_iter().any(|chunk| {
             let planes = self.plane_estimate(chunk, width, rotate, s);
             let (steps, _) = crate::difference::plan(chunk, width, &mut s.difference);
             steps + crate::difference::MIN_SAVING_BYTES <= planes
