@@ -823,14 +823,18 @@ pub(crate) fn find_copies(input: &[u8], row_bytes: usize, width: usize) -> Vec<(
     use std::collections::hash_map::{Entry, HashMap};
     let is_zero = |e: &[u8]| e.iter().all(|&b| b == 0);
     let elements = input.len() / width;
-    let zeros = input.chunks_exact(width).filter(|e| is_zero(e)).count();
+    // Each row's zero elements, counted once: the tensor's fraction and each row's cost.
+    let row_zeros: Vec<usize> = input
+        .chunks_exact(row_bytes)
+        .map(|row| row.chunks_exact(width).filter(|e| is_zero(e)).count())
+        .collect();
+    let zeros: usize = row_zeros.iter().sum();
     let p = (zeros.max(1) as f64 / elements as f64).min(1.0 - 1.0 / elements as f64);
     let (zero_bits, nonzero_bits) = (-p.log2(), -(1.0 - p).log2() + 4.0 * width as f64);
     let mut first: HashMap<u64, u32> = HashMap::new();
     let mut copies = Vec::new();
     let mut saved_bits = 0.0;
-    for (i, row) in input.chunks_exact(row_bytes).enumerate() {
-        let z = row.chunks_exact(width).filter(|e| is_zero(e)).count();
+    for (i, (row, &z)) in input.chunks_exact(row_bytes).zip(&row_zeros).enumerate() {
         let bits = z as f64 * zero_bits + (row_bytes / width - z) as f64 * nonzero_bits;
         if bits < MIN_COPY_BITS {
             continue;
