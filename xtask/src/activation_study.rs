@@ -177,12 +177,11 @@ struct Row {
     size_class: SizeClass,
     raw: u64,
     shares: Shares,
-    /// Compressed bytes: rANS without and with the modelled chunk.
+    /// Compressed bytes: rANS without the modelled chunk, without the difference chunks, and
+    /// the default encoder (both on).
     nomodel: u64,
+    nodiff: u64,
     modelled: u64,
-    /// Compressed bytes with the difference chunks on (`Rans::differences`, off by default
-    /// until the workloads bench has measured it).
-    differences: u64,
 }
 
 /// Bytes of `g` through `codec` (every stream decoded and compared).
@@ -217,14 +216,14 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
         },
         g,
     )?;
-    let modelled = compressed(&Rans::default(), g)?;
-    let differences = compressed(
+    let nodiff = compressed(
         &Rans {
-            differences: true,
+            differences: false,
             ..Rans::default()
         },
         g,
     )?;
+    let modelled = compressed(&Rans::default(), g)?;
     let raw = g.raw_bytes();
     match rows
         .iter_mut()
@@ -234,8 +233,8 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             r.raw += raw;
             r.shares.add(&shares);
             r.nomodel += nomodel;
+            r.nodiff += nodiff;
             r.modelled += modelled;
-            r.differences += differences;
         }
         None => rows.push(Row {
             category: g.category.clone(),
@@ -245,8 +244,8 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             raw,
             shares,
             nomodel,
+            nodiff,
             modelled,
-            differences,
         }),
     }
     Ok(())
@@ -368,30 +367,28 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
          **match** (covered by a match of >= {MIN_MATCH} elements at any distance in the \
          chunk, as an LZ stage finds). The rest are **literals** (exponent as a symbol, the \
          other bytes as planes). **Repeated rows** (rows equal to an earlier row) are counted \
-         apart: the row map takes them whole. Ratios: rANS without and with the modelled \
-         chunk, measured here on the same bytes (every stream decoded and compared), and the \
+         apart: the row map takes them whole. Ratios: rANS without the modelled chunk, \
+         without the difference chunks (stream version 5: the steps between neighbouring \
+         elements as planes, for smooth values) and as the default encoder writes it, measured here on the same bytes (every stream decoded and compared), and the \
          best peer of the record (CPU coders, GPU-decodable or not, at every setting \
-         measured) from `{}` of the same machine. Gap: rans over the best peer, minus one. \
-         **rans-diff**: rANS with its difference chunks on (`Rans {{ differences: true, .. }}`, \
-         stream version 5: the steps between neighbouring elements as planes, for smooth \
-         values; off by default until this bench measures it), measured here the same way; \
-         where rans trails the best peer, the structure left says what the difference chunks \
-         would make of the gap and which repeats remain.\n\n",
+         measured) from `{}` of the same machine. Gap: rans over the best peer, minus one; \
+         where rans trails the best peer, the structure left says which repeats remain.\n\n",
         if workloads { " --workloads" } else { "" },
         results.strip_prefix(root).unwrap_or(&results).display()
     );
     let _ = writeln!(
         md,
-        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | rans-nomodel | rans | rans-diff | best peer | gap | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | rans-nomodel | rans-nodiff | rans | best peer | gap | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
-    // Per category: shares, raw, nomodel, modelled, rans ratios and best-peer ratios per record.
+    // Per category: shares, raw, nomodel, modelled, rans ratios and best-peer ratios per record,
+    // rans-nodiff ratios per record.
     type Cat = (Shares, u64, u64, u64, Vec<f64>, Vec<f64>, Vec<f64>);
     let mut cats: BTreeMap<String, Cat> = BTreeMap::new();
     for r in &rows {
         let s = &r.shares;
         let rn = r.raw as f64 / r.nomodel.max(1) as f64;
         let rm = r.raw as f64 / r.modelled.max(1) as f64;
-        let rd = r.raw as f64 / r.differences.max(1) as f64;
+        let rd = r.raw as f64 / r.nodiff.max(1) as f64;
         let peer = peers
             .best
             .get(&(r.dataset.clone(), r.dtype.clone(), r.size_class));
@@ -399,13 +396,12 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
             Some((c, p)) => {
                 let gap = rm / p - 1.0;
                 let left = if gap < 0.0 {
-                    let with = rd / p - 1.0;
                     let mut repeats = [
                         ("channel repeats", s.channel),
                         ("matches at a distance", s.matched),
                     ];
                     repeats.sort_by_key(|k| std::cmp::Reverse(k.1));
-                    let repeats = if repeats[0].1 > 0 {
+                    if repeats[0].1 > 0 {
                         format!(
                             "{} ({:.1} % of elements)",
                             repeats[0].0,
@@ -413,14 +409,6 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
                         )
                     } else {
                         "no repeats left".to_string()
-                    };
-                    if rd > rm * 1.001 {
-                        format!(
-                            "smooth values (difference chunks: gap {:+.1} %); {repeats}",
-                            100.0 * with
-                        )
-                    } else {
-                        repeats
                     }
                 } else {
                     "-".to_string()
@@ -435,7 +423,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {rn:.3} | {rm:.3} | {rd:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
+            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {rn:.3} | {rd:.3} | {rm:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
             r.category,
             r.dataset,
             r.dtype,
@@ -457,7 +445,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
     }
     let _ = writeln!(
         md,
-        "\n## Per category\n\nBytes summed over the records, and the geomean over records the bench's headline ranks by: rans against the peer with the highest geomean in the category.\n\n| category | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | rans-nomodel | rans | rans, geomean of records | rans-diff, geomean of records | best peer, geomean of records | gap |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n## Per category\n\nBytes summed over the records, and the geomean over records the bench's headline ranks by: rans against the peer with the highest geomean in the category.\n\n| category | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | rans-nomodel | rans | rans-nodiff, geomean of records | rans, geomean of records | best peer, geomean of records | gap |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for (cat, (s, raw, nm, m, rans_records, _, diff_records)) in &cats {
         let g = planepack_harness::report::geomean(rans_records);
@@ -471,7 +459,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         };
         let _ = writeln!(
             md,
-            "| {cat} | {:.1} | {} | {:.3} | {:.3} | {g:.3} | {gd:.3} | {peer_cell} | {gap_cell} |",
+            "| {cat} | {:.1} | {} | {:.3} | {:.3} | {gd:.3} | {g:.3} | {peer_cell} | {gap_cell} |",
             *raw as f64 / 1e6,
             s.class_cells(),
             *raw as f64 / *nm.max(&1) as f64,

@@ -176,10 +176,8 @@ pub struct Rans {
     /// sample of the tensor says it pays and a chunk's plane comes out smaller that way.
     pub contexts: bool,
     /// Try difference chunks ([`difference`]: the steps between neighbouring elements as
-    /// planes, stream version 5) and keep them where they are smaller. Off by default until
-    /// `cargo xtask bench --workloads` has measured them beside the peers: every decoder
-    /// (CPU, both GPU scan paths) reads them already, as a format's readers ship before its
-    /// writers.
+    /// planes, stream version 5) where a sample of the tensor says they may pay, and keep
+    /// them where they are smaller. Every decoder (CPU, both GPU scan paths) reads them.
     pub differences: bool,
 }
 
@@ -193,7 +191,7 @@ impl Default for Rans {
             modelled: true,
             scaled: true,
             contexts: true,
-            differences: false,
+            differences: true,
         }
     }
 }
@@ -212,7 +210,7 @@ impl Codec for Rans {
                 if self.modelled { "" } else { "-nomodel" },
                 if self.scaled { "" } else { "-noscale" },
                 if self.contexts { "" } else { "-noctx" },
-                if self.differences { "-diff" } else { "" }
+                if self.differences { "" } else { "-nodiff" }
             )
         }
     }

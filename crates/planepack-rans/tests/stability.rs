@@ -1,10 +1,10 @@
 //! Format stability: the encoder's exact bytes, pinned (as for the bit-plane codec). The GPU
 //! decoder and the format spec are checked against what this encoder writes, so a rewrite
 //! for speed must not change its output by accident. A deliberate change of the encoder's
-//! choices updates the constant (last: rows are copies in the row map only where the planes
-//! would spend more on them than a reference, and the map only where its copies pay for its
-//! bitmap, 2026-12-03; before: the modelled chunk tried only on tensors where a sample of
-//! their chunks comes near to gaining); a change of the format also the stream version.
+//! choices updates the constant (last: the difference chunks of stream version 5 on by
+//! default, 2026-12-04; before: rows are copies in the row map only where the planes would
+//! spend more on them than a reference, and the map only where its copies pay for its
+//! bitmap); a change of the format also the stream version.
 //! Without the modelled chunk the version-1 streams are pinned (the hash they had before
 //! version 2 existed, until the row map's cost rule changed which rows are copies).
 
@@ -80,7 +80,7 @@ fn version_1_output_is_unchanged() {
     );
 }
 
-/// The default encoder, modelled chunks included.
+/// The default encoder, modelled and difference chunks included.
 #[test]
 fn encoder_output_is_unchanged() {
     let h = streams_hash(&[
@@ -97,7 +97,7 @@ fn encoder_output_is_unchanged() {
         },
     ]);
     assert_eq!(
-        h, 0x22d5_9c81_5bcb_8b35,
+        h, 0x8bc0_cc72_0dc5_24fa,
         "encoder output changed: {h:#018x}"
     );
 }
