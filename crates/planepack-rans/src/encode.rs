@@ -522,16 +522,32 @@ impl Rans {
         s: &mut EncScratch,
     ) -> ChunkPlan {
         s.planes.resize_with(width, Vec::new);
-        split(elems, width, rotate, &mut s.planes);
-        let dense: Vec<[u32; 256]> = s.planes.iter().map(|p| histogram(p)).collect();
+        let zeros = split(elems, width, rotate, &mut s.planes);
         let n = elems.len() / width;
-        let zeros = count_zeros(elems, width);
+        // With context tables, plane 1's histogram is the sum of its per-context ones (every
+        // element is counted in its context), which the plan needs anyway: one pass fewer.
+        if let Some(c) = contexts {
+            c.histograms(&s.planes[0], &s.planes[1], &mut s.context_counts);
+        }
+        let dense: Vec<[u32; 256]> = (0..width)
+            .map(|j| match contexts {
+                Some(_) if j == 1 => {
+                    let mut sum = [0u32; 256];
+                    for h in &s.context_counts {
+                        for (a, &b) in sum.iter_mut().zip(h) {
+                            *a += b;
+                        }
+                    }
+                    sum
+                }
+                _ => histogram(&s.planes[j]),
+            })
+            .collect();
         // Plane 1 as a context plane: its cost under the stream's tables, per layout (a zero
         // element is context(0) and symbol 0 in the dense planes and absent from the sparse
         // layout's).
         let context_sizes = |s: &mut EncScratch| {
             let c = contexts?;
-            c.histograms(&s.planes[0], &s.planes[1], &mut s.context_counts);
             let dense_bits = c.cost_bits(&s.context_counts);
             let zero_bits = zeros as f64 * c.cost[256 * c.context_of[0] as usize] as f64;
             let size = |bits: f64, m: usize| {
@@ -821,12 +837,11 @@ const REFERENCE_BITS: f64 = 32.0;
 /// different earlier row is simply kept as an original, so the map is always exact.
 pub(crate) fn find_copies(input: &[u8], row_bytes: usize, width: usize) -> Vec<(u32, u32)> {
     use std::collections::hash_map::{Entry, HashMap};
-    let is_zero = |e: &[u8]| e.iter().all(|&b| b == 0);
     let elements = input.len() / width;
     // Each row's zero elements, counted once: the tensor's fraction and each row's cost.
     let row_zeros: Vec<usize> = input
         .chunks_exact(row_bytes)
-        .map(|row| row.chunks_exact(width).filter(|e| is_zero(e)).count())
+        .map(|row| count_zeros(row, width))
         .collect();
     let zeros: usize = row_zeros.iter().sum();
     let p = (zeros.max(1) as f64 / elements as f64).min(1.0 - 1.0 / elements as f64);

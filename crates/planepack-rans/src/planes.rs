@@ -2,16 +2,22 @@
 //! and put back (the sparse chunk's mask), with their AVX2 and AVX-512 paths.
 
 /// Split `elems` (whole elements of `width` bytes) into planes, most significant byte first,
-/// after rotating each element left by one bit when `rotate`.
-pub(crate) fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) {
+/// after rotating each element left by one bit when `rotate`. Returns the number of zero
+/// elements, counted in the same pass (the plan needs it; a second pass over the chunk cost
+/// as much as the split).
+pub(crate) fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) -> usize {
     let n = elems.len() / width;
+    let mut zeros = 0usize;
     for p in planes.iter_mut() {
         p.clear();
         p.resize(n, 0);
     }
     // Indexed stores into planes sized up front (not pushes), so the loops vectorise.
     match width {
-        1 => planes[0].copy_from_slice(&elems[..n]),
+        1 => {
+            planes[0].copy_from_slice(&elems[..n]);
+            zeros = count_zeros(&elems[..n], 1);
+        }
         2 => {
             let [p0, p1] = planes else {
                 unreachable!("two planes for 16-bit elements")
@@ -21,6 +27,7 @@ pub(crate) fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<
                 let t = if rotate { v.rotate_left(1) } else { v };
                 *a = (t >> 8) as u8;
                 *b = t as u8;
+                zeros += (t == 0) as usize;
             }
         }
         _ => {
@@ -35,9 +42,11 @@ pub(crate) fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<
                 p1[i] = (t >> 16) as u8;
                 p2[i] = (t >> 8) as u8;
                 p3[i] = t as u8;
+                zeros += (t == 0) as usize;
             }
         }
     }
+    zeros
 }
 
 /// All elements from their planes (the inverse of [`split`]), one loop per width so that it
@@ -290,4 +299,39 @@ pub(crate) fn take_zeros_out_w<const W: usize>(
         }
     }
     k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `split` counts the zero elements it splits, in every width, rotated or not, with the
+    /// zeros in runs and alone and nonzero elements that have zero bytes.
+    #[test]
+    fn split_counts_the_zero_elements() {
+        let mut x = 0x9e37_79b9_u32;
+        let bytes: Vec<u8> = (0..4099)
+            .map(|i| {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                if (i / 64) % 3 == 0 || x >> 29 == 0 {
+                    0
+                } else {
+                    (x >> 24) as u8 & 0x81
+                }
+            })
+            .collect();
+        for width in [1, 2, 4] {
+            let elems = &bytes[..bytes.len() / width * width];
+            for rotate in [false, true] {
+                let mut planes = vec![Vec::new(); width];
+                let zeros = split(elems, width, rotate, &mut planes);
+                let expected = elems
+                    .chunks_exact(width)
+                    .filter(|e| e.iter().all(|&b| b == 0))
+                    .count();
+                assert_eq!(zeros, expected, "width {width}, rotate {rotate}");
+                assert_eq!(zeros, count_zeros(elems, width));
+            }
+        }
+    }
 }
