@@ -135,7 +135,12 @@ impl ContextTables {
             }
         }
         let table_of = std::array::from_fn(|e| first[context(e as u8, self.e0)]);
-        ContextDecoder { slots, table_of }
+        ContextDecoder {
+            slots,
+            table_of,
+            e0: self.e0,
+            by_context: first,
+        }
     }
 }
 
@@ -150,14 +155,33 @@ pub struct ContextDecoder {
     pub slots: Vec<u32>,
     /// Per plane-0 byte, its table's index in `slots` (in units of 4096), or [`ABSENT`].
     pub table_of: [u8; 256],
+    /// The stream's `E0`, and per context its table's index (or [`ABSENT`]): `table_of` as
+    /// arithmetic, which [`ContextDecoder::select`] runs in a loop that vectorises.
+    e0: u8,
+    by_context: [u8; CONTEXTS],
 }
 
 impl ContextDecoder {
     /// Each symbol's table for the plane-0 symbols `top` into `sel`; an element whose context
     /// has no table is an error.
     pub fn select(&self, top: &[u8], sel: &mut Vec<u8>) -> Result<()> {
+        // `table_of[e]` computed, not looked up (a byte gather does not vectorise): the
+        // context is 3 - min(E0 - e, 3) at or below E0, 3 + min(e - E0, 2) above, and the
+        // table a six-way choice.
+        const _: () = assert!(CTX_BELOW == -3 && CTX_ABOVE == 2 && CONTEXTS == 6);
+        let (e0, by) = (self.e0, self.by_context);
         sel.clear();
-        sel.extend(top.iter().map(|&e| self.table_of[e as usize]));
+        sel.resize(top.len(), 0);
+        for (t, &e) in sel.iter_mut().zip(top) {
+            let c = 3 - e0.saturating_sub(e).min(3) + e.saturating_sub(e0).min(2);
+            let mut table = by[0];
+            for (j, &b) in by.iter().enumerate().skip(1) {
+                if c == j as u8 {
+                    table = b;
+                }
+            }
+            *t = table;
+        }
         if sel.contains(&ABSENT) {
             return Err(Error::corrupt(
                 "a context plane's element whose context has no table",
@@ -442,6 +466,31 @@ mod tests {
                 expected[context_of[e as usize] as usize][s as usize] += 1;
             }
             assert_eq!(h, expected, "{n} pairs");
+        }
+    }
+
+    /// The computed selection equals the table `table_of` for every plane-0 byte, `E0` and
+    /// set of present tables.
+    #[test]
+    fn selection_is_the_table_of_each_byte() {
+        let top: Vec<u8> = (0..=255).collect();
+        for e0 in [0u8, 1, 2, 3, 4, 127, 252, 253, 254, 255] {
+            for present in [0b111111u8, 0b000001, 0b100000, 0b010110] {
+                let tables = std::array::from_fn(|c| {
+                    (present >> c & 1 == 1).then(|| {
+                        let mut counts = [0u32; 256];
+                        counts[c] = 3;
+                        counts[200] = 1;
+                        Table::from_counts(&counts)
+                    })
+                });
+                let dec = ContextTables { e0, tables }.decoder();
+                let mut sel = Vec::new();
+                let r = dec.select(&top, &mut sel);
+                let expected: Vec<u8> = top.iter().map(|&e| dec.table_of[e as usize]).collect();
+                assert_eq!(sel, expected, "E0 {e0}, tables {present:#08b}");
+                assert_eq!(r.is_err(), expected.contains(&ABSENT));
+            }
         }
     }
 }
