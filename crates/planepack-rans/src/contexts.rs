@@ -39,6 +39,23 @@ pub fn context(e: u8, e0: u8) -> usize {
     ((e as i32 - e0 as i32).clamp(CTX_BELOW, CTX_ABOVE) - CTX_BELOW) as usize
 }
 
+/// [`context`] in byte arithmetic, for loops that vectorise: 3 - min(E0 - e, 3) at or below
+/// `e0`, 3 + min(e - E0, 2) above.
+#[inline(always)]
+pub(crate) fn context_byte(e: u8, e0: u8) -> u8 {
+    const _: () = assert!(CTX_BELOW == -3 && CTX_ABOVE == 2 && CONTEXTS == 6);
+    3 - e0.saturating_sub(e).min(3) + e.saturating_sub(e0).min(2)
+}
+
+/// Each element's context ([`context`]) for the plane-0 bytes `top`, into `out`.
+pub(crate) fn contexts_into(top: &[u8], e0: u8, out: &mut Vec<u8>) {
+    out.clear();
+    out.resize(top.len(), 0);
+    for (c, &e) in out.iter_mut().zip(top) {
+        *c = context_byte(e, e0);
+    }
+}
+
 /// A stream's context section: the reference plane-0 byte and a table per context that
 /// occurs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,23 +183,24 @@ impl ContextDecoder {
     /// has no table is an error.
     pub fn select(&self, top: &[u8], sel: &mut Vec<u8>) -> Result<()> {
         // `table_of[e]` computed, not looked up (a byte gather does not vectorise): the
-        // context is 3 - min(E0 - e, 3) at or below E0, 3 + min(e - E0, 2) above, and the
-        // table a six-way choice.
-        const _: () = assert!(CTX_BELOW == -3 && CTX_ABOVE == 2 && CONTEXTS == 6);
+        // context as arithmetic, the table a six-way choice, and whether any is absent in the
+        // same pass.
         let (e0, by) = (self.e0, self.by_context);
         sel.clear();
         sel.resize(top.len(), 0);
+        let mut absent = 0u8;
         for (t, &e) in sel.iter_mut().zip(top) {
-            let c = 3 - e0.saturating_sub(e).min(3) + e.saturating_sub(e0).min(2);
+            let c = context_byte(e, e0);
             let mut table = by[0];
             for (j, &b) in by.iter().enumerate().skip(1) {
                 if c == j as u8 {
                     table = b;
                 }
             }
+            absent |= (table == ABSENT) as u8;
             *t = table;
         }
-        if sel.contains(&ABSENT) {
+        if absent != 0 {
             return Err(Error::corrupt(
                 "a context plane's element whose context has no table",
             ));
@@ -466,6 +484,16 @@ mod tests {
                 expected[context_of[e as usize] as usize][s as usize] += 1;
             }
             assert_eq!(h, expected, "{n} pairs");
+        }
+    }
+
+    /// The byte arithmetic is the spec's clamp, for every pair of bytes.
+    #[test]
+    fn context_byte_is_the_clamped_difference() {
+        for e0 in 0..=255u8 {
+            for e in 0..=255u8 {
+                assert_eq!(context_byte(e, e0) as usize, context(e, e0), "{e} {e0}");
+            }
         }
     }
 

@@ -289,8 +289,7 @@ pub(crate) fn put_plane(
     match plan {
         PlanePlan::Context => {
             let (c, top, sel) = ctx.expect("a context plane is planned only with its tables");
-            sel.clear();
-            sel.extend(top.iter().map(|&e| c.context_of[e as usize]));
+            crate::contexts::contexts_into(top, c.tables.e0, sel);
             let start = out.len();
             out.push(PLANE_CONTEXT);
             enc.encode_selected(&c.prepared, sel, symbols, out)?;
