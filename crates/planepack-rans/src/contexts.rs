@@ -219,6 +219,9 @@ pub(crate) struct ContextEncoder {
     pub cost: Vec<f32>,
     /// The tables' coding constants, by context.
     pub prepared: crate::lanes::Prepared,
+    /// Each chunk's plane-1 counts by context, [`CONTEXTS`] a chunk, as the tables were
+    /// counted (empty where not kept).
+    chunk_counts: Vec<[u32; 256]>,
 }
 
 impl ContextEncoder {
@@ -242,6 +245,47 @@ impl ContextEncoder {
             context_of,
             cost,
             prepared,
+            chunk_counts: Vec::new(),
+        }
+    }
+
+    /// The encoder, keeping the chunks' counts that [`plan_tables`] made with the tables.
+    pub fn with_chunk_counts(tables: ContextTables, chunk_counts: Vec<[u32; 256]>) -> Self {
+        ContextEncoder {
+            chunk_counts,
+            ..ContextEncoder::new(tables)
+        }
+    }
+
+    /// Chunk `index`'s per-context counts into `h` (as [`ContextEncoder::histograms`] of its
+    /// planes 0 and 1, `top` and `next`), from those kept where they agree with `top`'s
+    /// histogram `top_counts` (each context's total), else counted.
+    pub fn chunk_histograms(
+        &self,
+        index: usize,
+        top_counts: &[u32; 256],
+        top: &[u8],
+        next: &[u8],
+        h: &mut Vec<[u32; 256]>,
+    ) {
+        let kept = self
+            .chunk_counts
+            .get(index * CONTEXTS..(index + 1) * CONTEXTS)
+            .filter(|k| {
+                let mut totals = [0u64; CONTEXTS];
+                for (e, &n) in top_counts.iter().enumerate() {
+                    totals[self.context_of[e] as usize] += n as u64;
+                }
+                k.iter()
+                    .zip(totals)
+                    .all(|(c, t)| c.iter().map(|&n| n as u64).sum::<u64>() == t)
+            });
+        match kept {
+            Some(k) => {
+                h.clear();
+                h.extend_from_slice(k);
+            }
+            None => self.histograms(top, next, h),
         }
     }
 
@@ -361,12 +405,16 @@ fn entropy(counts: &[u32; 256]) -> f64 {
 /// tables' size. `E0` is the samples' most frequent plane-0 byte of nonzero elements (ties:
 /// the lowest); the tables are every context's plane-1 counts over the whole body, so every
 /// element of every chunk can be coded with them.
+///
+/// With the tables, each chunk's counts (chunks of `chunk_bytes` of `body`, [`CONTEXTS`]
+/// histograms a chunk), for [`ContextEncoder::with_chunk_counts`].
 pub(crate) fn plan_tables(
     body: &[u8],
     width: usize,
     rotate: bool,
+    chunk_bytes: usize,
     parallel: bool,
-) -> Option<ContextTables> {
+) -> Option<(ContextTables, Vec<[u32; 256]>)> {
     if !matches!(width, 2 | 4) || body.len() < MIN_TENSOR_BYTES {
         return None;
     }
@@ -421,39 +469,42 @@ pub(crate) fn plan_tables(
     if saving(&by_context(&joint)) < SAMPLE_MIN_SAVING * plane_bits {
         return None;
     }
-    // The whole body, counted by context.
+    // The whole body, counted by context a chunk at a time: the chunks' counts are kept for
+    // their plans (which would otherwise count each chunk again).
     let table: [u8; 256] = std::array::from_fn(|e| context(e as u8, e0) as u8);
     let count = |part: &[u8]| {
+        let mut counts = Vec::with_capacity(part.len().div_ceil(chunk_bytes) * CONTEXTS);
         let mut ctx = Vec::new();
-        if width == 2 {
-            count_elements::<2>(part, rotate, &table, &mut ctx);
-        } else {
-            count_elements::<4>(part, rotate, &table, &mut ctx);
+        for chunk in part.chunks(chunk_bytes) {
+            if width == 2 {
+                count_elements::<2>(chunk, rotate, &table, &mut ctx);
+            } else {
+                count_elements::<4>(chunk, rotate, &table, &mut ctx);
+            }
+            counts.extend_from_slice(&ctx);
         }
-        ctx
+        counts
     };
-    let add = |mut a: Vec<[u32; 256]>, b: Vec<[u32; 256]>| {
-        for (x, y) in a.iter_mut().zip(&b) {
+    let task = chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
+    let chunk_counts: Vec<[u32; 256]> = if parallel {
+        use rayon::prelude::*;
+        let parts: Vec<Vec<[u32; 256]>> = body.par_chunks(task).map(count).collect();
+        parts.concat()
+    } else {
+        count(body)
+    };
+    let mut ctx = vec![[0u32; 256]; CONTEXTS];
+    for chunk in chunk_counts.chunks_exact(CONTEXTS) {
+        for (x, y) in ctx.iter_mut().zip(chunk) {
             for (p, q) in x.iter_mut().zip(y) {
                 *p += q;
             }
         }
-        a
-    };
-    let part = (planepack_core::codec::PARALLEL_TASK_BYTES / width).max(1) * width;
-    let ctx = if parallel {
-        use rayon::prelude::*;
-        body.par_chunks(part)
-            .map(count)
-            .reduce(|| vec![[0u32; 256]; CONTEXTS], add)
-    } else {
-        body.chunks(part)
-            .map(count)
-            .fold(vec![[0u32; 256]; CONTEXTS], add)
-    };
+    }
     let ctx: [[u32; 256]; CONTEXTS] = ctx.try_into().expect("six contexts");
     let tables = ContextTables::from_counts(e0, &ctx)?;
-    (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len() as f64).then_some(tables)
+    (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len() as f64)
+        .then_some((tables, chunk_counts))
 }
 
 #[cfg(test)]

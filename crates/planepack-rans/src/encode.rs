@@ -428,12 +428,13 @@ impl Rans {
         })
     }
 
-    /// Encode one chunk of whole elements as `plan` says, appending mode and planes to `out`;
-    /// returns the stream version the chunk needs (1; 2 if modelled, 3 if scaled, 4 with a
-    /// context plane, 5 as steps).
+    /// Encode one chunk of whole elements (chunk `index` of the tensor) as `plan` says,
+    /// appending mode and planes to `out`; returns the stream version the chunk needs (1; 2
+    /// if modelled, 3 if scaled, 4 with a context plane, 5 as steps).
     pub(crate) fn encode_chunk(
         &self,
         elems: &[u8],
+        index: usize,
         plan: TensorPlan,
         s: &mut EncScratch,
         out: &mut Vec<u8>,
@@ -456,11 +457,11 @@ impl Rans {
             None
         };
         if scaled.is_none() && !try_modelled && !try_differences {
-            return self.encode_chunk_planes(elems, width, rotate, contexts, s, out);
+            return self.encode_chunk_planes(elems, width, rotate, contexts, index, s, out);
         }
         // The planes' plan, once, for whichever form is tried and for writing the planes if
         // none wins (the other trials keep to their own scratch).
-        let planes = self.plan_chunk_planes(elems, width, rotate, contexts, s);
+        let planes = self.plan_chunk_planes(elems, width, rotate, contexts, index, s);
         let best_plane_estimate = planes.plain_estimate;
         if let Some(scaled) = scaled.filter(|p| p.estimate < best_plane_estimate) {
             let start = out.len();
@@ -511,25 +512,35 @@ impl Rans {
 
     /// Plan the chunk as byte planes (its dense planes split into `s.planes`; where the
     /// sparse layout is considered, its mask and nonzero elements into `s.mask` and
-    /// `s.nonzero`).
+    /// `s.nonzero`); `index` is the chunk's in the tensor (for the counts `contexts` kept).
     pub(crate) fn plan_chunk_planes(
         &self,
         elems: &[u8],
         width: usize,
         rotate: bool,
         contexts: Option<&ContextEncoder>,
+        index: usize,
         s: &mut EncScratch,
     ) -> ChunkPlan {
         s.planes.resize_with(width, Vec::new);
         let zeros = split(elems, width, rotate, &mut s.planes);
         let n = elems.len() / width;
         // With context tables, plane 1's histogram is the sum of its per-context ones (every
-        // element is counted in its context), which the plan needs anyway: one pass fewer.
+        // element is counted in its context), which the plan needs anyway and which the
+        // tables' count kept for chunk `index`: one or two passes fewer.
+        let top_counts = histogram(&s.planes[0]);
         if let Some(c) = contexts {
-            c.histograms(&s.planes[0], &s.planes[1], &mut s.context_counts);
+            c.chunk_histograms(
+                index,
+                &top_counts,
+                &s.planes[0],
+                &s.planes[1],
+                &mut s.context_counts,
+            );
         }
         let dense: Vec<[u32; 256]> = (0..width)
             .map(|j| match contexts {
+                _ if j == 0 => top_counts,
                 Some(_) if j == 1 => {
                     let mut sum = [0u32; 256];
                     for h in &s.context_counts {
@@ -579,7 +590,7 @@ impl Rans {
         rotate: bool,
         s: &mut EncScratch,
     ) -> f64 {
-        self.plan_chunk_planes(elems, width, rotate, None, s)
+        self.plan_chunk_planes(elems, width, rotate, None, 0, s)
             .estimate
     }
 
@@ -591,10 +602,11 @@ impl Rans {
         width: usize,
         rotate: bool,
         contexts: Option<&ContextEncoder>,
+        index: usize,
         s: &mut EncScratch,
         out: &mut Vec<u8>,
     ) -> Result<u8> {
-        let plan = self.plan_chunk_planes(elems, width, rotate, contexts, s);
+        let plan = self.plan_chunk_planes(elems, width, rotate, contexts, index, s);
         self.write_chunk_planes(elems, width, rotate, plan, contexts, s, out)
     }
 
@@ -726,8 +738,8 @@ impl Rans {
         // (For single bytes the flag means nothing; it is set as this encoder always did.)
         out[flags_at] |= u8::from(if width == 1 { self.rotate } else { rotate });
         let contexts = if self.contexts {
-            crate::contexts::plan_tables(&input_body[..body], width, rotate, parallel)
-                .map(ContextEncoder::new)
+            crate::contexts::plan_tables(&input_body[..body], width, rotate, chunk_bytes, parallel)
+                .map(|(tables, counts)| ContextEncoder::with_chunk_counts(tables, counts))
         } else {
             None
         };
@@ -746,11 +758,15 @@ impl Rans {
         plan.try_modelled = self.modelled
             && self.modelled_may_pay(&input_body[..body], plan, chunk_bytes, parallel, &mut s);
         // Chunks in order, coded into `out`; each chunk's length into the table.
-        let code = |part: &[u8], s: &mut EncScratch, out: &mut Vec<u8>, lens: &mut Vec<u32>| {
+        let code = |part: &[u8],
+                    first: usize,
+                    s: &mut EncScratch,
+                    out: &mut Vec<u8>,
+                    lens: &mut Vec<u32>| {
             let mut version = 1;
-            for c in part.chunks(chunk_bytes) {
+            for (i, c) in part.chunks(chunk_bytes).enumerate() {
                 let at = out.len();
-                version = version.max(self.encode_chunk(c, plan, s, out)?);
+                version = version.max(self.encode_chunk(c, first + i, plan, s, out)?);
                 lens.push((out.len() - at) as u32);
             }
             Ok::<u8, Error>(version)
@@ -765,11 +781,13 @@ impl Rans {
             // one core's.
             let coded: Vec<Result<CodedTask>> = input_body[..body]
                 .par_chunks(task_bytes)
-                .map_init(EncScratch::default, |s, part| {
+                .enumerate()
+                .map_init(EncScratch::default, |s, (t, part)| {
                     let chunks = part.len().div_ceil(chunk_bytes);
                     let mut bytes = Vec::with_capacity(part.len() + chunks);
                     let mut part_lens = Vec::with_capacity(chunks);
-                    let version = code(part, s, &mut bytes, &mut part_lens)?;
+                    let first = t * (task_bytes / chunk_bytes);
+                    let version = code(part, first, s, &mut bytes, &mut part_lens)?;
                     Ok((bytes, part_lens, version))
                 })
                 .collect();
@@ -782,7 +800,7 @@ impl Rans {
             }
             newest
         } else {
-            code(&input_body[..body], &mut s, out, &mut lens)?
+            code(&input_body[..body], 0, &mut s, out, &mut lens)?
         };
         out[version_at] = version;
         // The context tables go before the chunk table, once a chunk has used them; a
