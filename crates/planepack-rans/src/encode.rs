@@ -596,6 +596,7 @@ impl Rans {
 
     /// Encode one chunk as byte planes (dense or sparse, or raw), appending to `out`; returns
     /// the stream version it needs.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn encode_chunk_planes(
         &self,
         elems: &[u8],
