@@ -1,5 +1,6 @@
 //! Encode and decode one workload batch in a loop, for a profiler (`rans` unless a codec of the
-//! catalogue is named; `ENCODE_ONLY=1` or `=parallel` times the encoder alone, best of ITERS):
+//! catalogue is named; `ENCODE_ONLY=1` or `=parallel` times the encoder alone, `DECODE_ONLY=1`
+//! the decoder alone, best of ITERS):
 //! `cargo run --profile profiling -p planepack-harness --example rans_profile -- STEM [ITERS]
 //! [CODEC]`.
 use planepack_container::CodecSpec;
@@ -41,8 +42,33 @@ fn main() {
             best = best.min(t.elapsed().as_secs_f64());
         }
         let how = if parallel { "parallel" } else { "one core" };
+        // FNV-1a of the streams: two builds of the encoder compared byte for byte.
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for b in enc.iter().flatten() {
+            h = (h ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
         println!(
-            "{stem}: encode ({how}) best of {iters}: {:.3} GB/s",
+            "{stem}: encode ({how}) best of {iters}: {:.3} GB/s, streams' hash {h:#018x}",
+            bytes as f64 / best / 1e9
+        );
+        return;
+    }
+    if std::env::var_os("DECODE_ONLY").is_some() {
+        for ((shape, data), o) in g.tensors.iter().zip(enc.iter_mut()) {
+            codec.encode_shaped(data, g.elem, shape, o).unwrap();
+        }
+        let mut dst: Vec<Vec<u8>> = g.tensors.iter().map(|t| vec![0u8; t.1.len()]).collect();
+        let mut best = f64::MAX;
+        for _ in 0..iters {
+            let t = Instant::now();
+            for (e, d) in enc.iter().zip(&mut dst) {
+                codec.decode(e, d).unwrap();
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        assert!(dst.iter().zip(&g.tensors).all(|(d, t)| *d == t.1));
+        println!(
+            "{stem}: decode (one core) best of {iters}: {:.3} GB/s",
             bytes as f64 / best / 1e9
         );
         return;
@@ -61,15 +87,15 @@ fn main() {
         }
         let d = t.elapsed().as_secs_f64();
         let c: usize = enc.iter().map(Vec::len).sum();
-        let mut modes = [0usize; 5];
+        let mut modes = [0usize; 6];
         for e in &enc {
             if let Ok(h) = planepack_rans::parse_header(e) {
                 for (at, _) in planepack_rans::chunk_spans(e, &h).unwrap_or_default() {
-                    modes[(e[at] as usize).min(4)] += 1;
+                    modes[(e[at] as usize).min(5)] += 1;
                 }
             }
         }
-        println!("chunk modes raw/dense/sparse/modelled/scaled: {modes:?}");
+        println!("chunk modes raw/dense/sparse/modelled/scaled/difference: {modes:?}");
         let mut par: Vec<Vec<u8>> = vec![Vec::new(); g.tensors.len()];
         let t = Instant::now();
         for ((shape, data), o) in g.tensors.iter().zip(par.iter_mut()) {

@@ -39,6 +39,23 @@ pub fn context(e: u8, e0: u8) -> usize {
     ((e as i32 - e0 as i32).clamp(CTX_BELOW, CTX_ABOVE) - CTX_BELOW) as usize
 }
 
+/// [`context`] in byte arithmetic, for loops that vectorise: 3 - min(E0 - e, 3) at or below
+/// `e0`, 3 + min(e - E0, 2) above.
+#[inline(always)]
+pub(crate) fn context_byte(e: u8, e0: u8) -> u8 {
+    const _: () = assert!(CTX_BELOW == -3 && CTX_ABOVE == 2 && CONTEXTS == 6);
+    3 - e0.saturating_sub(e).min(3) + e.saturating_sub(e0).min(2)
+}
+
+/// Each element's context ([`context`]) for the plane-0 bytes `top`, into `out`.
+pub(crate) fn contexts_into(top: &[u8], e0: u8, out: &mut Vec<u8>) {
+    out.clear();
+    out.resize(top.len(), 0);
+    for (c, &e) in out.iter_mut().zip(top) {
+        *c = context_byte(e, e0);
+    }
+}
+
 /// A stream's context section: the reference plane-0 byte and a table per context that
 /// occurs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,7 +152,12 @@ impl ContextTables {
             }
         }
         let table_of = std::array::from_fn(|e| first[context(e as u8, self.e0)]);
-        ContextDecoder { slots, table_of }
+        ContextDecoder {
+            slots,
+            table_of,
+            e0: self.e0,
+            by_context: first,
+        }
     }
 }
 
@@ -150,15 +172,35 @@ pub struct ContextDecoder {
     pub slots: Vec<u32>,
     /// Per plane-0 byte, its table's index in `slots` (in units of 4096), or [`ABSENT`].
     pub table_of: [u8; 256],
+    /// The stream's `E0`, and per context its table's index (or [`ABSENT`]): `table_of` as
+    /// arithmetic, which [`ContextDecoder::select`] runs in a loop that vectorises.
+    e0: u8,
+    by_context: [u8; CONTEXTS],
 }
 
 impl ContextDecoder {
     /// Each symbol's table for the plane-0 symbols `top` into `sel`; an element whose context
     /// has no table is an error.
     pub fn select(&self, top: &[u8], sel: &mut Vec<u8>) -> Result<()> {
+        // `table_of[e]` computed, not looked up (a byte gather does not vectorise): the
+        // context as arithmetic, the table a six-way choice, and whether any is absent in the
+        // same pass.
+        let (e0, by) = (self.e0, self.by_context);
         sel.clear();
-        sel.extend(top.iter().map(|&e| self.table_of[e as usize]));
-        if sel.contains(&ABSENT) {
+        sel.resize(top.len(), 0);
+        let mut absent = 0u8;
+        for (t, &e) in sel.iter_mut().zip(top) {
+            let c = context_byte(e, e0);
+            let mut table = by[0];
+            for (j, &b) in by.iter().enumerate().skip(1) {
+                if c == j as u8 {
+                    table = b;
+                }
+            }
+            absent |= (table == ABSENT) as u8;
+            *t = table;
+        }
+        if absent != 0 {
             return Err(Error::corrupt(
                 "a context plane's element whose context has no table",
             ));
@@ -177,6 +219,9 @@ pub(crate) struct ContextEncoder {
     pub cost: Vec<f32>,
     /// The tables' coding constants, by context.
     pub prepared: crate::lanes::Prepared,
+    /// Each chunk's plane-1 counts by context, [`CONTEXTS`] a chunk, as the tables were
+    /// counted (empty where not kept).
+    chunk_counts: Vec<[u32; 256]>,
 }
 
 impl ContextEncoder {
@@ -200,17 +245,56 @@ impl ContextEncoder {
             context_of,
             cost,
             prepared,
+            chunk_counts: Vec::new(),
+        }
+    }
+
+    /// The encoder, keeping the chunks' counts that [`plan_tables`] made with the tables.
+    pub fn with_chunk_counts(tables: ContextTables, chunk_counts: Vec<[u32; 256]>) -> Self {
+        ContextEncoder {
+            chunk_counts,
+            ..ContextEncoder::new(tables)
+        }
+    }
+
+    /// Chunk `index`'s per-context counts into `h` (as [`ContextEncoder::histograms`] of its
+    /// planes 0 and 1, `top` and `next`), from those kept where they agree with `top`'s
+    /// histogram `top_counts` (each context's total), else counted.
+    pub fn chunk_histograms(
+        &self,
+        index: usize,
+        top_counts: &[u32; 256],
+        top: &[u8],
+        next: &[u8],
+        h: &mut Vec<[u32; 256]>,
+    ) {
+        let kept = self
+            .chunk_counts
+            .get(index * CONTEXTS..(index + 1) * CONTEXTS)
+            .filter(|k| {
+                let mut totals = [0u64; CONTEXTS];
+                for (e, &n) in top_counts.iter().enumerate() {
+                    totals[self.context_of[e] as usize] += n as u64;
+                }
+                k.iter()
+                    .zip(totals)
+                    .all(|(c, t)| c.iter().map(|&n| n as u64).sum::<u64>() == t)
+            });
+        match kept {
+            Some(k) => {
+                h.clear();
+                h.extend_from_slice(k);
+            }
+            None => self.histograms(top, next, h),
         }
     }
 
     /// The plane-1 histogram per context of elements whose planes 0 and 1 are `top` and
     /// `next` (into `h`, zeroed first).
     pub fn histograms(&self, top: &[u8], next: &[u8], h: &mut Vec<[u32; 256]>) {
-        h.clear();
-        h.resize(CONTEXTS, [0; 256]);
-        for (&e, &s) in top.iter().zip(next) {
-            h[self.context_of[e as usize] as usize][s as usize] += 1;
-        }
+        let n = top.len().min(next.len());
+        let (top, next) = (&top[..n], &next[..n]);
+        count_by_context(n, |i| (top[i], next[i]), &self.context_of, h);
     }
 
     /// Bits a plane costs coded with the context tables, from its per-context histogram.
@@ -247,6 +331,55 @@ const TABLES_PAY_TIMES: f64 = 2.0;
 #[cfg(fuzzing)]
 const TABLES_PAY_TIMES: f64 = f64::NEG_INFINITY;
 
+/// Count `n` pairs (plane-0 byte, plane-1 byte), pair `i` given by `pair(i)`, into `h`:
+/// `h[context_of[e]][s]`, six histograms (`h` zeroed first, [`CONTEXTS`] long after). Four
+/// interleaved sets of them, so that runs of equal pairs (common: an activation's few
+/// exponents, a mantissa byte of zero) do not wait on the store to the same counter, folded
+/// into one at the end.
+#[inline(always)]
+fn count_by_context(
+    n: usize,
+    pair: impl Fn(usize) -> (u8, u8),
+    context_of: &[u8; 256],
+    h: &mut Vec<[u32; 256]>,
+) {
+    let mut sets = [[[0u32; 256]; CONTEXTS]; 4];
+    let ctx = |e: u8| (context_of[e as usize] as usize).min(CONTEXTS - 1);
+    let quads = n / 4;
+    for q in 0..quads {
+        for (j, set) in sets.iter_mut().enumerate() {
+            let (e, s) = pair(4 * q + j);
+            set[ctx(e)][s as usize] += 1;
+        }
+    }
+    for i in 4 * quads..n {
+        let (e, s) = pair(i);
+        sets[0][ctx(e)][s as usize] += 1;
+    }
+    h.clear();
+    h.extend_from_slice(&sets[0]);
+    for set in &sets[1..] {
+        for (a, b) in h.iter_mut().zip(set) {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+    }
+}
+
+/// [`count_by_context`] over the whole elements of `W` bytes in `part` (`W` a constant, so
+/// that each element's bytes are read at fixed offsets).
+fn count_elements<const W: usize>(
+    part: &[u8],
+    rotate: bool,
+    context_of: &[u8; 256],
+    h: &mut Vec<[u32; 256]>,
+) {
+    let n = part.len() / W;
+    let elems: &[[u8; W]] = part[..n * W].as_chunks::<W>().0;
+    count_by_context(n, |i| top_two(&elems[i], W, rotate), context_of, h);
+}
+
 /// Planes 0 and 1 of a (rotated) element of `width` bytes (2 or 4).
 #[inline(always)]
 fn top_two(e: &[u8], width: usize, rotate: bool) -> (u8, u8) {
@@ -272,12 +405,16 @@ fn entropy(counts: &[u32; 256]) -> f64 {
 /// tables' size. `E0` is the samples' most frequent plane-0 byte of nonzero elements (ties:
 /// the lowest); the tables are every context's plane-1 counts over the whole body, so every
 /// element of every chunk can be coded with them.
+///
+/// With the tables, each chunk's counts (chunks of `chunk_bytes` of `body`, [`CONTEXTS`]
+/// histograms a chunk), for [`ContextEncoder::with_chunk_counts`].
 pub(crate) fn plan_tables(
     body: &[u8],
     width: usize,
     rotate: bool,
+    chunk_bytes: usize,
     parallel: bool,
-) -> Option<ContextTables> {
+) -> Option<(ContextTables, Vec<[u32; 256]>)> {
     if !matches!(width, 2 | 4) || body.len() < MIN_TENSOR_BYTES {
         return None;
     }
@@ -332,36 +469,107 @@ pub(crate) fn plan_tables(
     if saving(&by_context(&joint)) < SAMPLE_MIN_SAVING * plane_bits {
         return None;
     }
-    // The whole body, counted by context.
+    // The whole body, counted by context a chunk at a time: the chunks' counts are kept for
+    // their plans (which would otherwise count each chunk again).
+    let table: [u8; 256] = std::array::from_fn(|e| context(e as u8, e0) as u8);
     let count = |part: &[u8]| {
-        let mut ctx = vec![[0u32; 256]; CONTEXTS];
-        let table: [u8; 256] = std::array::from_fn(|e| context(e as u8, e0) as u8);
-        for e in part.chunks_exact(width) {
-            let (p0, p1) = top_two(e, width, rotate);
-            ctx[table[p0 as usize] as usize][p1 as usize] += 1;
+        let mut counts = Vec::with_capacity(part.len().div_ceil(chunk_bytes) * CONTEXTS);
+        let mut ctx = Vec::new();
+        for chunk in part.chunks(chunk_bytes) {
+            if width == 2 {
+                count_elements::<2>(chunk, rotate, &table, &mut ctx);
+            } else {
+                count_elements::<4>(chunk, rotate, &table, &mut ctx);
+            }
+            counts.extend_from_slice(&ctx);
         }
-        ctx
+        counts
     };
-    let add = |mut a: Vec<[u32; 256]>, b: Vec<[u32; 256]>| {
-        for (x, y) in a.iter_mut().zip(&b) {
+    let task = chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
+    let chunk_counts: Vec<[u32; 256]> = if parallel {
+        use rayon::prelude::*;
+        let parts: Vec<Vec<[u32; 256]>> = body.par_chunks(task).map(count).collect();
+        parts.concat()
+    } else {
+        count(body)
+    };
+    let mut ctx = vec![[0u32; 256]; CONTEXTS];
+    for chunk in chunk_counts.chunks_exact(CONTEXTS) {
+        for (x, y) in ctx.iter_mut().zip(chunk) {
             for (p, q) in x.iter_mut().zip(y) {
                 *p += q;
             }
         }
-        a
-    };
-    let part = (planepack_core::codec::PARALLEL_TASK_BYTES / width).max(1) * width;
-    let ctx = if parallel {
-        use rayon::prelude::*;
-        body.par_chunks(part)
-            .map(count)
-            .reduce(|| vec![[0u32; 256]; CONTEXTS], add)
-    } else {
-        body.chunks(part)
-            .map(count)
-            .fold(vec![[0u32; 256]; CONTEXTS], add)
-    };
+    }
     let ctx: [[u32; 256]; CONTEXTS] = ctx.try_into().expect("six contexts");
     let tables = ContextTables::from_counts(e0, &ctx)?;
-    (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len() as f64).then_some(tables)
+    (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len() as f64)
+        .then_some((tables, chunk_counts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The four interleaved sets fold into the counts one set would hold, for every length's
+    /// remainder, with runs of one pair (the case the sets are for).
+    #[test]
+    fn interleaved_context_counts_equal_one_pass() {
+        let context_of: [u8; 256] = std::array::from_fn(|e| context(e as u8, 127) as u8);
+        let mut x = 7u32;
+        let pairs: Vec<(u8, u8)> = (0..1003)
+            .map(|i| {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                if i % 100 < 30 {
+                    (127, 0)
+                } else {
+                    ((x >> 24) as u8, (x >> 16) as u8)
+                }
+            })
+            .collect();
+        for n in [0, 1, 2, 3, 4, 5, 7, 1000, 1003] {
+            let mut h = Vec::new();
+            count_by_context(n, |i| pairs[i], &context_of, &mut h);
+            let mut expected = vec![[0u32; 256]; CONTEXTS];
+            for &(e, s) in &pairs[..n] {
+                expected[context_of[e as usize] as usize][s as usize] += 1;
+            }
+            assert_eq!(h, expected, "{n} pairs");
+        }
+    }
+
+    /// The byte arithmetic is the spec's clamp, for every pair of bytes.
+    #[test]
+    fn context_byte_is_the_clamped_difference() {
+        for e0 in 0..=255u8 {
+            for e in 0..=255u8 {
+                assert_eq!(context_byte(e, e0) as usize, context(e, e0), "{e} {e0}");
+            }
+        }
+    }
+
+    /// The computed selection equals the table `table_of` for every plane-0 byte, `E0` and
+    /// set of present tables.
+    #[test]
+    fn selection_is_the_table_of_each_byte() {
+        let top: Vec<u8> = (0..=255).collect();
+        for e0 in [0u8, 1, 2, 3, 4, 127, 252, 253, 254, 255] {
+            for present in [0b111111u8, 0b000001, 0b100000, 0b010110] {
+                let tables = std::array::from_fn(|c| {
+                    (present >> c & 1 == 1).then(|| {
+                        let mut counts = [0u32; 256];
+                        counts[c] = 3;
+                        counts[200] = 1;
+                        Table::from_counts(&counts)
+                    })
+                });
+                let dec = ContextTables { e0, tables }.decoder();
+                let mut sel = Vec::new();
+                let r = dec.select(&top, &mut sel);
+                let expected: Vec<u8> = top.iter().map(|&e| dec.table_of[e as usize]).collect();
+                assert_eq!(sel, expected, "E0 {e0}, tables {present:#08b}");
+                assert_eq!(r.is_err(), expected.contains(&ABSENT));
+            }
+        }
+    }
 }

@@ -289,8 +289,7 @@ pub(crate) fn put_plane(
     match plan {
         PlanePlan::Context => {
             let (c, top, sel) = ctx.expect("a context plane is planned only with its tables");
-            sel.clear();
-            sel.extend(top.iter().map(|&e| c.context_of[e as usize]));
+            crate::contexts::contexts_into(top, c.tables.e0, sel);
             let start = out.len();
             out.push(PLANE_CONTEXT);
             enc.encode_selected(&c.prepared, sel, symbols, out)?;
@@ -429,12 +428,13 @@ impl Rans {
         })
     }
 
-    /// Encode one chunk of whole elements as `plan` says, appending mode and planes to `out`;
-    /// returns the stream version the chunk needs (1; 2 if modelled, 3 if scaled, 4 with a
-    /// context plane, 5 as steps).
+    /// Encode one chunk of whole elements (chunk `index` of the tensor) as `plan` says,
+    /// appending mode and planes to `out`; returns the stream version the chunk needs (1; 2
+    /// if modelled, 3 if scaled, 4 with a context plane, 5 as steps).
     pub(crate) fn encode_chunk(
         &self,
         elems: &[u8],
+        index: usize,
         plan: TensorPlan,
         s: &mut EncScratch,
         out: &mut Vec<u8>,
@@ -457,11 +457,11 @@ impl Rans {
             None
         };
         if scaled.is_none() && !try_modelled && !try_differences {
-            return self.encode_chunk_planes(elems, width, rotate, contexts, s, out);
+            return self.encode_chunk_planes(elems, width, rotate, contexts, index, s, out);
         }
         // The planes' plan, once, for whichever form is tried and for writing the planes if
         // none wins (the other trials keep to their own scratch).
-        let planes = self.plan_chunk_planes(elems, width, rotate, contexts, s);
+        let planes = self.plan_chunk_planes(elems, width, rotate, contexts, index, s);
         let best_plane_estimate = planes.plain_estimate;
         if let Some(scaled) = scaled.filter(|p| p.estimate < best_plane_estimate) {
             let start = out.len();
@@ -512,26 +512,52 @@ impl Rans {
 
     /// Plan the chunk as byte planes (its dense planes split into `s.planes`; where the
     /// sparse layout is considered, its mask and nonzero elements into `s.mask` and
-    /// `s.nonzero`).
+    /// `s.nonzero`); `index` is the chunk's in the tensor (for the counts `contexts` kept).
     pub(crate) fn plan_chunk_planes(
         &self,
         elems: &[u8],
         width: usize,
         rotate: bool,
         contexts: Option<&ContextEncoder>,
+        index: usize,
         s: &mut EncScratch,
     ) -> ChunkPlan {
         s.planes.resize_with(width, Vec::new);
-        split(elems, width, rotate, &mut s.planes);
-        let dense: Vec<[u32; 256]> = s.planes.iter().map(|p| histogram(p)).collect();
+        let zeros = split(elems, width, rotate, &mut s.planes);
         let n = elems.len() / width;
-        let zeros = count_zeros(elems, width);
+        // With context tables, plane 1's histogram is the sum of its per-context ones (every
+        // element is counted in its context), which the plan needs anyway and which the
+        // tables' count kept for chunk `index`: one or two passes fewer.
+        let top_counts = histogram(&s.planes[0]);
+        if let Some(c) = contexts {
+            c.chunk_histograms(
+                index,
+                &top_counts,
+                &s.planes[0],
+                &s.planes[1],
+                &mut s.context_counts,
+            );
+        }
+        let dense: Vec<[u32; 256]> = (0..width)
+            .map(|j| match contexts {
+                _ if j == 0 => top_counts,
+                Some(_) if j == 1 => {
+                    let mut sum = [0u32; 256];
+                    for h in &s.context_counts {
+                        for (a, &b) in sum.iter_mut().zip(h) {
+                            *a += b;
+                        }
+                    }
+                    sum
+                }
+                _ => histogram(&s.planes[j]),
+            })
+            .collect();
         // Plane 1 as a context plane: its cost under the stream's tables, per layout (a zero
         // element is context(0) and symbol 0 in the dense planes and absent from the sparse
         // layout's).
         let context_sizes = |s: &mut EncScratch| {
             let c = contexts?;
-            c.histograms(&s.planes[0], &s.planes[1], &mut s.context_counts);
             let dense_bits = c.cost_bits(&s.context_counts);
             let zero_bits = zeros as f64 * c.cost[256 * c.context_of[0] as usize] as f64;
             let size = |bits: f64, m: usize| {
@@ -564,22 +590,24 @@ impl Rans {
         rotate: bool,
         s: &mut EncScratch,
     ) -> f64 {
-        self.plan_chunk_planes(elems, width, rotate, None, s)
+        self.plan_chunk_planes(elems, width, rotate, None, 0, s)
             .estimate
     }
 
     /// Encode one chunk as byte planes (dense or sparse, or raw), appending to `out`; returns
     /// the stream version it needs.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn encode_chunk_planes(
         &self,
         elems: &[u8],
         width: usize,
         rotate: bool,
         contexts: Option<&ContextEncoder>,
+        index: usize,
         s: &mut EncScratch,
         out: &mut Vec<u8>,
     ) -> Result<u8> {
-        let plan = self.plan_chunk_planes(elems, width, rotate, contexts, s);
+        let plan = self.plan_chunk_planes(elems, width, rotate, contexts, index, s);
         self.write_chunk_planes(elems, width, rotate, plan, contexts, s, out)
     }
 
@@ -711,8 +739,8 @@ impl Rans {
         // (For single bytes the flag means nothing; it is set as this encoder always did.)
         out[flags_at] |= u8::from(if width == 1 { self.rotate } else { rotate });
         let contexts = if self.contexts {
-            crate::contexts::plan_tables(&input_body[..body], width, rotate, parallel)
-                .map(ContextEncoder::new)
+            crate::contexts::plan_tables(&input_body[..body], width, rotate, chunk_bytes, parallel)
+                .map(|(tables, counts)| ContextEncoder::with_chunk_counts(tables, counts))
         } else {
             None
         };
@@ -731,11 +759,15 @@ impl Rans {
         plan.try_modelled = self.modelled
             && self.modelled_may_pay(&input_body[..body], plan, chunk_bytes, parallel, &mut s);
         // Chunks in order, coded into `out`; each chunk's length into the table.
-        let code = |part: &[u8], s: &mut EncScratch, out: &mut Vec<u8>, lens: &mut Vec<u32>| {
+        let code = |part: &[u8],
+                    first: usize,
+                    s: &mut EncScratch,
+                    out: &mut Vec<u8>,
+                    lens: &mut Vec<u32>| {
             let mut version = 1;
-            for c in part.chunks(chunk_bytes) {
+            for (i, c) in part.chunks(chunk_bytes).enumerate() {
                 let at = out.len();
-                version = version.max(self.encode_chunk(c, plan, s, out)?);
+                version = version.max(self.encode_chunk(c, first + i, plan, s, out)?);
                 lens.push((out.len() - at) as u32);
             }
             Ok::<u8, Error>(version)
@@ -750,11 +782,13 @@ impl Rans {
             // one core's.
             let coded: Vec<Result<CodedTask>> = input_body[..body]
                 .par_chunks(task_bytes)
-                .map_init(EncScratch::default, |s, part| {
+                .enumerate()
+                .map_init(EncScratch::default, |s, (t, part)| {
                     let chunks = part.len().div_ceil(chunk_bytes);
                     let mut bytes = Vec::with_capacity(part.len() + chunks);
                     let mut part_lens = Vec::with_capacity(chunks);
-                    let version = code(part, s, &mut bytes, &mut part_lens)?;
+                    let first = t * (task_bytes / chunk_bytes);
+                    let version = code(part, first, s, &mut bytes, &mut part_lens)?;
                     Ok((bytes, part_lens, version))
                 })
                 .collect();
@@ -767,7 +801,7 @@ impl Rans {
             }
             newest
         } else {
-            code(&input_body[..body], &mut s, out, &mut lens)?
+            code(&input_body[..body], 0, &mut s, out, &mut lens)?
         };
         out[version_at] = version;
         // The context tables go before the chunk table, once a chunk has used them; a
@@ -821,12 +855,11 @@ const REFERENCE_BITS: f64 = 32.0;
 /// different earlier row is simply kept as an original, so the map is always exact.
 pub(crate) fn find_copies(input: &[u8], row_bytes: usize, width: usize) -> Vec<(u32, u32)> {
     use std::collections::hash_map::{Entry, HashMap};
-    let is_zero = |e: &[u8]| e.iter().all(|&b| b == 0);
     let elements = input.len() / width;
     // Each row's zero elements, counted once: the tensor's fraction and each row's cost.
     let row_zeros: Vec<usize> = input
         .chunks_exact(row_bytes)
-        .map(|row| row.chunks_exact(width).filter(|e| is_zero(e)).count())
+        .map(|row| count_zeros(row, width))
         .collect();
     let zeros: usize = row_zeros.iter().sum();
     let p = (zeros.max(1) as f64 / elements as f64).min(1.0 - 1.0 / elements as f64);

@@ -381,15 +381,9 @@ fn decode_with(
         literals += z;
     }
     let words = take(chunk, at, 2 * total_words, "modelled lane words")?;
-    st.words.clear();
-    st.words.extend(
-        words
-            .chunks_exact(2)
-            .map(|w| u16::from_le_bytes([w[0], w[1]])),
-    );
-    let total_words = st.words.len();
-    // Two spare words: the SIMD decoder reads 32 bits at a word index up to the count.
-    st.words.extend_from_slice(&[0, 0]);
+    // Two spare words after them: the SIMD decoder reads 32 bits at a word index up to the
+    // count.
+    crate::lanes::words_from_bytes(words, &mut st.words);
     at += 2 * total_words;
     s.planes.resize_with(width.max(2), Vec::new);
     for p in 1..width {

@@ -2,41 +2,59 @@
 //! and put back (the sparse chunk's mask), with their AVX2 and AVX-512 paths.
 
 /// Split `elems` (whole elements of `width` bytes) into planes, most significant byte first,
-/// after rotating each element left by one bit when `rotate`.
-pub(crate) fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) {
+/// after rotating each element left by one bit when `rotate`. Returns the number of zero
+/// elements (the plan needs it), counted in a pass of its own: a count in the split's loop
+/// kept the loop from vectorising.
+pub(crate) fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) -> usize {
     let n = elems.len() / width;
     for p in planes.iter_mut() {
-        p.clear();
-        p.resize(n, 0);
+        // Every byte is written below; reused planes of the right length are not cleared.
+        if p.len() != n {
+            p.clear();
+            p.resize(n, 0);
+        }
     }
-    // Indexed stores into planes sized up front (not pushes), so the loops vectorise.
-    match width {
-        1 => planes[0].copy_from_slice(&elems[..n]),
-        2 => {
-            let [p0, p1] = planes else {
-                unreachable!("two planes for 16-bit elements")
-            };
-            for ((e, a), b) in elems.chunks_exact(2).zip(p0.iter_mut()).zip(p1.iter_mut()) {
-                let v = u16::from_le_bytes([e[0], e[1]]);
-                let t = if rotate { v.rotate_left(1) } else { v };
-                *a = (t >> 8) as u8;
-                *b = t as u8;
-            }
-        }
-        _ => {
-            let [p0, p1, p2, p3] = planes else {
-                unreachable!("four planes for 32-bit elements")
-            };
-            let (p0, p1, p2, p3) = (&mut p0[..n], &mut p1[..n], &mut p2[..n], &mut p3[..n]);
-            for (i, e) in elems.chunks_exact(4).enumerate() {
-                let v = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
-                let t = if rotate { v.rotate_left(1) } else { v };
-                p0[i] = (t >> 24) as u8;
-                p1[i] = (t >> 16) as u8;
-                p2[i] = (t >> 8) as u8;
-                p3[i] = t as u8;
-            }
-        }
+    // Indexed stores into planes sized up front (not pushes), the rotation decided outside
+    // the loop and the elements read as arrays, so the loops vectorise.
+    match (width, rotate) {
+        (1, _) => planes[0].copy_from_slice(&elems[..n]),
+        (2, true) => split2::<true>(&elems[..2 * n], planes),
+        (2, false) => split2::<false>(&elems[..2 * n], planes),
+        (_, true) => split4::<true>(&elems[..4 * n], planes),
+        (_, false) => split4::<false>(&elems[..4 * n], planes),
+    }
+    count_zeros(&elems[..width * n], width)
+}
+
+fn split2<const ROTATE: bool>(elems: &[u8], planes: &mut [Vec<u8>]) {
+    let [p0, p1] = planes else {
+        unreachable!("two planes for 16-bit elements")
+    };
+    let e = elems.as_chunks::<2>().0;
+    let n = e.len();
+    let (p0, p1) = (&mut p0[..n], &mut p1[..n]);
+    for i in 0..n {
+        let v = u16::from_le_bytes(e[i]);
+        let t = if ROTATE { v.rotate_left(1) } else { v };
+        p0[i] = (t >> 8) as u8;
+        p1[i] = t as u8;
+    }
+}
+
+fn split4<const ROTATE: bool>(elems: &[u8], planes: &mut [Vec<u8>]) {
+    let [p0, p1, p2, p3] = planes else {
+        unreachable!("four planes for 32-bit elements")
+    };
+    let e = elems.as_chunks::<4>().0;
+    let n = e.len();
+    let (p0, p1, p2, p3) = (&mut p0[..n], &mut p1[..n], &mut p2[..n], &mut p3[..n]);
+    for i in 0..n {
+        let v = u32::from_le_bytes(e[i]);
+        let t = if ROTATE { v.rotate_left(1) } else { v };
+        p0[i] = (t >> 24) as u8;
+        p1[i] = (t >> 16) as u8;
+        p2[i] = (t >> 8) as u8;
+        p3[i] = t as u8;
     }
 }
 
@@ -236,16 +254,19 @@ pub(crate) mod avx512 {
 /// Zero elements among `elems` (whole elements of `width` bytes), compared as integers so the
 /// loop vectorises.
 pub(crate) fn count_zeros(elems: &[u8], width: usize) -> usize {
+    // In blocks whose count fits a u16 lane's sum, so the compares stay 16 bits wide.
+    fn count<const W: usize>(elems: &[u8], zero: impl Fn([u8; W]) -> bool) -> usize {
+        elems
+            .as_chunks::<W>()
+            .0
+            .chunks(1 << 15)
+            .map(|block| block.iter().map(|&e| zero(e) as u16).sum::<u16>() as usize)
+            .sum()
+    }
     match width {
-        2 => elems
-            .chunks_exact(2)
-            .filter(|e| u16::from_le_bytes([e[0], e[1]]) == 0)
-            .count(),
-        4 => elems
-            .chunks_exact(4)
-            .filter(|e| u32::from_le_bytes([e[0], e[1], e[2], e[3]]) == 0)
-            .count(),
-        _ => elems.iter().filter(|&&b| b == 0).count(),
+        2 => count::<2>(elems, |e| u16::from_le_bytes(e) == 0),
+        4 => count::<4>(elems, |e| u32::from_le_bytes(e) == 0),
+        _ => count::<1>(elems, |e| e[0] == 0),
     }
 }
 
@@ -290,4 +311,39 @@ pub(crate) fn take_zeros_out_w<const W: usize>(
         }
     }
     k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `split` counts the zero elements it splits, in every width, rotated or not, with the
+    /// zeros in runs and alone and nonzero elements that have zero bytes.
+    #[test]
+    fn split_counts_the_zero_elements() {
+        let mut x = 0x9e37_79b9_u32;
+        let bytes: Vec<u8> = (0..4099)
+            .map(|i| {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                if (i / 64) % 3 == 0 || x >> 29 == 0 {
+                    0
+                } else {
+                    (x >> 24) as u8 & 0x81
+                }
+            })
+            .collect();
+        for width in [1, 2, 4] {
+            let elems = &bytes[..bytes.len() / width * width];
+            for rotate in [false, true] {
+                let mut planes = vec![Vec::new(); width];
+                let zeros = split(elems, width, rotate, &mut planes);
+                let expected = elems
+                    .chunks_exact(width)
+                    .filter(|e| e.iter().all(|&b| b == 0))
+                    .count();
+                assert_eq!(zeros, expected, "width {width}, rotate {rotate}");
+                assert_eq!(zeros, count_zeros(elems, width));
+            }
+        }
+    }
 }
