@@ -23,7 +23,7 @@ pub const CTX_TABLE_WORDS: u32 = 1024 + 256;
 fn context_words(t: &planepack_rans::internals::contexts::ContextTables) -> Vec<u32> {
     let dec = t.decoder();
     let mut w: Vec<u32> = dec
-        .table_of
+        .table_of()
         .chunks_exact(4)
         .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
         .collect();

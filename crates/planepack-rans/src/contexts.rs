@@ -39,6 +39,11 @@ pub fn context(e: u8, e0: u8) -> usize {
     ((e as i32 - e0 as i32).clamp(CTX_BELOW, CTX_ABOVE) - CTX_BELOW) as usize
 }
 
+/// Every plane-0 byte's [`context`] for `e0`, as a table.
+pub(crate) fn context_table(e0: u8) -> [u8; 256] {
+    std::array::from_fn(|e| context(e as u8, e0) as u8)
+}
+
 /// [`context`] in byte arithmetic, for loops that vectorise: 3 - min(E0 - e, 3) at or below
 /// `e0`, 3 + min(e - E0, 2) above.
 #[inline(always)]
@@ -151,10 +156,8 @@ impl ContextTables {
                 slots.extend_from_slice(&one);
             }
         }
-        let table_of = std::array::from_fn(|e| first[context(e as u8, self.e0)]);
         ContextDecoder {
             slots,
-            table_of,
             e0: self.e0,
             by_context: first,
         }
@@ -170,19 +173,22 @@ pub const ABSENT: u8 = u8::MAX;
 pub struct ContextDecoder {
     /// 4096 decode slots per present table, in context order.
     pub slots: Vec<u32>,
-    /// Per plane-0 byte, its table's index in `slots` (in units of 4096), or [`ABSENT`].
-    pub table_of: [u8; 256],
-    /// The stream's `E0`, and per context its table's index (or [`ABSENT`]): `table_of` as
-    /// arithmetic, which [`ContextDecoder::select`] runs in a loop that vectorises.
+    /// The stream's `E0`, and per context its table's index in `slots` (in units of 4096),
+    /// or [`ABSENT`]: what [`ContextDecoder::select`] computes each element's table from.
     e0: u8,
     by_context: [u8; CONTEXTS],
 }
 
 impl ContextDecoder {
+    /// Per plane-0 byte, its table's index in `slots` (in units of 4096), or [`ABSENT`].
+    pub fn table_of(&self) -> [u8; 256] {
+        context_table(self.e0).map(|c| self.by_context[c as usize])
+    }
+
     /// Each symbol's table for the plane-0 symbols `top` into `sel`; an element whose context
     /// has no table is an error.
     pub fn select(&self, top: &[u8], sel: &mut Vec<u8>) -> Result<()> {
-        // `table_of[e]` computed, not looked up (a byte gather does not vectorise): the
+        // `table_of()[e]` computed, not looked up (a byte gather does not vectorise): the
         // context as arithmetic, the table a six-way choice, and whether any is absent in the
         // same pass.
         let (e0, by) = (self.e0, self.by_context);
@@ -226,7 +232,7 @@ pub(crate) struct ContextEncoder {
 
 impl ContextEncoder {
     pub fn new(tables: ContextTables) -> ContextEncoder {
-        let context_of = std::array::from_fn(|e| context(e as u8, tables.e0) as u8);
+        let context_of = context_table(tables.e0);
         let mut cost = vec![f32::INFINITY; CONTEXTS * 256];
         for (c, t) in tables.tables.iter().enumerate() {
             if let Some(t) = t {
@@ -471,7 +477,7 @@ pub(crate) fn plan_tables(
     }
     // The whole body, counted by context a chunk at a time: the chunks' counts are kept for
     // their plans (which would otherwise count each chunk again).
-    let table: [u8; 256] = std::array::from_fn(|e| context(e as u8, e0) as u8);
+    let table = context_table(e0);
     let count = |part: &[u8]| {
         let mut counts = Vec::with_capacity(part.len().div_ceil(chunk_bytes) * CONTEXTS);
         let mut ctx = Vec::new();
@@ -493,7 +499,7 @@ pub(crate) fn plan_tables(
     } else {
         count(body)
     };
-    let mut ctx = vec![[0u32; 256]; CONTEXTS];
+    let mut ctx = [[0u32; 256]; CONTEXTS];
     for chunk in chunk_counts.chunks_exact(CONTEXTS) {
         for (x, y) in ctx.iter_mut().zip(chunk) {
             for (p, q) in x.iter_mut().zip(y) {
@@ -501,7 +507,6 @@ pub(crate) fn plan_tables(
             }
         }
     }
-    let ctx: [[u32; 256]; CONTEXTS] = ctx.try_into().expect("six contexts");
     let tables = ContextTables::from_counts(e0, &ctx)?;
     (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len() as f64)
         .then_some((tables, chunk_counts))
@@ -515,7 +520,7 @@ mod tests {
     /// remainder, with runs of one pair (the case the sets are for).
     #[test]
     fn interleaved_context_counts_equal_one_pass() {
-        let context_of: [u8; 256] = std::array::from_fn(|e| context(e as u8, 127) as u8);
+        let context_of = context_table(127);
         let mut x = 7u32;
         let pairs: Vec<(u8, u8)> = (0..1003)
             .map(|i| {
@@ -548,7 +553,7 @@ mod tests {
         }
     }
 
-    /// The computed selection equals the table `table_of` for every plane-0 byte, `E0` and
+    /// The computed selection equals the table `table_of()` for every plane-0 byte, `E0` and
     /// set of present tables.
     #[test]
     fn selection_is_the_table_of_each_byte() {
@@ -566,7 +571,8 @@ mod tests {
                 let dec = ContextTables { e0, tables }.decoder();
                 let mut sel = Vec::new();
                 let r = dec.select(&top, &mut sel);
-                let expected: Vec<u8> = top.iter().map(|&e| dec.table_of[e as usize]).collect();
+                let table_of = dec.table_of();
+                let expected: Vec<u8> = top.iter().map(|&e| table_of[e as usize]).collect();
                 assert_eq!(sel, expected, "E0 {e0}, tables {present:#08b}");
                 assert_eq!(r.is_err(), expected.contains(&ABSENT));
             }

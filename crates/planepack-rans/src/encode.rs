@@ -523,7 +523,8 @@ impl Rans {
         s: &mut EncScratch,
     ) -> ChunkPlan {
         s.planes.resize_with(width, Vec::new);
-        let zeros = split(elems, width, rotate, &mut s.planes);
+        split(elems, width, rotate, &mut s.planes);
+        let zeros = count_zeros(elems, width);
         let n = elems.len() / width;
         // With context tables, plane 1's histogram is the sum of its per-context ones (every
         // element is counted in its context), which the plan needs anyway and which the
@@ -538,9 +539,10 @@ impl Rans {
                 &mut s.context_counts,
             );
         }
-        let dense: Vec<[u32; 256]> = (0..width)
-            .map(|j| match contexts {
-                _ if j == 0 => top_counts,
+        let mut dense: Vec<[u32; 256]> = Vec::with_capacity(width);
+        dense.push(top_counts);
+        for j in 1..width {
+            dense.push(match contexts {
                 Some(_) if j == 1 => {
                     let mut sum = [0u32; 256];
                     for h in &s.context_counts {
@@ -551,8 +553,8 @@ impl Rans {
                     sum
                 }
                 _ => histogram(&s.planes[j]),
-            })
-            .collect();
+            });
+        }
         // Plane 1 as a context plane: its cost under the stream's tables, per layout (a zero
         // element is context(0) and symbol 0 in the dense planes and absent from the sparse
         // layout's).

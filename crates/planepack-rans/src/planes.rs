@@ -2,10 +2,9 @@
 //! and put back (the sparse chunk's mask), with their AVX2 and AVX-512 paths.
 
 /// Split `elems` (whole elements of `width` bytes) into planes, most significant byte first,
-/// after rotating each element left by one bit when `rotate`. Returns the number of zero
-/// elements (the plan needs it), counted in a pass of its own: a count in the split's loop
-/// kept the loop from vectorising.
-pub(crate) fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) -> usize {
+/// after rotating each element left by one bit when `rotate`. (The plan's zero count is
+/// [`count_zeros`], a pass of its own: a count in this loop kept it from vectorising.)
+pub(crate) fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) {
     let n = elems.len() / width;
     for p in planes.iter_mut() {
         // Every byte is written below; reused planes of the right length are not cleared.
@@ -23,7 +22,6 @@ pub(crate) fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<
         (_, true) => split4::<true>(&elems[..4 * n], planes),
         (_, false) => split4::<false>(&elems[..4 * n], planes),
     }
-    count_zeros(&elems[..width * n], width)
 }
 
 fn split2<const ROTATE: bool>(elems: &[u8], planes: &mut [Vec<u8>]) {
@@ -317,8 +315,8 @@ pub(crate) fn take_zeros_out_w<const W: usize>(
 mod tests {
     use super::*;
 
-    /// `split` counts the zero elements it splits, in every width, rotated or not, with the
-    /// zeros in runs and alone and nonzero elements that have zero bytes.
+    /// `count_zeros` counts the zero elements the plan splits, in every width, rotated or
+    /// not, with the zeros in runs and alone and nonzero elements that have zero bytes.
     #[test]
     fn split_counts_the_zero_elements() {
         let mut x = 0x9e37_79b9_u32;
@@ -336,7 +334,8 @@ mod tests {
             let elems = &bytes[..bytes.len() / width * width];
             for rotate in [false, true] {
                 let mut planes = vec![Vec::new(); width];
-                let zeros = split(elems, width, rotate, &mut planes);
+                split(elems, width, rotate, &mut planes);
+                let zeros = count_zeros(elems, width);
                 let expected = elems
                     .chunks_exact(width)
                     .filter(|e| e.iter().all(|&b| b == 0))
