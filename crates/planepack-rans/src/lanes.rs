@@ -862,7 +862,19 @@ mod avx2 {
         let wbase = words.as_ptr() as *const i32;
         let zero = _mm256_setzero_si256();
         let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        // Each lane's next two words (from one 32-bit gather every other round: a lane takes
+        // at most one word a round, and a gather costs as much as the rest of a step).
+        let mut next = [zero; 4];
         for (r, row) in out.chunks_exact_mut(k).enumerate() {
+            if r % 2 == 0 {
+                for g in 0..groups {
+                    let idx = _mm256_min_epu32(ps[g], lastv);
+                    // SAFETY: idx <= last, and 32 bits at word idx are words idx and idx + 1,
+                    // both below last + 2 <= words.len(). Past `last` both are zero words,
+                    // what the scalar step reads there.
+                    next[g] = unsafe { _mm256_i32gather_epi32::<2>(wbase, idx) };
+                }
+            }
             for g in 0..groups {
                 let xv = xs[g];
                 let slot = _mm256_and_si256(xv, mask);
@@ -888,13 +900,12 @@ mod avx2 {
                 );
                 // y < L (unsigned): min(y, L - 1) == y.
                 let need = _mm256_cmpeq_epi32(_mm256_min_epu32(y, below), y);
-                let idx = _mm256_min_epu32(ps[g], lastv);
-                // SAFETY: idx <= last, and 32 bits at word idx need words idx and idx + 1,
-                // both below last + 2 <= words.len().
-                let w = _mm256_and_si256(unsafe { _mm256_i32gather_epi32::<2>(wbase, idx) }, low16);
+                let w = _mm256_and_si256(next[g], low16);
                 let refilled = _mm256_or_si256(_mm256_slli_epi32::<16>(y), w);
                 xs[g] = _mm256_blendv_epi8(y, refilled, need);
                 ps[g] = _mm256_sub_epi32(ps[g], need);
+                // A lane that took its word moves on to the second.
+                next[g] = _mm256_blendv_epi8(next[g], _mm256_srli_epi32::<16>(next[g]), need);
                 // The group's eight symbols (u32 lanes) as eight bytes, in lane order.
                 let sym = _mm256_and_si256(e, byte);
                 let bytes = _mm256_packus_epi16(_mm256_packus_epi32(sym, zero), zero);

@@ -19,6 +19,9 @@ struct Group {
     prev: __m256i,
     has_left: __m256i,
     err: __m256i,
+    /// Each lane's next two words, gathered every other step (a lane takes at most one word
+    /// a step; the gather is one of a step's costliest instructions).
+    next: __m256i,
 }
 
 /// What every step reads, as vectors.
@@ -56,6 +59,7 @@ fn load(lanes: &[LaneState]) -> Group {
         }),
         has_left: get(&|l| if l.left_sym == super::NONE { 0 } else { -1 }),
         err: _mm256_setzero_si256(),
+        next: _mm256_setzero_si256(),
     }
 }
 
@@ -115,10 +119,10 @@ pub unsafe fn steps<const W: usize, const R: bool, const G: usize>(
         dict: _mm256_set1_epi32(p.dict as i32),
     };
     let mut gs: [Group; G] = std::array::from_fn(|g| load(&lanes[8 * g..8 * g + 8]));
-    for _ in 0..steps {
+    for k in 0..steps {
         for g in gs.iter_mut() {
             // SAFETY: the caller's contract, passed on.
-            unsafe { step::<W, R>(p, &c, g, out) };
+            unsafe { step::<W, R>(p, &c, g, out, k % 2 == 0) };
         }
     }
     let mut ok = true;
@@ -128,7 +132,8 @@ pub unsafe fn steps<const W: usize, const R: bool, const G: usize>(
     ok
 }
 
-/// One element of each of a group's eight lanes.
+/// One element of each of a group's eight lanes; with `refill` (every other step, the first
+/// included), each lane's next two words are gathered first.
 ///
 /// # Safety
 /// As for [`steps`].
@@ -139,6 +144,7 @@ unsafe fn step<const W: usize, const R: bool>(
     c: &Consts,
     g: &mut Group,
     out: &mut [u8],
+    refill: bool,
 ) {
     let ones = _mm256_set1_epi32(-1);
     let one = _mm256_set1_epi32(1);
@@ -182,15 +188,17 @@ unsafe fn step<const W: usize, const R: bool>(
         g.err,
         _mm256_andnot_si256(_mm256_cmpgt_epi32(g.word_end, g.word), need),
     );
-    let widx = _mm256_min_epu32(g.word, c.last_word);
-    // SAFETY: widx <= total_words, and 32 bits at word widx are words widx and widx + 1,
-    // both below total_words + 2 = words.len().
-    let w = _mm256_and_si256(
-        unsafe { _mm256_i32gather_epi32::<2>(wbase, widx) },
-        _mm256_set1_epi32(0xffff),
-    );
+    if refill {
+        let widx = _mm256_min_epu32(g.word, c.last_word);
+        // SAFETY: widx <= total_words, and 32 bits at word widx are words widx and widx + 1,
+        // both below total_words + 2 = words.len() (past total_words both are zero words,
+        // what the scalar step reads there).
+        g.next = unsafe { _mm256_i32gather_epi32::<2>(wbase, widx) };
+    }
+    let w = _mm256_and_si256(g.next, _mm256_set1_epi32(0xffff));
     g.x = _mm256_blendv_epi8(y, _mm256_or_si256(_mm256_slli_epi32::<16>(y), w), need);
     g.word = _mm256_sub_epi32(g.word, need);
+    g.next = _mm256_blendv_epi8(g.next, _mm256_srli_epi32::<16>(g.next), need);
     // The element.
     let is_left = _mm256_cmpeq_epi32(sym, one);
     let is_up = _mm256_cmpeq_epi32(sym, two);
