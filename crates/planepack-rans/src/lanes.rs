@@ -173,42 +173,62 @@ impl Encoder {
         // spare for the branch-free store) holds any lane.
         let rounds = n.div_ceil(k);
         let region = rounds + 1;
-        self.words.clear();
-        self.words.resize(k * region, 0);
+        grow(&mut self.words, k * region);
         let mut states = [L; MAX_LANES];
         let mut pos = [region; MAX_LANES];
+        // Lane l's words in decoding order: `head[l]` words from its area of `self.compact`
+        // (the AVX2 coder's, `stride` words a lane), then its region of `self.words` from
+        // `pos[l]`.
+        let mut head = [0usize; MAX_LANES];
+        let mut stride = 0;
         #[cfg(not(target_arch = "x86_64"))]
         let _ = simd;
         match () {
             #[cfg(target_arch = "x86_64")]
             () if simd && k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() => {
-                self.encode_avx2(syms, sel, symbols, k, region, &mut states, &mut pos)
+                stride = self.encode_avx2(
+                    syms,
+                    sel,
+                    symbols,
+                    k,
+                    region,
+                    &mut states,
+                    &mut pos,
+                    &mut head,
+                )
             }
             () => self.encode_scalar(syms, sel, symbols, k, region, &mut states, &mut pos),
         }
-        if pos[..k].iter().any(|&p| region - p > u16::MAX as usize) {
+        let count = |l: usize| head[l] + region - pos[l];
+        if (0..k).any(|l| count(l) > u16::MAX as usize) {
             return Err(Error::Unsupported("rANS lane over 65535 words".into()));
         }
         out.push(k as u8);
         for s in &states[..k] {
             out.extend_from_slice(&s.to_le_bytes());
         }
-        for &p in &pos[..k] {
-            out.extend_from_slice(&((region - p) as u16).to_le_bytes());
+        for l in 0..k {
+            out.extend_from_slice(&(count(l) as u16).to_le_bytes());
         }
-        for (lane, &p) in self.words.chunks_exact(region).zip(&pos[..k]) {
+        let to_le = |words: &[u16], out: &mut Vec<u8>| {
             let at = out.len();
-            out.resize(at + 2 * (region - p), 0);
-            for (dst, w) in out[at..].chunks_exact_mut(2).zip(&lane[p..]) {
-                dst.copy_from_slice(&w.to_le_bytes());
+            out.resize(at + 2 * words.len(), 0);
+            for (dst, w) in out[at..].as_chunks_mut::<2>().0.iter_mut().zip(words) {
+                *dst = w.to_le_bytes();
             }
+        };
+        for l in 0..k {
+            to_le(&self.compact[l * stride..l * stride + head[l]], out);
+            to_le(&self.words[l * region + pos[l]..(l + 1) * region], out);
         }
         Ok(())
     }
 
     /// The AVX2 coder (the CPU has x86-64-v3, `k` is a multiple of 8): lanes below `n % k`
     /// have one symbol more than the rest, coded first (each lane runs backwards) by the
-    /// scalar step; then every lane's common rounds, eight lanes to a vector.
+    /// scalar step into `self.words`; then every lane's common rounds, eight lanes to a
+    /// vector, their words compacted into `self.compact` (`head[l]` words for lane `l`, at
+    /// `l` times the returned stride): they come before the extra symbol's in decoding order.
     #[cfg(target_arch = "x86_64")]
     #[allow(clippy::too_many_arguments)]
     fn encode_avx2(
@@ -220,7 +240,8 @@ impl Encoder {
         region: usize,
         states: &mut [u32; MAX_LANES],
         pos: &mut [usize; MAX_LANES],
-    ) {
+        head: &mut [usize; MAX_LANES],
+    ) -> usize {
         assert!(k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3());
         let common = symbols.len() / k;
         for (l, (x, p)) in states
@@ -240,15 +261,13 @@ impl Encoder {
         // Every round's candidate words and emit bits are staged, then each lane's words are
         // compacted eight rounds at a time (a scalar store per lane and round, through the
         // lane's cursor, was most of the coder's time).
-        self.stage.clear();
-        self.stage.resize(common * k, 0);
-        self.emitted.clear();
-        self.emitted.resize(common, 0);
+        grow(&mut self.stage, common * k);
+        grow(&mut self.emitted, common);
         // SAFETY: the CPU has AVX2 and FMA (x86-64-v3, asserted above); k is a multiple of 8
         // up to 32, so G = k / 8 is 1 to 4; `body` is `common` whole rounds of k and the stage
         // holds k words and one mask per round.
         unsafe {
-            let (st, em) = (&mut self.stage, &mut self.emitted);
+            let (st, em) = (&mut self.stage[..common * k], &mut self.emitted[..common]);
             match k / 8 {
                 1 => avx2::encode::<1>(info, body, body_sel, st, em, states),
                 2 => avx2::encode::<2>(info, body, body_sel, st, em, states),
@@ -256,31 +275,23 @@ impl Encoder {
                 _ => avx2::encode::<4>(info, body, body_sel, st, em, states),
             }
         };
-        // Lane l's words in decoding order are its emitted words by increasing round; they
-        // go just below the words of its extra symbol (already at the top of its region).
+        // Lane l's words in decoding order are its emitted words by increasing round, then
+        // the words of its extra symbol (already at the top of its region).
         let stride = common + 8;
-        self.compact.clear();
-        self.compact.resize(k * stride, 0);
-        let mut counts = [0usize; MAX_LANES];
+        grow(&mut self.compact, k * stride);
         // SAFETY: as above; each lane's compact area has `common + 8` words, room for every
         // round's word and a whole 16-byte store past the last.
         unsafe {
             avx2::compact(
-                &self.stage,
-                &self.emitted,
+                &self.stage[..common * k],
+                &self.emitted[..common],
                 k,
                 &mut self.compact,
                 stride,
-                &mut counts,
+                head,
             )
         };
-        for l in 0..k {
-            let c = counts[l];
-            let p = pos[l];
-            self.words[l * region + p - c..l * region + p]
-                .copy_from_slice(&self.compact[l * stride..l * stride + c]);
-            pos[l] = p - c;
-        }
+        stride
     }
 
     /// The scalar coder: every lane's symbols, lanes four at a time.
@@ -326,6 +337,16 @@ impl Encoder {
             );
             j += 1;
         }
+    }
+}
+
+/// `v` at least `n` long, grown with zeros but never cleared: the coder's scratch is written
+/// before it is read (each lane's words from the top of its region down, the stage round by
+/// round), so clearing it for every plane (three times a plane's symbols in words) only cost
+/// time.
+fn grow<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
+    if v.len() < n {
+        v.resize(n, T::default());
     }
 }
 
