@@ -309,6 +309,10 @@ pub fn summary(res: &Results) -> String {
     s += &size_class_table(r);
     let _ = writeln!(s, "\n## Best per category\n");
     s += &best_per_category(r);
+    if r.iter().any(|x| x.codec == "rans") && r.iter().any(|x| is_peer(&x.codec)) {
+        let _ = writeln!(s, "\n## rans beside each peer: speed at ratio\n");
+        s += &peer_comparison(r);
+    }
     // Against the papers.
     let _ = writeln!(
         s,
@@ -662,6 +666,108 @@ pub fn best_per_category(r: &[Record]) -> String {
     }
     s
 }
+
+/// The CPU coders `rans` is held against: ZipNN, OpenZL and C-Blosc2 (its C library and
+/// python-blosc2), every setting measured.
+pub fn is_peer(codec: &str) -> bool {
+    ["zipnn", "openzl", "blosc2-", "pyblosc2-"]
+        .iter()
+        .any(|p| codec.starts_with(p))
+}
+
+/// Per category and peer: geomean ratio, single-core encode and decode GB/s of the peer and of
+/// `rans` over the category's groups, and whether `rans` is at least as fast both ways at a
+/// ratio at least as high; where not, which of the three it is behind on (the legend under
+/// the table says why).
+pub fn peer_comparison(r: &[Record]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Geomeans over the category's groups (single core). `rans` ahead: at least as fast to \
+         encode and to decode as the peer, at a ratio at least as high. Where not, the column \
+         names what it is behind on; the legend below says why.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| category | peer | ratio, peer / rans | encode GB/s, peer / rans | decode GB/s, peer / rans | rans ahead | behind on |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    let mut behind = BTreeSet::new();
+    for cat in categories(r) {
+        if !covers(r, "rans", |x| x.category == cat) {
+            continue;
+        }
+        let rans = select(r, Some(&cat), "rans");
+        let stats = |recs: &[&Record]| {
+            (
+                geomean_by(recs, |x| x.ratio),
+                geomean_by(recs, |x| x.encode_gbps),
+                geomean_by(recs, |x| x.decode_gbps),
+            )
+        };
+        let (rr, re, rd) = stats(&rans);
+        for peer in codecs(r)
+            .into_iter()
+            .filter(|c| is_peer(c) && covers(r, c, |x| x.category == cat))
+        {
+            let (pr, pe, pd) = stats(&select(r, Some(&cat), &peer));
+            let mut why = Vec::new();
+            if rr < pr {
+                why.push("ratio");
+            }
+            if re < pe {
+                why.push("encode");
+            }
+            if rd < pd {
+                why.push("decode");
+            }
+            behind.extend(why.iter().copied());
+            let _ = writeln!(
+                s,
+                "| {cat} | {peer} | {pr:.3} / {rr:.3} | {pe:.2} / {re:.2} | {pd:.2} / {rd:.2} | {} | {} |",
+                if why.is_empty() { "yes" } else { "no" },
+                if why.is_empty() { "-".to_owned() } else { why.join(", ") }
+            );
+        }
+    }
+    for (what, text) in PEER_GAPS {
+        if behind.contains(what) {
+            let _ = writeln!(s, "\n- **{what}**: {text}");
+        }
+    }
+    s
+}
+
+/// Why `rans` is behind a peer, by what it is behind on (the legend of [`peer_comparison`];
+/// the measurements behind each sentence are in `docs/performance.md`).
+const PEER_GAPS: [(&str, &str); 3] = [
+    (
+        "encode",
+        "`rans` models before it codes: it counts each tensor's exponent contexts, samples \
+         chunks for the modelled and difference layouts and plans every plane from its \
+         histogram, then codes each byte plane with 12-bit rANS through up to 32 lanes \
+         (eight at a time in AVX2, a division per symbol done in f32). ZipNN Huffman-codes \
+         its byte groups (Huff0, four streams) and stores a group raw where that saves under \
+         5 %; C-Blosc2 with LZ4 shuffles and matches with no entropy stage at all. On small \
+         tensors `rans`'s per-tensor passes (samples, tables) weigh most.",
+    ),
+    (
+        "decode",
+        "every symbol of a `rans` plane costs two gathers on the lane's dependency chain (its \
+         decode-table slot and, every other round, its next words); tensors with context \
+         tables read six tables, and modelled chunks add a gather per literal plane. Where \
+         the peer stores bytes raw (ZipNN's mantissas) or copies long matches (zstd), its \
+         decoder moves those bytes at memory speed.",
+    ),
+    (
+        "ratio",
+        "the peer finds what `rans` does not model: repeats at a distance (the LZ matches of \
+         zstd, behind C-Blosc2's shuffle and OpenZL's graphs; on KV caches), and on small \
+         tensors OpenZL's choice of graph per tensor against `rans`'s tables and lane headers, \
+         which weigh most there; `bench-results/activation-study*.md` measures the gap per \
+         record.",
+    ),
+];
 
 /// The README's headline: geomean ratio per category and single-core decode speed relative to
 /// memcpy, for every codec, with the machine and the command that produced it.

@@ -331,3 +331,43 @@ fn a_codec_measured_on_part_of_a_category_is_not_ranked_there() {
         "{best}"
     );
 }
+
+/// The peer table says `rans` is ahead only where it is at least as fast both ways at a
+/// ratio at least as high, and names each thing it is behind on otherwise, with its legend.
+#[test]
+fn peer_comparison_names_what_rans_is_behind_on() {
+    let g = tiny_group("activations");
+    let raw = planepack_harness::registry::named(&["raw".to_owned()]).unwrap();
+    let base = measure::measure_spec(raw[0], &g, Settings::quick(), "cpu: test").unwrap();
+    let with = |codec: &str, ratio: f64, enc: f64, dec: f64| {
+        let mut r = base.clone();
+        r.codec = codec.into();
+        r.ratio = ratio;
+        r.encode_gbps = enc;
+        r.decode_gbps = dec;
+        r
+    };
+    let records = vec![
+        with("rans", 1.5, 0.3, 1.0),
+        with("zipnn", 1.4, 0.5, 0.9),
+        with("openzl-best", 1.6, 0.1, 0.5),
+        with("blosc2-shuffle-zstd-5", 1.3, 0.1, 0.8),
+        with("lz4", 1.0, 5.0, 9.0),
+    ];
+    let t = report::peer_comparison(&records);
+    let row = |peer: &str| {
+        t.lines()
+            .find(|l| l.starts_with(&format!("| activations | {peer} |")))
+            .unwrap_or_else(|| panic!("no row for {peer} in\n{t}"))
+            .to_owned()
+    };
+    assert!(
+        row("zipnn").ends_with("| no | encode |"),
+        "{}",
+        row("zipnn")
+    );
+    assert!(row("openzl-best").ends_with("| no | ratio |"));
+    assert!(row("blosc2-shuffle-zstd-5").ends_with("| yes | - |"));
+    assert!(!t.contains("| lz4 |"), "lz4 is not one of the peers");
+    assert!(t.contains("- **encode**") && t.contains("- **ratio**") && !t.contains("- **decode**"));
+}
