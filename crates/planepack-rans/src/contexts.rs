@@ -185,33 +185,14 @@ impl ContextDecoder {
         context_table(self.e0).map(|c| self.by_context[c as usize])
     }
 
-    /// Each symbol's table for the plane-0 symbols `top` into `sel`; an element whose context
-    /// has no table is an error.
-    pub fn select(&self, top: &[u8], sel: &mut Vec<u8>) -> Result<()> {
-        // `table_of()[e]` computed, not looked up (a byte gather does not vectorise): the
-        // context as arithmetic, the table a six-way choice, and whether any is absent in the
-        // same pass.
-        let (e0, by) = (self.e0, self.by_context);
-        sel.clear();
-        sel.resize(top.len(), 0);
-        let mut absent = 0u8;
-        for (t, &e) in sel.iter_mut().zip(top) {
-            let c = context_byte(e, e0);
-            let mut table = by[0];
-            for (j, &b) in by.iter().enumerate().skip(1) {
-                if c == j as u8 {
-                    table = b;
-                }
-            }
-            absent |= (table == ABSENT) as u8;
-            *t = table;
-        }
-        if absent != 0 {
-            return Err(Error::corrupt(
-                "a context plane's element whose context has no table",
-            ));
-        }
-        Ok(())
+    /// The stream's `E0`.
+    pub fn e0(&self) -> u8 {
+        self.e0
+    }
+
+    /// Per context, its table's index in `slots` (in units of 4096), or [`ABSENT`].
+    pub fn tables(&self) -> [u8; CONTEXTS] {
+        self.by_context
     }
 }
 
@@ -554,32 +535,6 @@ mod tests {
         for e0 in 0..=255u8 {
             for e in 0..=255u8 {
                 assert_eq!(context_byte(e, e0) as usize, context(e, e0), "{e} {e0}");
-            }
-        }
-    }
-
-    /// The computed selection equals the table `table_of()` for every plane-0 byte, `E0` and
-    /// set of present tables.
-    #[test]
-    fn selection_is_the_table_of_each_byte() {
-        let top: Vec<u8> = (0..=255).collect();
-        for e0 in [0u8, 1, 2, 3, 4, 127, 252, 253, 254, 255] {
-            for present in [0b111111u8, 0b000001, 0b100000, 0b010110] {
-                let tables = std::array::from_fn(|c| {
-                    (present >> c & 1 == 1).then(|| {
-                        let mut counts = [0u32; 256];
-                        counts[c] = 3;
-                        counts[200] = 1;
-                        Table::from_counts(&counts)
-                    })
-                });
-                let dec = ContextTables { e0, tables }.decoder();
-                let mut sel = Vec::new();
-                let r = dec.select(&top, &mut sel);
-                let table_of = dec.table_of();
-                let expected: Vec<u8> = top.iter().map(|&e| table_of[e as usize]).collect();
-                assert_eq!(sel, expected, "E0 {e0}, tables {present:#08b}");
-                assert_eq!(r.is_err(), expected.contains(&ABSENT));
             }
         }
     }

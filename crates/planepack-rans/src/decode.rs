@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::contexts::{ContextDecoder, ContextTables, PLANE_CONTEXT};
+use crate::lanes::Target;
 
 /// Per-thread decoder scratch.
 #[derive(Default)]
@@ -14,16 +15,13 @@ pub(crate) struct DecScratch {
     pub(crate) nonzero: Vec<u8>,
     /// Decode table and lane words.
     pub(crate) lanes: (Vec<u32>, Vec<u16>),
-    /// A context plane's table per symbol.
-    pub(crate) sel: Vec<u8>,
 }
 
-/// What a plane 1 may be coded with (version 4): the stream's context tables, the plane-0
-/// symbols of the same elements, and scratch for each symbol's table.
+/// What a plane 1 may be coded with (version 4): the stream's context tables and the plane-0
+/// symbols of the same elements.
 pub(crate) struct PlaneContext<'a> {
     pub dec: &'a ContextDecoder,
     pub top: &'a [u8],
-    pub sel: &'a mut Vec<u8>,
 }
 
 /// Read a plane of `n` symbols at `at` into `dst`; returns the offset after it. A context
@@ -53,12 +51,15 @@ pub(crate) fn get_plane(
         PLANE_RANS => {
             let (table, pos) = Table::read(chunk, at + 1)?;
             table.decode_slots(&mut s.0);
-            lanes::decode(chunk, pos, &s.0, None, &mut s.1, dst)
+            lanes::decode(chunk, pos, &s.0, Target::Plane, &mut s.1, dst)
         }
         PLANE_CONTEXT if ctx.is_some() => {
             let c = ctx.expect("checked");
-            c.dec.select(&c.top[..n], c.sel)?;
-            lanes::decode(chunk, at + 1, &c.dec.slots, Some(c.sel), &mut s.1, dst)
+            let target = Target::Context {
+                top: take(c.top, 0, n, "plane-0 symbols")?,
+                dec: c.dec,
+            };
+            lanes::decode(chunk, at + 1, &c.dec.slots, target, &mut s.1, dst)
         }
         k => Err(Error::corrupt_at(format!("plane kind {k}"), at)),
     }
@@ -66,8 +67,9 @@ pub(crate) fn get_plane(
 
 /// Read `width` planes of `n` symbols each from `at` and join them into `out` (`n` elements,
 /// rotated back if `rotate`): a dense chunk's body, a sparse chunk's nonzero elements, a
-/// scaled chunk's scales. With `ctx` (a version-4 stream's tables and scratch), plane 1 may be
-/// a context plane. Returns the offset after the planes.
+/// scaled chunk's scales. With `ctx` (a version-4 stream's tables), plane 1 may be a context
+/// plane; of 2-byte elements, it is decoded straight into the joined elements (no join pass).
+/// Returns the offset after the planes.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn get_joined(
     chunk: &[u8],
@@ -77,18 +79,24 @@ pub(crate) fn get_joined(
     rotate: bool,
     planes: &mut Vec<Vec<u8>>,
     lanes: &mut (Vec<u32>, Vec<u16>),
-    mut ctx: Option<(&ContextDecoder, &mut Vec<u8>)>,
+    ctx: Option<&ContextDecoder>,
     out: &mut [u8],
 ) -> Result<usize> {
     planes.resize_with(width, Vec::new);
     for j in 0..width {
         let (done, rest) = planes.split_at_mut(j);
-        let plane_ctx = match (&mut ctx, j) {
-            (Some((dec, sel)), 1) => Some(PlaneContext {
-                dec,
-                top: &done[0],
-                sel,
-            }),
+        if let (Some(dec), 1, 2) = (ctx, j, width) {
+            if take(chunk, at, 1, "plane kind")?[0] == PLANE_CONTEXT {
+                let target = Target::Joined2 {
+                    top: &done[0][..n],
+                    dec,
+                    rotate,
+                };
+                return lanes::decode(chunk, at + 1, &dec.slots, target, &mut lanes.1, out);
+            }
+        }
+        let plane_ctx = match (ctx, j) {
+            (Some(dec), 1) => Some(PlaneContext { dec, top: &done[0] }),
             _ => None,
         };
         at = get_plane(chunk, at, n, lanes, &mut rest[0], plane_ctx)?;
@@ -122,7 +130,7 @@ pub(crate) fn decode_chunk(
             h.rotate,
             &mut s.planes,
             &mut s.lanes,
-            ctx.map(|c| (c, &mut s.sel)),
+            ctx,
             out,
         )?,
         CHUNK_SPARSE => {
@@ -152,7 +160,7 @@ pub(crate) fn decode_chunk(
                 h.rotate,
                 &mut s.planes,
                 &mut s.lanes,
-                ctx.map(|c| (c, &mut s.sel)),
+                ctx,
                 &mut s.nonzero,
             )?;
             expand(&s.nonzero, &s.mask, h.width, out);

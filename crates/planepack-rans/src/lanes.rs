@@ -17,6 +17,7 @@
 //! last check catches nearly every damaged lane, though not all (the container's checksums
 //! do that).
 
+use crate::contexts::{ContextDecoder, ABSENT, CONTEXTS};
 use crate::model::{Table, PROB_BITS, PROB_SCALE};
 use planepack_core::error::take;
 use planepack_core::{Error, Result};
@@ -438,31 +439,92 @@ fn put(e: &EncSymbol, x: &mut u32, lane: &mut [u16], p: &mut usize) {
     *x = (q << PROB_BITS) + (*x - q * e.freq) + e.cum;
 }
 
-/// Decode `out.len()` symbols coded by [`Encoder::encode`] at `at` of `input`, with the
-/// decode table `slots` (from [`Table::decode_slots`]); `words` is scratch. Returns the offset
-/// after the lanes.
-///
-/// With `sel` (a context plane), `slots` holds several tables' 4096 slots back to back and
-/// symbol `i` is decoded with table `sel[i]` (`sel` as long as `out`).
+/// Which table each symbol of a plane is decoded with, and where its symbols go.
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    /// Table 0 for every symbol; symbol `i` to `out[i]`.
+    Plane,
+    /// A context plane: symbol `i` with the table of its element's plane-0 byte `top[i]`
+    /// ([`ContextDecoder::table_of`]); symbol `i` to `out[i]`.
+    Context {
+        top: &'a [u8],
+        dec: &'a ContextDecoder,
+    },
+    /// A context plane of 2-byte elements, joined as it is decoded: element `i` is
+    /// `top[i] << 8 | symbol`, rotated right by one bit if `rotate`, to `out[2i..2i + 2]`
+    /// (little-endian). The planes' join without a pass of its own.
+    Joined2 {
+        top: &'a [u8],
+        dec: &'a ContextDecoder,
+        rotate: bool,
+    },
+}
+
+impl<'a> Target<'a> {
+    /// Output bytes per symbol.
+    fn unit(self) -> usize {
+        match self {
+            Target::Joined2 { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// The plane-0 bytes and tables, for a context plane.
+    fn context(self) -> Option<(&'a [u8], &'a ContextDecoder)> {
+        match self {
+            Target::Plane => None,
+            Target::Context { top, dec } | Target::Joined2 { top, dec, .. } => Some((top, dec)),
+        }
+    }
+
+    /// The same target from symbol `i` on.
+    fn skip(self, i: usize) -> Target<'a> {
+        match self {
+            Target::Plane => Target::Plane,
+            Target::Context { top, dec } => Target::Context {
+                top: &top[i..],
+                dec,
+            },
+            Target::Joined2 { top, dec, rotate } => Target::Joined2 {
+                top: &top[i..],
+                dec,
+                rotate,
+            },
+        }
+    }
+}
+
+/// Decode the symbols coded by [`Encoder::encode`] at `at` of `input` into `out` as `target`
+/// says (`out.len() / unit` symbols), with the decode slots `slots` (from
+/// [`Table::decode_slots`]: 4096 per table, tables back to back); `words` is scratch. Returns
+/// the offset after the lanes.
 ///
 /// The loop is branch-free: every step reads the lane's next word (clamped to a zero word past
 /// the end of all words) and keeps it only if the state fell below `L`. A lane that reads past
 /// its own words is therefore not stopped at once; it is caught at the end, where every lane
-/// must have read exactly its words and returned to state `L`.
+/// must have read exactly its words and returned to state `L`. Likewise an element of a
+/// context plane whose context has no table is decoded with a table that exists and reported
+/// at the end.
 pub fn decode(
     input: &[u8],
     at: usize,
     slots: &[u32],
-    sel: Option<&[u8]>,
+    target: Target,
     words: &mut Vec<u16>,
     out: &mut [u8],
 ) -> Result<usize> {
     let tables = slots.len() / PROB_SCALE as usize;
-    // What the SIMD gathers rely on: every selected table exists (the largest selector, as a
-    // maximum that vectorises: a byte-at-a-time check was 8 % of a context plane's decode).
+    let n = out.len() / target.unit();
+    // What the SIMD gathers rely on: every table a context may name exists.
     if !slots.len().is_multiple_of(PROB_SCALE as usize)
         || tables == 0
-        || sel.is_some_and(|s| s.len() != out.len() || max_byte(s) as usize >= tables)
+        || target.context().is_some_and(|(top, dec)| {
+            top.len() < n
+                || dec
+                    .tables()
+                    .iter()
+                    .any(|&t| t != ABSENT && t as usize >= tables)
+        })
     {
         return Err(Error::corrupt("context plane without its tables"));
     }
@@ -492,29 +554,50 @@ pub fn decode(
     words_from_bytes(raw, words);
     let last = next;
     let words = &words[..];
+    let unit = target.unit();
+    let out = &mut out[..n * unit];
+    let absent = || Error::corrupt("a context plane's element whose context has no table");
 
     #[cfg(target_arch = "x86_64")]
     if k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() {
-        let full = out.len() / k * k;
+        let full = n / k * k;
         let mut p32 = [0u32; MAX_LANES];
         for (d, s) in p32.iter_mut().zip(&pos) {
             *d = *s as u32;
         }
+        let (top, e0, by) = match target.context() {
+            Some((top, dec)) => (&top[..full], dec.e0(), dec.tables()),
+            None => (&[][..], 0, [ABSENT; CONTEXTS]),
+        };
+        let mut by_context = [ABSENT; 8];
+        by_context[..CONTEXTS].copy_from_slice(&by);
+        let run = match target {
+            Target::Plane => avx2::decode::<{ avx2::PLANE }>,
+            Target::Context { .. } => avx2::decode::<{ avx2::CONTEXT }>,
+            Target::Joined2 { rotate: false, .. } => avx2::decode::<{ avx2::JOINED }>,
+            Target::Joined2 { rotate: true, .. } => avx2::decode::<{ avx2::JOINED_ROTATED }>,
+        };
         // SAFETY: the CPU has AVX2 (checked above); the kernel's loads stay inside `slots`
-        // (indices < 4096) and `words` (indices <= last, with two words after it), and it
-        // writes only `out[..full]`.
-        unsafe {
-            avx2::decode(
+        // (slots below 4096 of tables below `tables`, checked above, an absent context's
+        // clamped to the last), `top` (`full` bytes) and `words` (indices <= last, with two
+        // words after it), and it writes only `out[..full * unit]`.
+        let ok = unsafe {
+            run(
                 k / 8,
                 &mut x,
                 &mut p32,
                 slots,
-                sel.map(|s| &s[..full]),
+                top,
+                e0,
+                by_context,
                 words,
                 last as u32,
-                &mut out[..full],
+                &mut out[..full * unit],
             )
         };
+        if !ok {
+            return Err(absent());
+        }
         for (d, s) in pos.iter_mut().zip(&p32) {
             *d = *s as usize;
         }
@@ -524,17 +607,17 @@ pub fn decode(
             &end,
             k,
             slots,
-            sel.map(|s| &s[full..]),
+            target.skip(full),
             words,
             last,
-            &mut out[full..],
+            &mut out[full * unit..],
             words_at,
             next,
         );
     }
 
     finish(
-        &mut x, &mut pos, &end, k, slots, sel, words, last, out, words_at, next,
+        &mut x, &mut pos, &end, k, slots, target, words, last, out, words_at, next,
     )
 }
 
@@ -547,14 +630,28 @@ fn finish(
     end: &[usize; MAX_LANES],
     k: usize,
     slots: &[u32],
-    sel: Option<&[u8]>,
+    target: Target,
     words: &[u16],
     last: usize,
     out: &mut [u8],
     words_at: usize,
     next: usize,
 ) -> Result<usize> {
-    let table = |i: usize| sel.map_or(0, |s| s[i] as usize * PROB_SCALE as usize);
+    let last_table = (slots.len() / PROB_SCALE as usize - 1) as u8;
+    let (top, table_of) = match target.context() {
+        Some((top, dec)) => (top, dec.table_of()),
+        None => (&[][..], [0u8; 256]),
+    };
+    let mut absent = false;
+    // Symbol i's table (an absent context's clamped to one that exists, and noted).
+    let mut table = |i: usize| -> usize {
+        if top.is_empty() {
+            return 0;
+        }
+        let t = table_of[top[i] as usize];
+        absent |= t == ABSENT;
+        t.min(last_table) as usize * PROB_SCALE as usize
+    };
     let step = |x: &mut u32, p: &mut usize, base: usize| -> u8 {
         let slot = *x & (PROB_SCALE - 1);
         let e = slots[base + slot as usize];
@@ -566,16 +663,23 @@ fn finish(
         *p += need as usize;
         e as u8
     };
-    let mut rounds = out.chunks_exact_mut(k);
-    let mut i = 0;
-    for row in &mut rounds {
-        for (j, o) in row.iter_mut().enumerate() {
-            *o = step(&mut x[j], &mut pos[j], table(i + j));
+    let n = out.len() / target.unit();
+    for (i, j) in (0..n).zip((0..k).cycle()) {
+        let base = table(i);
+        let sym = step(&mut x[j], &mut pos[j], base);
+        match target {
+            Target::Joined2 { rotate, .. } => {
+                let v = (top[i] as u16) << 8 | sym as u16;
+                let v = if rotate { v.rotate_right(1) } else { v };
+                out[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+            }
+            _ => out[i] = sym,
         }
-        i += k;
     }
-    for (j, o) in rounds.into_remainder().iter_mut().enumerate() {
-        *o = step(&mut x[j], &mut pos[j], table(i + j));
+    if absent {
+        return Err(Error::corrupt(
+            "a context plane's element whose context has no table",
+        ));
     }
     for j in 0..k {
         if x[j] != L || pos[j] != end[j] {
@@ -595,6 +699,7 @@ fn finish(
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{L, MAX_LANES, PROB_BITS, PROB_SCALE};
+    use crate::contexts::{ABSENT, CTX_ABOVE, CTX_BELOW};
     use std::arch::x86_64::*;
 
     /// `(floor(x / f), x mod f)` per lane, for states `x` below `f * 2^20` (as after
@@ -839,28 +944,46 @@ mod avx2 {
         }
     }
 
-    /// Decode `out.len() / (8 groups)` whole rounds of `8 groups` lanes; with `sel`, symbol
-    /// `i` from table `sel[i]` of `slots` (4096 slots each).
+    /// [`decode`]'s targets, as the kernel's `MODE`.
+    pub const PLANE: u8 = 0;
+    pub const CONTEXT: u8 = 1;
+    pub const JOINED: u8 = 2;
+    pub const JOINED_ROTATED: u8 = 3;
+
+    /// Decode whole rounds of `8 groups` lanes: `out.len()` symbols (`PLANE`, `CONTEXT`) or
+    /// elements of two bytes (`JOINED`, `JOINED_ROTATED`). Without a plane-0 `top`
+    /// (`PLANE`), every symbol is decoded with table 0; with it, symbol `i`'s table is
+    /// `by_context[ctx(top[i])]` (entries 6 and 7 unused), computed here rather than read
+    /// from a per-symbol array (a pass of its own before), an absent one ([`ABSENT`]) clamped
+    /// to the last table and reported by returning false. The joined modes store
+    /// `top[i] << 8 | symbol` (rotated right by one) as the element, so the planes need no
+    /// join afterwards.
     ///
     /// # Safety
     /// The CPU must have AVX2. `words` must hold at least `last + 2` words; `groups` must be
-    /// 1 to 4; `slots` must hold 4096 slots per table, `sel` (as long as `out`) only tables
-    /// it holds (without `sel`, at least one).
+    /// 1 to 4; `slots` must hold 4096 slots per table, at least one table, and every entry of
+    /// `by_context` other than [`ABSENT`] must name one of them; without `PLANE`, `top` holds
+    /// a byte per symbol.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2")]
-    pub unsafe fn decode(
+    pub unsafe fn decode<const MODE: u8>(
         groups: usize,
         x: &mut [u32; MAX_LANES],
         pos: &mut [u32; MAX_LANES],
         slots: &[u32],
-        sel: Option<&[u8]>,
+        top: &[u8],
+        e0: u8,
+        by_context: [u8; 8],
         words: &[u16],
         last: u32,
         out: &mut [u8],
-    ) {
+    ) -> bool {
         debug_assert!(words.len() >= last as usize + 2);
-        assert!((1..=4).contains(&groups) && slots.len() >= PROB_SCALE as usize);
-        assert!(sel.is_none_or(|s| s.len() == out.len()));
+        let tables = slots.len() / PROB_SCALE as usize;
+        assert!((1..=4).contains(&groups) && tables >= 1);
+        let unit = if MODE >= JOINED { 2 } else { 1 };
+        let n = out.len() / unit;
+        assert!(MODE == PLANE || top.len() == n);
         let k = 8 * groups;
         let mask = _mm256_set1_epi32((PROB_SCALE - 1) as i32);
         let byte = _mm256_set1_epi32(0xff);
@@ -869,8 +992,16 @@ mod avx2 {
         let below = _mm256_set1_epi32((L - 1) as i32);
         let lastv = _mm256_set1_epi32(last as i32);
         let low16 = _mm256_set1_epi32(0xffff);
+        let e0v = _mm256_set1_epi32(e0 as i32);
+        let lo = _mm256_set1_epi32(CTX_BELOW);
+        let hi = _mm256_set1_epi32(CTX_ABOVE);
+        let absent = _mm256_set1_epi32(ABSENT as i32);
+        let last_table = _mm256_set1_epi32(tables as i32 - 1);
+        let b = by_context.map(|t| t as i32);
+        let by = _mm256_setr_epi32(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]);
+        let mut bad = _mm256_setzero_si256();
         // Loads and stores below: the arrays are 32 lanes, read and written in
-        // four groups of eight; `out` chunks are 32 bytes.
+        // four groups of eight; `out` chunks are 32 symbols.
         let mut xs = [_mm256_setzero_si256(); 4];
         let mut ps = [_mm256_setzero_si256(); 4];
         for g in 0..groups {
@@ -886,7 +1017,7 @@ mod avx2 {
         // Each lane's next two words (from one 32-bit gather every other round: a lane takes
         // at most one word a round, and a gather costs as much as the rest of a step).
         let mut next = [zero; 4];
-        for (r, row) in out.chunks_exact_mut(k).enumerate() {
+        for (r, row) in out.chunks_exact_mut(k * unit).enumerate() {
             if r % 2 == 0 {
                 for g in 0..groups {
                     let idx = _mm256_min_epu32(ps[g], lastv);
@@ -899,19 +1030,33 @@ mod avx2 {
             for g in 0..groups {
                 let xv = xs[g];
                 let slot = _mm256_and_si256(xv, mask);
-                let index = match sel {
-                    // SAFETY: `sel` is as long as `out`: the round's 8 g-th bytes are inside.
-                    Some(s) => _mm256_add_epi32(slot, unsafe {
-                        _mm256_slli_epi32::<12>(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                            s.as_ptr().add(r * k + 8 * g) as *const __m128i,
-                        )))
-                    }),
-                    None => slot,
+                // The group's plane-0 bytes (unused by PLANE).
+                let e = if MODE == PLANE {
+                    zero
+                } else {
+                    // SAFETY: `top` has a byte per symbol: the round's 8 g-th are inside.
+                    _mm256_cvtepu8_epi32(unsafe {
+                        _mm_loadl_epi64(top.as_ptr().add(r * k + 8 * g) as *const __m128i)
+                    })
                 };
-                // SAFETY: slot < 4096, and a selected table's 4096 slots are inside `slots`.
-                let e = unsafe { _mm256_i32gather_epi32::<4>(table, index) };
-                let f = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32::<8>(e), fmask), one);
-                let cum = _mm256_srli_epi32::<20>(e);
+                let index = if MODE == PLANE {
+                    slot
+                } else {
+                    let c = _mm256_sub_epi32(
+                        _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(e, e0v), lo), hi),
+                        lo,
+                    );
+                    let t = _mm256_permutevar8x32_epi32(by, c);
+                    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(t, absent));
+                    _mm256_add_epi32(
+                        slot,
+                        _mm256_slli_epi32::<12>(_mm256_min_epu32(t, last_table)),
+                    )
+                };
+                // SAFETY: slot < 4096 of a table below `tables`: inside `slots`.
+                let v = unsafe { _mm256_i32gather_epi32::<4>(table, index) };
+                let f = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32::<8>(v), fmask), one);
+                let cum = _mm256_srli_epi32::<20>(v);
                 let y = _mm256_sub_epi32(
                     _mm256_add_epi32(
                         _mm256_mullo_epi32(f, _mm256_srli_epi32::<{ PROB_BITS as i32 }>(xv)),
@@ -927,17 +1072,38 @@ mod avx2 {
                 ps[g] = _mm256_sub_epi32(ps[g], need);
                 // A lane that took its word moves on to the second.
                 next[g] = _mm256_blendv_epi8(next[g], _mm256_srli_epi32::<16>(next[g]), need);
-                // The group's eight symbols (u32 lanes) as eight bytes, in lane order.
-                let sym = _mm256_and_si256(e, byte);
-                let bytes = _mm256_packus_epi16(_mm256_packus_epi32(sym, zero), zero);
-                let ordered = _mm256_permutevar8x32_epi32(bytes, order);
-                // SAFETY: row is 8 * groups bytes, g < groups.
-                unsafe {
-                    _mm_storel_epi64(
-                        row.as_mut_ptr().add(8 * g) as *mut __m128i,
-                        _mm256_castsi256_si128(ordered),
-                    )
-                };
+                let sym = _mm256_and_si256(v, byte);
+                if MODE >= JOINED {
+                    // The eight elements, top << 8 | symbol, as eight u16 in lane order.
+                    let mut el = _mm256_or_si256(_mm256_slli_epi32::<8>(e), sym);
+                    if MODE == JOINED_ROTATED {
+                        el = _mm256_or_si256(
+                            _mm256_srli_epi32::<1>(el),
+                            _mm256_slli_epi32::<15>(_mm256_and_si256(el, one)),
+                        );
+                        el = _mm256_and_si256(el, low16);
+                    }
+                    let halves = _mm256_packus_epi32(el, zero);
+                    let ordered = _mm256_permute4x64_epi64::<0b00_00_10_00>(halves);
+                    // SAFETY: row is 2 * 8 * groups bytes, g < groups.
+                    unsafe {
+                        _mm_storeu_si128(
+                            row.as_mut_ptr().add(16 * g) as *mut __m128i,
+                            _mm256_castsi256_si128(ordered),
+                        )
+                    };
+                } else {
+                    // The group's eight symbols (u32 lanes) as eight bytes, in lane order.
+                    let bytes = _mm256_packus_epi16(_mm256_packus_epi32(sym, zero), zero);
+                    let ordered = _mm256_permutevar8x32_epi32(bytes, order);
+                    // SAFETY: row is 8 * groups bytes, g < groups.
+                    unsafe {
+                        _mm_storel_epi64(
+                            row.as_mut_ptr().add(8 * g) as *mut __m128i,
+                            _mm256_castsi256_si128(ordered),
+                        )
+                    };
+                }
             }
         }
         for g in 0..groups {
@@ -947,12 +1113,14 @@ mod avx2 {
                 _mm256_storeu_si256(pos.as_mut_ptr().add(8 * g) as *mut __m256i, ps[g]);
             }
         }
+        _mm256_testz_si256(bad, bad) == 1
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contexts::ContextTables;
     use crate::model::histogram;
 
     /// The multiply that replaces the encoder's division is exact for every frequency, at the
@@ -1097,15 +1265,23 @@ mod tests {
         let mut other = [1u32; 256];
         other[9] = 1000;
         let other = Table::from_counts(&other);
+        // Context 0 (plane-0 bytes far below E0 = 100) has `single`, context 5 (far above)
+        // `other`, the rest none.
+        let dec = ContextTables {
+            e0: 100,
+            tables: std::array::from_fn(|c| match c {
+                0 => Some(single.clone()),
+                5 => Some(other.clone()),
+                _ => None,
+            }),
+        }
+        .decoder();
         for n in [1usize, 700, 8192, 40_003] {
             let symbols = vec![9u8; n];
-            let sel: Vec<u8> = (0..n).map(|i| (i % 3 == 0) as u8).collect();
+            let top: Vec<u8> = (0..n).map(|i| if i % 3 == 0 { 200 } else { 0 }).collect();
+            let sel: Vec<u8> = top.iter().map(|&e| dec.table_of()[e as usize]).collect();
             let mut one = Vec::new();
             single.decode_slots(&mut one);
-            let mut both = one.clone();
-            let mut two = Vec::new();
-            other.decode_slots(&mut two);
-            both.extend_from_slice(&two);
             for simd in [false, true] {
                 let mut enc = Vec::new();
                 Encoder::default()
@@ -1113,7 +1289,7 @@ mod tests {
                     .unwrap();
                 assert_eq!(enc.len(), lane_header(lanes_for(n)), "n {n}: words written");
                 let mut out = vec![0u8; n];
-                let end = decode(&enc, 0, &one, None, &mut Vec::new(), &mut out).unwrap();
+                let end = decode(&enc, 0, &one, Target::Plane, &mut Vec::new(), &mut out).unwrap();
                 assert!(end == enc.len() && out == symbols, "n {n} simd {simd}");
                 let mut ctx = Vec::new();
                 let prepared = Prepared::new(&[Some(&single), Some(&other)]);
@@ -1121,8 +1297,26 @@ mod tests {
                     .encode_syms(&prepared.0, Some(&sel), &symbols, simd, &mut ctx)
                     .unwrap();
                 let mut out = vec![0u8; n];
-                decode(&ctx, 0, &both, Some(&sel), &mut Vec::new(), &mut out).unwrap();
+                let target = Target::Context {
+                    top: &top,
+                    dec: &dec,
+                };
+                decode(&ctx, 0, &dec.slots, target, &mut Vec::new(), &mut out).unwrap();
                 assert!(out == symbols, "context plane n {n} simd {simd}");
+                // Joined as decoded, rotated or not: the planes' join of `top` and the symbols.
+                for rotate in [false, true] {
+                    let mut out = vec![0u8; 2 * n];
+                    let target = Target::Joined2 {
+                        top: &top,
+                        dec: &dec,
+                        rotate,
+                    };
+                    decode(&ctx, 0, &dec.slots, target, &mut Vec::new(), &mut out).unwrap();
+                    let mut joined = vec![0u8; 2 * n];
+                    let planes = [top.clone(), symbols.clone()];
+                    crate::planes::join_all(&planes, 2, rotate, &mut joined);
+                    assert!(out == joined, "joined n {n} simd {simd} rotate {rotate}");
+                }
             }
         }
     }
@@ -1178,54 +1372,102 @@ mod tests {
                 if x0.iter().any(|&x| x < L) {
                     continue;
                 }
-                let mut slots = Vec::new();
-                table.decode_slots(&mut slots);
                 let full = n / MAX_LANES * MAX_LANES;
-                // Half the rounds as a context plane: a second table (another plane's), and
-                // each symbol's table at random (both decoders must agree whatever it says).
-                let sel: Option<Vec<u8>> = (round % 4 >= 2).then(|| {
-                    let mut other = Vec::new();
-                    Table::from_counts(&histogram(&enc[..enc.len().min(4096)]))
-                        .decode_slots(&mut other);
-                    slots.extend_from_slice(&other);
-                    (0..full).map(|_| rng.below(2) as u8).collect()
-                });
-                let sel = sel.as_deref();
-                let slots = &slots[..];
+                // Three rounds in four a context plane: `table` and another plane's table as
+                // two of the contexts (some contexts absent: both decoders clamp an absent one
+                // to the last table and report it), plane-0 bytes at random around E0; every
+                // fourth of those joined (rotated or not) as it is decoded.
+                let other = Table::from_counts(&histogram(&enc[..enc.len().min(4096)]));
+                let present = 1 + rng.below(63) as u8;
+                let e0 = 100 + rng.below(4) as u8;
+                let dec = ContextTables {
+                    e0,
+                    tables: std::array::from_fn(|c| {
+                        (present >> c & 1 == 1).then(|| {
+                            if c % 2 == 0 {
+                                table.clone()
+                            } else {
+                                other.clone()
+                            }
+                        })
+                    }),
+                }
+                .decoder();
+                let top: Vec<u8> = (0..full).map(|_| 95 + rng.below(12) as u8).collect();
+                let mut single = Vec::new();
+                table.decode_slots(&mut single);
+                let (slots, target) = match round % 8 {
+                    0 | 1 => (&single[..], Target::Plane),
+                    2..=5 => (
+                        &dec.slots[..],
+                        Target::Context {
+                            top: &top,
+                            dec: &dec,
+                        },
+                    ),
+                    r => (
+                        &dec.slots[..],
+                        Target::Joined2 {
+                            top: &top,
+                            dec: &dec,
+                            rotate: r == 7,
+                        },
+                    ),
+                };
+                let unit = target.unit();
                 let (mut xs, mut ps) = (x0, p0);
-                let mut scalar = vec![0u8; full];
+                let mut scalar = vec![0u8; full * unit];
                 let end = [usize::MAX; MAX_LANES];
-                let _ = finish(
+                let verdict = finish(
                     &mut xs,
                     &mut ps,
                     &end,
                     MAX_LANES,
                     slots,
-                    sel,
+                    target,
                     &words,
                     next,
                     &mut scalar,
                     0,
                     0,
                 );
+                let scalar_absent = verdict.is_err_and(|e| e.to_string().contains("no table"));
                 let (mut xv, mut pv) = (x0, [0u32; MAX_LANES]);
                 for (d, s) in pv.iter_mut().zip(&p0) {
                     *d = *s as u32;
                 }
-                let mut simd = vec![0u8; full];
-                // SAFETY: AVX2 checked above; words has two zero words after `next`.
-                unsafe {
-                    avx2::decode(
+                let mut simd = vec![0u8; full * unit];
+                let mut by = [ABSENT; 8];
+                by[..CONTEXTS].copy_from_slice(&dec.tables());
+                let (top, e0) = match target {
+                    Target::Plane => (&[][..], 0),
+                    _ => (&top[..], dec.e0()),
+                };
+                let run = match target {
+                    Target::Plane => avx2::decode::<{ avx2::PLANE }>,
+                    Target::Context { .. } => avx2::decode::<{ avx2::CONTEXT }>,
+                    Target::Joined2 { rotate: false, .. } => avx2::decode::<{ avx2::JOINED }>,
+                    Target::Joined2 { rotate: true, .. } => {
+                        avx2::decode::<{ avx2::JOINED_ROTATED }>
+                    }
+                };
+                // SAFETY: AVX2 checked above; words has two zero words after `next`; every
+                // present context names a table of `slots`.
+                let simd_ok = unsafe {
+                    run(
                         4,
                         &mut xv,
                         &mut pv,
                         slots,
-                        sel,
+                        top,
+                        e0,
+                        by,
                         &words,
                         next as u32,
                         &mut simd,
                     )
                 };
+                assert_eq!(simd_ok, !scalar_absent, "round {round}: absent contexts");
                 assert_eq!(scalar, simd, "round {round}");
                 assert_eq!(xs, xv, "round {round}");
                 assert!(
