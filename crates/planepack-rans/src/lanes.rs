@@ -17,7 +17,7 @@
 //! last check catches nearly every damaged lane, though not all (the container's checksums
 //! do that).
 
-use crate::contexts::{ContextDecoder, ABSENT, CONTEXTS};
+use crate::contexts::{ContextDecoder, ABSENT};
 use crate::model::{Table, PROB_BITS, PROB_SCALE};
 use planepack_core::error::take;
 use planepack_core::{Error, Result};
@@ -565,31 +565,17 @@ pub fn decode(
         for (d, s) in p32.iter_mut().zip(&pos) {
             *d = *s as u32;
         }
-        let (top, e0, by) = match target.context() {
-            Some((top, dec)) => (&top[..full], dec.e0(), dec.tables()),
-            None => (&[][..], 0, [ABSENT; CONTEXTS]),
-        };
-        let mut by_context = [ABSENT; 8];
-        by_context[..CONTEXTS].copy_from_slice(&by);
-        let run = match target {
-            Target::Plane => avx2::decode::<{ avx2::PLANE }>,
-            Target::Context { .. } => avx2::decode::<{ avx2::CONTEXT }>,
-            Target::Joined2 { rotate: false, .. } => avx2::decode::<{ avx2::JOINED }>,
-            Target::Joined2 { rotate: true, .. } => avx2::decode::<{ avx2::JOINED_ROTATED }>,
-        };
         // SAFETY: the CPU has AVX2 (checked above); the kernel's loads stay inside `slots`
         // (slots below 4096 of tables below `tables`, checked above, an absent context's
         // clamped to the last), `top` (`full` bytes) and `words` (indices <= last, with two
         // words after it), and it writes only `out[..full * unit]`.
         let ok = unsafe {
-            run(
+            avx2::decode_target(
                 k / 8,
                 &mut x,
                 &mut p32,
                 slots,
-                top,
-                e0,
-                by_context,
+                target,
                 words,
                 last as u32,
                 &mut out[..full * unit],
@@ -698,8 +684,9 @@ fn finish(
 /// streams).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
+    use super::Target;
     use super::{L, MAX_LANES, PROB_BITS, PROB_SCALE};
-    use crate::contexts::{ABSENT, CTX_ABOVE, CTX_BELOW};
+    use crate::contexts::{ABSENT, CONTEXTS, CTX_ABOVE, CTX_BELOW};
     use std::arch::x86_64::*;
 
     /// `(floor(x / f), x mod f)` per lane, for states `x` below `f * 2^20` (as after
@@ -942,6 +929,40 @@ mod avx2 {
                 }
             }
         }
+    }
+
+    /// [`decode`] (the kernel) for `target`: its mode, and for a context plane the plane-0
+    /// bytes of the symbols `out` takes, `E0` and each context's table.
+    ///
+    /// # Safety
+    /// As for [`decode`]; a context target's `top` must cover the symbols `out` takes.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn decode_target(
+        groups: usize,
+        x: &mut [u32; MAX_LANES],
+        pos: &mut [u32; MAX_LANES],
+        slots: &[u32],
+        target: Target,
+        words: &[u16],
+        last: u32,
+        out: &mut [u8],
+    ) -> bool {
+        let n = out.len() / target.unit();
+        let (top, e0, by) = match target.context() {
+            Some((top, dec)) => (&top[..n], dec.e0(), dec.tables()),
+            None => (&[][..], 0, [ABSENT; CONTEXTS]),
+        };
+        let mut by_context = [ABSENT; 8];
+        by_context[..CONTEXTS].copy_from_slice(&by);
+        let run = match target {
+            Target::Plane => decode::<PLANE>,
+            Target::Context { .. } => decode::<CONTEXT>,
+            Target::Joined2 { rotate: false, .. } => decode::<JOINED>,
+            Target::Joined2 { rotate: true, .. } => decode::<JOINED_ROTATED>,
+        };
+        // SAFETY: the caller's contract, passed on.
+        unsafe { run(groups, x, pos, slots, top, e0, by_context, words, last, out) }
     }
 
     /// [`decode`]'s targets, as the kernel's `MODE`.
@@ -1437,31 +1458,15 @@ mod tests {
                     *d = *s as u32;
                 }
                 let mut simd = vec![0u8; full * unit];
-                let mut by = [ABSENT; 8];
-                by[..CONTEXTS].copy_from_slice(&dec.tables());
-                let (top, e0) = match target {
-                    Target::Plane => (&[][..], 0),
-                    _ => (&top[..], dec.e0()),
-                };
-                let run = match target {
-                    Target::Plane => avx2::decode::<{ avx2::PLANE }>,
-                    Target::Context { .. } => avx2::decode::<{ avx2::CONTEXT }>,
-                    Target::Joined2 { rotate: false, .. } => avx2::decode::<{ avx2::JOINED }>,
-                    Target::Joined2 { rotate: true, .. } => {
-                        avx2::decode::<{ avx2::JOINED_ROTATED }>
-                    }
-                };
                 // SAFETY: AVX2 checked above; words has two zero words after `next`; every
-                // present context names a table of `slots`.
+                // present context names a table of `slots`; `top` has a byte per symbol.
                 let simd_ok = unsafe {
-                    run(
+                    avx2::decode_target(
                         4,
                         &mut xv,
                         &mut pv,
                         slots,
-                        top,
-                        e0,
-                        by,
+                        target,
                         &words,
                         next as u32,
                         &mut simd,
