@@ -60,6 +60,8 @@ struct Params {
     // Version 4: the context tables' first word in `chunk_off` (0: none; planepack-gpu's
     // rans.rs lays them out).
     ctx_at: u32,
+    // 1 if the stream's tables are compact (flag bit 2).
+    compact_tables: u32,
 }
 
 @group(0) @binding(0) var<storage, read> stream: array<u32>;
@@ -231,9 +233,14 @@ fn plane(at: u32, m: u32, dst: u32, top: u32) -> u32 {
 }
 
 // A rANS plane's frequency table at stream byte `at` (its kind byte) into the workgroup's
-// decode table (`slots`, `fc`); returns the byte after it.
+// decode table (`slots`, `fc`); returns the byte after it. Every invocation takes up to 8
+// symbols by rank (`first_rank` on), their symbols and frequencies, then `table_slots` builds
+// the decode table from them.
 fn plane_table(at: u32) -> u32 {
-    // The table: P symbols, listed or as a 256-bit map, then P u16 frequencies.
+    if (params.compact_tables != 0u) {
+        return plane_table_compact(at);
+    }
+    // The wide table: P symbols, listed or as a 256-bit map, then P u16 frequencies.
     need(at + 1u, 1u);
     let p = byte_at(at + 1u) + 1u;
     let listed = p <= LIST_MAX;
@@ -245,7 +252,6 @@ fn plane_table(at: u32) -> u32 {
     var f8: array<u32, 8>;
     var s8: array<u32, 8>;
     var mine = 0u;
-    var fsum = 0u;
     var first_rank = slot;
     if (listed) {
         if (slot < p) {
@@ -274,6 +280,159 @@ fn plane_table(at: u32) -> u32 {
             }
         }
     }
+    table_slots(p, mine, first_rank, s8, f8);
+    return freq_at + 2u * p;
+}
+
+// A varint at stream byte `b` (docs/format-rans.md, "Compact tables"): (value, next byte).
+// A second byte of 0 or with bit 7 set (not the shortest form, or longer than two bytes)
+// sets ERR_SYMBOL.
+fn varint(b: u32) -> vec2<u32> {
+    need(b, 1u);
+    let lo = byte_at(b);
+    if (lo < 0x80u) {
+        return vec2<u32>(lo, b + 1u);
+    }
+    need(b + 1u, 1u);
+    let hi = byte_at(b + 1u);
+    if (hi == 0u || hi >= 0x80u) {
+        err = err | ERR_SYMBOL;
+    }
+    return vec2<u32>((lo & 0x7fu) | ((hi & 0x7fu) << 7u), b + 2u);
+}
+
+// The end of a compact table's frequencies, found by the invocation that decodes the last
+// listed one.
+var<workgroup> freqs_end: u32;
+
+// A compact plane table (flag bit 2): `P` (varint), the symbol set (a byte `R`: 0 and a
+// 256-bit map, or `R` runs of varint gap and length - 1), then the frequencies of all present
+// symbols but the last (varints; the last is what they leave of 4096). Every invocation walks
+// the runs (at most RUNS_MAX) for the symbols of ranks 8 slot .. 8 slot + 7; the frequencies
+// are found in parallel: each invocation looks at 16 bytes of them, a byte below 128 ends a
+// value, and a scan of the ends per invocation gives each value its rank.
+fn plane_table_compact(at: u32) -> u32 {
+    let pv = varint(at + 1u);
+    let p = pv.x;
+    if (p == 0u || p > 256u) {
+        err = err | ERR_SYMBOL;
+    }
+    let pp = clamp(p, 1u, 256u);
+    need(pv.y, 1u);
+    let form = byte_at(pv.y);
+    var pos = pv.y + 1u;
+    var f8: array<u32, 8>;
+    var s8: array<u32, 8>;
+    var mine = 0u;
+    var first_rank = slot * 8u;
+    if (form == 0u) {
+        need(pos, 32u);
+        let bits = byte_at(min(pos + slot, cend));
+        let rank = scan(countOneBits(bits));
+        if (rank.y != p) {
+            err = err | ERR_SYMBOL;
+        }
+        first_rank = rank.x;
+        for (var b = 0u; b < 8u; b = b + 1u) {
+            if (((bits >> b) & 1u) != 0u) {
+                s8[mine] = slot * 8u + b;
+                mine = mine + 1u;
+            }
+        }
+        pos = pos + 32u;
+    } else {
+        if (form > RUNS_MAX) {
+            err = err | ERR_SYMBOL;
+        }
+        let lo = slot * 8u;
+        var end = 0u;
+        var n = 0u;
+        for (var k = 0u; k < min(form, RUNS_MAX); k = k + 1u) {
+            let g = varint(pos);
+            let l = varint(g.y);
+            pos = l.y;
+            let first = end + g.x;
+            let len = l.x + 1u;
+            if ((k > 0u && g.x == 0u) || first + len > 256u || n + len > pp) {
+                err = err | ERR_SYMBOL;
+            }
+            // Ranks n .. n + len are symbols first .. first + len; take those of lo .. lo + 8.
+            for (var r = max(lo, n); r < min(lo + 8u, n + len); r = r + 1u) {
+                s8[r - lo] = first + (r - n);
+            }
+            end = first + len;
+            n = n + len;
+        }
+        if (n != p) {
+            err = err | ERR_SYMBOL;
+        }
+        mine = select(0u, min(8u, pp - lo), pp > lo);
+    }
+    // The P - 1 listed frequencies: at most 2 (P - 1) bytes from `pos`, 16 per invocation.
+    let nf = pp - 1u;
+    let limit = min(pos + 2u * nf, cend);
+    let w0 = pos + 16u * slot;
+    var ends = 0u;
+    for (var b = w0; b < min(w0 + 16u, limit); b = b + 1u) {
+        if (byte_at(b) < 0x80u) {
+            ends = ends + 1u;
+        }
+    }
+    if (slot == 0u) {
+        freqs_end = pos;
+    }
+    let er = scan(ends);
+    if (er.y < nf) {
+        err = err | ERR_OVERRUN;
+    }
+    var q = er.x;
+    var fsum = 0u;
+    for (var b = w0; b < min(w0 + 16u, limit); b = b + 1u) {
+        let v = byte_at(b);
+        if (v < 0x80u) {
+            if (q < nf) {
+                var f = v;
+                if (b > pos && byte_at(b - 1u) >= 0x80u) {
+                    // The second byte of two (never 0, never a third byte before it).
+                    f = (byte_at(b - 1u) & 0x7fu) | (v << 7u);
+                    if (v == 0u || (b > pos + 1u && byte_at(b - 2u) >= 0x80u)) {
+                        err = err | ERR_SYMBOL;
+                    }
+                }
+                if (f == 0u || f >= 4096u) {
+                    err = err | ERR_SYMBOL;
+                }
+                rank_end[q] = f;
+                fsum = fsum + f;
+                if (q + 1u == nf) {
+                    freqs_end = b + 1u;
+                }
+            }
+            q = q + 1u;
+        }
+    }
+    // What the listed ones leave is the last symbol's.
+    let total = scan(fsum).y;
+    if (total >= 4096u) {
+        err = err | ERR_SYMBOL;
+    }
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        if (i < mine) {
+            let r = first_rank + i;
+            f8[i] = select(rank_end[min(r, 255u)], 4096u - min(total, 4095u), r == nf);
+        }
+    }
+    let next = workgroupUniformLoad(&freqs_end);
+    table_slots(pp, mine, first_rank, s8, f8);
+    return next;
+}
+
+// Build the decode table from each invocation's `mine` symbols `s8` of ranks `first_rank` on
+// and their frequencies `f8` (`p` symbols in all; every frequency at least 1, summing to
+// 4096, else ERR_SYMBOL): `fc` by symbol, the ranks' (range end, symbol), then 128 slots per
+// invocation.
+fn table_slots(p: u32, mine: u32, first_rank: u32, s8: array<u32, 8>, f8: array<u32, 8>) {
+    var fsum = 0u;
     for (var i = 0u; i < 8u; i = i + 1u) {
         if (i < mine) {
             if (f8[i] == 0u) {
@@ -290,16 +449,15 @@ fn plane_table(at: u32) -> u32 {
         err = err | ERR_SYMBOL;
     }
     workgroupBarrier();
-    // Each symbol's (frequency, cumulative) by symbol, and (range end, symbol) by rank: list
-    // entry `slot`, or the map byte's symbols from the rank the popcount scan gave.
+    // Each symbol's (frequency, cumulative) by symbol, and (range end, symbol) by rank.
     var c = cum.x;
     for (var i = 0u; i < 8u; i = i + 1u) {
         if (i < mine) {
-            fc[s8[i]] = min(f8[i], 4096u) | (min(c, 4096u) << 16u);
+            fc[min(s8[i], 255u)] = min(f8[i], 4096u) | (min(c, 4096u) << 16u);
             c = c + f8[i];
             let r = min(first_rank + i, 255u);
             rank_end[r] = min(c, 4096u);
-            rank_sym[r] = s8[i];
+            rank_sym[r] = min(s8[i], 255u);
         }
     }
     workgroupBarrier();
@@ -334,7 +492,6 @@ fn plane_table(at: u32) -> u32 {
         }
         slots[(x0 + j) / 4u] = w;
     }
-    return freq_at + 2u * p;
 }
 
 // The lanes of a plane of `m` symbols from stream byte `lh` (count, states, word counts,
@@ -469,6 +626,9 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool) -> u32 {
 // Parse context table `c` of a modelled chunk at stream byte `at` into this chunk's scratch
 // tables (every rule of the format checked); returns the byte after it. Invocation 0 only.
 fn model_table(at: u32, c: u32) -> u32 {
+    if (params.compact_tables != 0u) {
+        return model_table_compact(at, c);
+    }
     need(at, 2u);
     let p = u16_at(at);
     let tb = sbase + params.model_at + c * MT_CTX_WORDS;
@@ -525,6 +685,91 @@ fn model_table(at: u32, c: u32) -> u32 {
         err = err | ERR_SYMBOL;
     }
     return freq_at + 2u * p;
+}
+
+// `model_table` of a stream with compact tables (flag bit 2): `P` (varint; 0 an unused
+// context), the symbol set (a byte `R`: 0 and a 260-bit map, or `R` runs of varint gap and
+// length - 1), the frequencies of all but the last present symbol (varints; the last is what
+// they leave of 2048). Invocation 0 only.
+fn model_table_compact(at: u32, c: u32) -> u32 {
+    let tb = sbase + params.model_at + c * MT_CTX_WORDS;
+    let pv = varint(at);
+    let p = pv.x;
+    scratch[tb] = min(p, MODEL_SYMBOLS);
+    if (p == 0u) {
+        return pv.y;
+    }
+    if (p > MODEL_SYMBOLS) {
+        err = err | ERR_SYMBOL;
+        scratch[tb] = 0u;
+        return cend;
+    }
+    need(pv.y, 1u);
+    let form = byte_at(pv.y);
+    var pos = pv.y + 1u;
+    // Each rank's symbol, in the entry's high half (its range end is added below).
+    var n = 0u;
+    if (form == 0u) {
+        need(pos, 33u);
+        if ((byte_at(pos + 32u) >> 4u) != 0u) {
+            err = err | ERR_SYMBOL;
+        }
+        for (var s = 0u; s < MODEL_SYMBOLS; s = s + 1u) {
+            if (((byte_at(pos + s / 8u) >> (s % 8u)) & 1u) != 0u) {
+                if (n < p) {
+                    scratch[tb + 1u + n] = s << 16u;
+                }
+                n = n + 1u;
+            }
+        }
+        pos = pos + 33u;
+    } else {
+        if (form > RUNS_MAX) {
+            err = err | ERR_SYMBOL;
+        }
+        var end = 0u;
+        for (var k = 0u; k < min(form, RUNS_MAX); k = k + 1u) {
+            let g = varint(pos);
+            let l = varint(g.y);
+            pos = l.y;
+            let first = end + g.x;
+            let len = l.x + 1u;
+            if ((k > 0u && g.x == 0u) || first + len > MODEL_SYMBOLS || n + len > p) {
+                err = err | ERR_SYMBOL;
+            }
+            for (var i = 0u; i < len && n < p; i = i + 1u) {
+                scratch[tb + 1u + n] = min(first + i, 511u) << 16u;
+                n = n + 1u;
+            }
+            end = first + len;
+        }
+    }
+    if (n != p) {
+        err = err | ERR_SYMBOL;
+    }
+    var cum = 0u;
+    for (var r = 0u; r < p; r = r + 1u) {
+        var f = 0u;
+        if (r + 1u == p) {
+            f = select(MODEL_SCALE - cum, 0u, cum >= MODEL_SCALE);
+        } else {
+            let v = varint(pos);
+            pos = v.y;
+            f = v.x;
+            if (f >= MODEL_SCALE) {
+                err = err | ERR_SYMBOL;
+            }
+        }
+        if (f == 0u) {
+            err = err | ERR_SYMBOL;
+        }
+        cum = cum + f;
+        scratch[tb + 1u + r] = (scratch[tb + 1u + r] & 0xffff0000u) | min(cum, MODEL_SCALE);
+    }
+    if (cum != MODEL_SCALE) {
+        err = err | ERR_SYMBOL;
+    }
+    return pos;
 }
 
 // One step of the binary search for the first rank whose slot range ends past `sl`.

@@ -137,7 +137,7 @@ fn rans_constants() -> String {
     use planepack_rans::internals::contexts as cx;
     use planepack_rans::internals::modelled as m;
     use planepack_rans::internals::scaled as sc;
-    let consts: [(&str, u32); 30] = [
+    let consts: [(&str, u32); 31] = [
         ("CHUNK_RAW", planepack_rans::CHUNK_RAW as u32),
         ("CHUNK_DENSE", planepack_rans::CHUNK_DENSE as u32),
         ("CHUNK_SPARSE", planepack_rans::CHUNK_SPARSE as u32),
@@ -158,6 +158,7 @@ fn rans_constants() -> String {
         ("MAX_LANES", planepack_rans::internals::MAX_LANES as u32),
         ("L", planepack_rans::internals::L),
         ("LIST_MAX", planepack_rans::internals::LIST_MAX as u32),
+        ("RUNS_MAX", planepack_rans::internals::RUNS_MAX as u32),
         ("PROB_BITS", planepack_rans::internals::PROB_BITS),
         ("MODEL_CONTEXTS", m::CONTEXTS as u32),
         ("MODEL_SYMBOLS", m::SYMBOLS as u32),
@@ -254,7 +255,9 @@ kernel_params! {
         /// Version 4: where the stream's plane-1 context tables start in `chunk_off` (after
         /// the chunk offsets, in words); 0 when it has none.
         ctx_at,
-    } pad 1
+        /// 1 if the stream's frequency tables are compact (flag bit 2).
+        compact_tables,
+    } pad 0
 }
 
 kernel_params! {

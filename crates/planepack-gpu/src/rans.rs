@@ -6,6 +6,7 @@ use crate::contract::{RansParams, RansRowsParams};
 use crate::launch::{Pass, Prepared};
 use crate::shaders::{Kernel, ScanPath};
 use crate::{u32_of, Gpu, KernelConfig, Result};
+use planepack_rans::internals::TableForm;
 
 /// Scratch words a modelled chunk's context tables take (`shaders/rans.wgsl`,
 /// `MODEL_TABLE_WORDS`: per context its symbol count and 260 rank entries).
@@ -140,6 +141,7 @@ impl Gpu {
             tail: u32::from_le_bytes(tail),
             tail_len: tail_len as u32,
             ctx_at,
+            compact_tables: u32::from(h.tables == TableForm::Compact),
             ..Default::default()
         });
         let status = self.status();

@@ -28,7 +28,8 @@
 //! difference chunk (version 5) and the row map. Their plans read more than per-chunk
 //! histograms (element classes, block factoring, the tensor's plane-1 counts per context, the
 //! steps' histograms, row hashes); streams from this encoder are version 1, and equal the
-//! CPU's at `modelled: false, scaled: false, contexts: false, differences: false` (a container records
+//! CPU's at `modelled: false, scaled: false, contexts: false, differences: false` (compact tables
+//! on, as the CPU's default; a container records
 //! such a part as `rans`, which every rANS decoder reads; `planepack compress --device gpu`
 //! reports how many parts the GPU encoded).
 
@@ -45,6 +46,7 @@ use planepack_rans::internals::plan::{
     chunk_kept, coded_plane_kept, lane_header, lanes_for, rotation_pays_by_counts,
     rotation_samples, sparse_considered, ChunkPlan, Layouts, PlanePlan, Table,
 };
+use planepack_rans::internals::TableForm;
 use planepack_rans::Rans;
 
 /// The settings the GPU encoder writes: the default's, without the modelled and block-scaled
@@ -58,6 +60,7 @@ pub const GPU_RANS: Rans = Rans {
     scaled: false,
     contexts: false,
     differences: false,
+    compact_tables: true,
 };
 
 /// A stream encoded on the device, with what crossed the link for it.
@@ -302,7 +305,7 @@ impl Gpu {
 
         // 3. Plans, tables and lane jobs; the nonzero elements of the chunks whose sparse
         // layout is coded; 4. every coded lane.
-        let lanes = plan_lanes(&counts, geometry, rans.zero_mask);
+        let lanes = plan_lanes(&counts, geometry, rans.zero_mask, rans.table_form());
         let sparse_jobs: Vec<[u32; 4]> = jobs
             .iter()
             .zip(&lanes.chunks)
@@ -333,8 +336,8 @@ impl Gpu {
         )?;
 
         // 5. The stream's layout, then its assembly.
-        let flag = u8::from(if width == 1 { rans.rotate } else { rotate });
-        let pieces = lay_out(&lanes, &lane_out, geometry, rans.chunk_log2, flag, raw_len);
+        let flag = stream_flags(rans, width, rotate);
+        let pieces = lay_out(&lanes, &lane_out, geometry, rans, flag, raw_len);
         let stream = self.rans_assemble(data, &nz, &mask, &words, &pieces, rotate, width, tally)?;
         Ok(EncodedRans {
             stream,
@@ -722,7 +725,7 @@ pub fn encode_rans_twin(input: &[u8], elem: ElemType, rans: &Rans) -> Result<Vec
         && rans.rotate
         && rotation_from(&count(&rotation_jobs(n * width, width), false)?, width);
     let counts = count(&chunk_jobs(g, rotate), true)?;
-    let lanes = plan_lanes(&counts, g, rans.zero_mask);
+    let lanes = plan_lanes(&counts, g, rans.zero_mask, rans.table_form());
     let sources = twin::Sources {
         data: input,
         nz: &nz,
@@ -749,8 +752,8 @@ pub fn encode_rans_twin(input: &[u8], elem: ElemType, rans: &Rans) -> Result<Vec
             )
         })
         .collect();
-    let flag = u8::from(if width == 1 { rans.rotate } else { rotate });
-    let pieces = lay_out(&lanes, &lane_out, g, rans.chunk_log2, flag, input.len());
+    let flag = stream_flags(rans, width, rotate);
+    let pieces = lay_out(&lanes, &lane_out, g, rans, flag, input.len());
     let seg = segments(&pieces)?;
     Ok(twin::assemble(
         &seg.segs,
@@ -855,7 +858,7 @@ struct LanePlan {
 
 /// Plan every chunk from its counts (the CPU encoder's [`ChunkPlan::from_counts`]) and list
 /// the lanes of every plane planned as coded, in each layout the plan codes.
-fn plan_lanes(counts: &[Counts], g: Geometry, zero_mask: bool) -> LanePlan {
+fn plan_lanes(counts: &[Counts], g: Geometry, zero_mask: bool, form: TableForm) -> LanePlan {
     let mut lp = LanePlan {
         tables: Vec::new(),
         jobs: Vec::new(),
@@ -868,9 +871,9 @@ fn plan_lanes(counts: &[Counts], g: Geometry, zero_mask: bool) -> LanePlan {
         let dense = &cn.hists[..g.width];
         let zeros = len - cn.nonzero;
         let plan = if sparse_considered(zero_mask, zeros, len) {
-            ChunkPlan::from_counts(dense, Some((&cn.hists[g.width], zeros)))
+            ChunkPlan::from_counts(dense, Some((&cn.hists[g.width], zeros)), form)
         } else {
-            ChunkPlan::from_counts(dense, None)
+            ChunkPlan::from_counts(dense, None, form)
         };
         let dense_sources = (0..g.width as u32).map(|j| PlaneSource {
             source: SRC_DENSE,
@@ -949,6 +952,18 @@ impl LanePlan {
     }
 }
 
+/// The header's flags byte, as the CPU encoder sets it: the rotation (for single bytes the
+/// setting, which means nothing there), no row map, the table form.
+fn stream_flags(rans: &Rans, width: usize, rotate: bool) -> u8 {
+    let rotated = if width == 1 { rans.rotate } else { rotate };
+    u8::from(rotated)
+        | if rans.compact_tables {
+            planepack_rans::FLAG_COMPACT_TABLES
+        } else {
+            0
+        }
+}
+
 /// The stream as pieces, as the CPU encoder writes it: the header (version 1, `flag` the
 /// stream's flags byte) and chunk table, each chunk in the shorter of its coded layouts (dense
 /// on a tie) or raw where that is not longer, then the tail bytes.
@@ -956,16 +971,17 @@ fn lay_out(
     lp: &LanePlan,
     lane_out: &[[u32; 2]],
     g: Geometry,
-    chunk_log2: u8,
+    rans: &Rans,
     flag: u8,
     raw_len: usize,
 ) -> Vec<Piece> {
+    let form = rans.table_form();
     let n_chunks = g.chunks();
     let mut head = Vec::with_capacity(planepack_rans::HEADER_BYTES + 4 * n_chunks);
     head.extend_from_slice(&planepack_rans::MAGIC);
     head.push(1);
     head.push(g.width as u8);
-    head.push(chunk_log2);
+    head.push(rans.chunk_log2);
     head.push(flag);
     head.extend_from_slice(&(raw_len as u64).to_le_bytes());
     let table_at = head.len();
@@ -976,7 +992,14 @@ fn lay_out(
         let layout = |mode: Vec<u8>, planes: &Planned| -> Vec<Piece> {
             let mut v = vec![Piece::Literal(mode)];
             for (src, kind, coded) in planes {
-                v.extend(plane_pieces(src, kind, coded.as_ref(), lane_out, &lp.jobs));
+                v.extend(plane_pieces(
+                    src,
+                    kind,
+                    coded.as_ref(),
+                    lane_out,
+                    &lp.jobs,
+                    form,
+                ));
             }
             v
         };
@@ -1061,6 +1084,7 @@ fn plane_pieces(
     coded: Option<&CodedPlane>,
     lane_out: &[[u32; 2]],
     lane_jobs: &[[u32; 8]],
+    form: TableForm,
 ) -> Vec<Piece> {
     let raw = || {
         vec![
@@ -1078,12 +1102,12 @@ fn plane_pieces(
         (PlanePlan::Rans(_), Some(c)) => {
             let lanes = &lane_out[c.first_job..c.first_job + c.lanes];
             let words: usize = lanes.iter().map(|l| l[1] as usize).sum();
-            let coded_len = 1 + c.table.written_len() + lane_header(c.lanes) + 2 * words;
+            let coded_len = 1 + c.table.written_len(form) + lane_header(c.lanes) + 2 * words;
             if !coded_plane_kept(coded_len, src.symbols) {
                 return raw();
             }
             let mut lit = vec![planepack_rans::PLANE_RANS];
-            c.table.write(&mut lit);
+            c.table.write(&mut lit, form);
             lit.push(c.lanes as u8);
             for l in lanes {
                 lit.extend_from_slice(&l[0].to_le_bytes());

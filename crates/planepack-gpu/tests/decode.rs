@@ -162,6 +162,11 @@ fn rans_codecs() -> Vec<Rans> {
             rows: false,
             ..d
         },
+        // The wide tables of streams written before the compact form.
+        Rans {
+            compact_tables: false,
+            ..d
+        },
     ]
 }
 
@@ -258,6 +263,8 @@ fn modelled_chunks_decode_and_fail_like_the_cpu() {
                     let c = Rans {
                         rotate,
                         chunk_log2,
+                        // Both table forms, with each rotation.
+                        compact_tables: rotate == (chunk_log2 == 16),
                         ..Rans::default()
                     };
                     cases.push((data.clone(), elem, shape.clone(), c));
@@ -425,6 +432,63 @@ fn context_planes_decode_and_fail_like_the_cpu() {
                     |x| d.decode_rans(x),
                     &format!("{p:?} context byte {at}={v}"),
                 );
+            }
+        }
+    });
+}
+
+/// Compact frequency tables (flag bit 2): every byte of the first tables of a stream (the
+/// first chunk's plane tables, a modelled chunk's context tables) set to values that break
+/// the varints, the runs, the bitmap or the sums; the GPU's parallel parse and the CPU's
+/// agree on each (the same bytes, or both refuse).
+#[test]
+fn compact_tables_fail_like_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let modelled = planepack_rans::internals::modelled::CHUNK_MODELLED;
+    let c = Rans {
+        chunk_log2: 12,
+        ..Rans::default()
+    };
+    let mut cases = Vec::new();
+    // Planes' tables: 4 KiB chunks of BF16 and U8 data (bitmaps and runs, one- and two-byte
+    // frequencies); a modelled chunk's tables: activations with runs.
+    for (elem, data) in [
+        (
+            ElemType::BF16,
+            generate(Pattern::ReluSparse, ElemType::BF16, 20_000, 5),
+        ),
+        (
+            ElemType::U8,
+            generate(Pattern::Smooth, ElemType::U8, 20_000, 6),
+        ),
+        (
+            ElemType::BF16,
+            planepack_testkit::activation_like(20_000, 2, 100, 7),
+        ),
+    ] {
+        let s = c.encode_to_vec(&data, elem).unwrap();
+        let h = planepack_rans::parse_header(&s).unwrap();
+        assert_eq!(h.tables, planepack_rans::internals::TableForm::Compact);
+        cases.push((data, s));
+    }
+    assert!(chunk_modes(&cases[2].1).contains(&modelled));
+    on_each_path(g, |d| {
+        let p = d.cfg.path;
+        for (data, s) in &cases {
+            decodes_to(d, s, data, &format!("{p:?} compact tables"));
+            let h = planepack_rans::parse_header(s).unwrap();
+            let first = planepack_rans::chunk_spans(s, &h).unwrap()[0].0;
+            for at in first..(first + 96).min(s.len()) {
+                for v in [0u8, 1, 0x7f, 0x80, 0xff, s[at] ^ 1] {
+                    let mut bad = s.clone();
+                    bad[at] = v;
+                    agree(
+                        &c,
+                        &bad,
+                        |x| d.decode_rans(x),
+                        &format!("{p:?} table byte {at}={v}"),
+                    );
+                }
             }
         }
     });

@@ -16,7 +16,7 @@
 //!
 //! The format is `docs/format-rans.md` ("Context tables", version 4).
 
-use crate::model::{Table, PROB_SCALE};
+use crate::model::{Table, TableForm, PROB_SCALE};
 use planepack_core::error::take;
 use planepack_core::{Error, Result};
 
@@ -86,18 +86,18 @@ impl ContextTables {
     }
 
     /// Bytes [`ContextTables::write`] takes.
-    pub fn written_len(&self) -> usize {
+    pub fn written_len(&self, form: TableForm) -> usize {
         2 + self
             .tables
             .iter()
             .flatten()
-            .map(Table::written_len)
+            .map(|t| t.written_len(form))
             .sum::<usize>()
     }
 
     /// Append the section: `E0`, a byte with bit `c` set for each table present, the tables
     /// in context order.
-    pub fn write(&self, out: &mut Vec<u8>) {
+    pub fn write(&self, out: &mut Vec<u8>, form: TableForm) {
         out.push(self.e0);
         out.push(
             self.tables
@@ -107,7 +107,7 @@ impl ContextTables {
                 .fold(0u8, |m, (c, _)| m | 1 << c),
         );
         for t in self.tables.iter().flatten() {
-            t.write(out);
+            t.write(out, form);
         }
     }
 
@@ -118,6 +118,7 @@ impl ContextTables {
         input: &[u8],
         at: usize,
         empty_allowed: bool,
+        form: TableForm,
     ) -> Result<(Option<ContextTables>, usize)> {
         let head = take(input, at, 2, "context tables")?;
         let (e0, present) = (head[0], head[1]);
@@ -134,7 +135,7 @@ impl ContextTables {
         let mut tables: [Option<Table>; CONTEXTS] = Default::default();
         for (c, t) in tables.iter_mut().enumerate() {
             if present >> c & 1 == 1 {
-                let (table, next) = Table::read(input, pos)?;
+                let (table, next) = Table::read(input, pos, form)?;
                 *t = Some(table);
                 pos = next;
             }
@@ -405,6 +406,7 @@ pub(crate) fn plan_tables(
     width: usize,
     rotate: bool,
     chunk_bytes: usize,
+    form: TableForm,
     parallel: bool,
 ) -> Option<(ContextTables, Vec<[u32; 256]>)> {
     if !matches!(width, 2 | 4) || body.len() < MIN_TENSOR_BYTES {
@@ -494,7 +496,7 @@ pub(crate) fn plan_tables(
         }
     }
     let tables = ContextTables::from_counts(e0, &ctx)?;
-    (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len() as f64)
+    (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len(form) as f64)
         .then_some((tables, chunk_counts))
 }
 

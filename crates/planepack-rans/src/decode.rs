@@ -31,6 +31,7 @@ pub(crate) fn get_plane(
     chunk: &[u8],
     at: usize,
     n: usize,
+    form: TableForm,
     s: &mut (Vec<u32>, Vec<u16>),
     dst: &mut Vec<u8>,
     ctx: Option<PlaneContext>,
@@ -49,7 +50,7 @@ pub(crate) fn get_plane(
             Ok(at + 2)
         }
         PLANE_RANS => {
-            let (table, pos) = Table::read(chunk, at + 1)?;
+            let (table, pos) = Table::read(chunk, at + 1, form)?;
             table.decode_slots(&mut s.0);
             lanes::decode(chunk, pos, &s.0, Target::Plane, &mut s.1, dst)
         }
@@ -77,6 +78,7 @@ pub(crate) fn get_joined(
     n: usize,
     width: usize,
     rotate: bool,
+    form: TableForm,
     planes: &mut Vec<Vec<u8>>,
     lanes: &mut (Vec<u32>, Vec<u16>),
     ctx: Option<&ContextDecoder>,
@@ -99,7 +101,7 @@ pub(crate) fn get_joined(
             (Some(dec), 1) => Some(PlaneContext { dec, top: &done[0] }),
             _ => None,
         };
-        at = get_plane(chunk, at, n, lanes, &mut rest[0], plane_ctx)?;
+        at = get_plane(chunk, at, n, form, lanes, &mut rest[0], plane_ctx)?;
     }
     join_all(planes, width, rotate, out);
     Ok(at)
@@ -128,6 +130,7 @@ pub(crate) fn decode_chunk(
             n,
             h.width,
             h.rotate,
+            h.tables,
             &mut s.planes,
             &mut s.lanes,
             ctx,
@@ -142,7 +145,15 @@ pub(crate) fn decode_chunk(
                     1,
                 ));
             }
-            let mut at = get_plane(chunk, 5, n.div_ceil(8), &mut s.lanes, &mut s.mask, None)?;
+            let mut at = get_plane(
+                chunk,
+                5,
+                n.div_ceil(8),
+                h.tables,
+                &mut s.lanes,
+                &mut s.mask,
+                None,
+            )?;
             let ones: usize = s.mask.iter().map(|b| b.count_ones() as usize).sum();
             let pad_ok = n.is_multiple_of(8) || s.mask.last().is_none_or(|&b| b >> (n % 8) == 0);
             if ones != nnz || !pad_ok {
@@ -158,6 +169,7 @@ pub(crate) fn decode_chunk(
                 nnz,
                 h.width,
                 h.rotate,
+                h.tables,
                 &mut s.planes,
                 &mut s.lanes,
                 ctx,
@@ -167,7 +179,7 @@ pub(crate) fn decode_chunk(
             at
         }
         modelled::CHUNK_MODELLED if h.version >= VERSION_MODELLED => {
-            modelled::decode(chunk, h.width, h.rotate, s, out)?
+            modelled::decode(chunk, h.width, h.rotate, h.tables, s, out)?
         }
         scaled::CHUNK_SCALED if h.version >= scaled::VERSION_SCALED => {
             scaled::decode(chunk, h, s, out)?
@@ -181,6 +193,7 @@ pub(crate) fn decode_chunk(
                 n,
                 h.width,
                 false,
+                h.tables,
                 &mut s.planes,
                 &mut s.lanes,
                 None,

@@ -20,6 +20,7 @@
 //! (`shaders/rans.wgsl`), a CPU in one pass.
 
 use crate::encode::{plan_plane, put_planes, PlanePlan};
+use crate::model::TableForm;
 use crate::planes::split;
 use planepack_core::Result;
 
@@ -161,7 +162,12 @@ pub(crate) struct Scratch {
 
 /// Plan a chunk as steps: their planes (kept in `s`), each plane's plan and the chunk's
 /// estimated size (mode byte included), by the planes' own estimates.
-pub(crate) fn plan(elems: &[u8], width: usize, s: &mut Scratch) -> (f64, Vec<PlanePlan>) {
+pub(crate) fn plan(
+    elems: &[u8],
+    width: usize,
+    form: TableForm,
+    s: &mut Scratch,
+) -> (f64, Vec<PlanePlan>) {
     forward(elems, width, &mut s.steps);
     s.planes.resize_with(width, Vec::new);
     split(&s.steps, width, false, &mut s.planes);
@@ -170,7 +176,7 @@ pub(crate) fn plan(elems: &[u8], width: usize, s: &mut Scratch) -> (f64, Vec<Pla
         .planes
         .iter()
         .map(|p| {
-            let (plan, size) = plan_plane(p);
+            let (plan, size) = plan_plane(p, form);
             estimate += size;
             plan
         })
@@ -182,12 +188,13 @@ pub(crate) fn plan(elems: &[u8], width: usize, s: &mut Scratch) -> (f64, Vec<Pla
 pub(crate) fn encode(
     s: &Scratch,
     plans: &[PlanePlan],
+    form: TableForm,
     lanes: &mut crate::lanes::Encoder,
     out: &mut Vec<u8>,
 ) -> Result<()> {
     out.push(CHUNK_DIFFERENCE);
     let planes: Vec<&[u8]> = s.planes.iter().map(|p| &p[..]).collect();
-    put_planes(&planes, plans, None, lanes, out)?;
+    put_planes(&planes, plans, form, None, lanes, out)?;
     Ok(())
 }
 

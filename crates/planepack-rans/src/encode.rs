@@ -61,11 +61,6 @@ pub(crate) fn rotation_pays(body: &[u8], width: usize, planes: &mut Vec<Vec<u8>>
 /// Sample chunks [`Rans::modelled_may_pay`] tries at most, evenly spaced over the tensor (one
 /// in 16 chunks, at least 2).
 pub(crate) const MODELLED_SAMPLES: usize = 8;
-/// How close to [`MODELLED_MIN_GAIN`] a sample's modelled estimate must come for the encoder
-/// to try the modelled form on every chunk: 1 % of the planes' estimate, so a sample that
-/// saves anything at all counts. (On transformer activations and KV caches the modelled form
-/// comes out 0.3-0.7 % larger in every chunk; where it wins, it wins by 5-40 %.)
-pub(crate) const MODELLED_SAMPLE_SLACK: f64 = 0.01;
 
 /// Order-0 entropy of a histogram, in bits: `sum c log2(n / c)`.
 pub fn entropy_bits(counts: &[u32; 256]) -> f64 {
@@ -133,14 +128,14 @@ pub enum PlanePlan {
 /// A plane's kind and its estimated size in bytes (exact for raw and constant planes; for a
 /// coded plane the table's cost in bits plus the table and lane headers, which the coder
 /// meets to within a few bytes a lane).
-pub(crate) fn plan_plane(symbols: &[u8]) -> (PlanePlan, f64) {
-    plan_plane_counts(&histogram(symbols))
+pub(crate) fn plan_plane(symbols: &[u8], form: TableForm) -> (PlanePlan, f64) {
+    plan_plane_counts(&histogram(symbols), form)
 }
 
 /// [`plan_plane`] from the plane's histogram alone (its length is the counts' sum; a
 /// constant plane's byte the one symbol present, 0 for an empty plane): what the GPU encoder
 /// plans by, from counts taken on the device.
-pub fn plan_plane_counts(counts: &[u32; 256]) -> (PlanePlan, f64) {
+pub fn plan_plane_counts(counts: &[u32; 256], form: TableForm) -> (PlanePlan, f64) {
     let len: usize = counts.iter().map(|&c| c as usize).sum();
     let present = counts.iter().filter(|&&c| c > 0).count();
     if present <= 1 {
@@ -149,7 +144,7 @@ pub fn plan_plane_counts(counts: &[u32; 256]) -> (PlanePlan, f64) {
     }
     let table = Table::from_counts(counts);
     let estimate = table.cost_bits(counts) / 8.0
-        + (table.written_len() + lanes::lane_header(lanes::lanes_for(len))) as f64;
+        + (table.written_len(form) + lanes::lane_header(lanes::lanes_for(len))) as f64;
     if estimate < len as f64 {
         (PlanePlan::Rans(table), 1.0 + estimate)
     } else {
@@ -205,8 +200,12 @@ impl ChunkPlan {
     /// where [`sparse_considered`], `mask` of its zero mask's bytes and `zeros` (a zero
     /// element is a zero byte in every plane, so the nonzero elements' planes are the dense
     /// ones less `zeros` zero bytes). The CPU and GPU encoders both plan by this function.
-    pub fn from_counts(dense: &[[u32; 256]], sparse: Option<(&[u32; 256], usize)>) -> ChunkPlan {
-        ChunkPlan::from_counts_with(dense, sparse, None)
+    pub fn from_counts(
+        dense: &[[u32; 256]],
+        sparse: Option<(&[u32; 256], usize)>,
+        form: TableForm,
+    ) -> ChunkPlan {
+        ChunkPlan::from_counts_with(dense, sparse, None, form)
     }
 
     /// [`ChunkPlan::from_counts`], with plane 1 a context plane in a layout where its
@@ -215,6 +214,7 @@ impl ChunkPlan {
         dense: &[[u32; 256]],
         sparse: Option<(&[u32; 256], usize)>,
         plane1_context: Option<[f64; 2]>,
+        form: TableForm,
     ) -> ChunkPlan {
         // A layout's planes with plane `at` a context plane where that is smaller, and its
         // estimates with and without (`head`: the mode byte and, sparse, the nonzero count).
@@ -234,7 +234,7 @@ impl ChunkPlan {
                 )
             };
         let (dense_plans, dense_estimate, dense_plain) = with_context(
-            dense.iter().map(plan_plane_counts).collect(),
+            dense.iter().map(|c| plan_plane_counts(c, form)).collect(),
             1,
             plane1_context.map(|c| c[0]),
             1.0,
@@ -248,11 +248,11 @@ impl ChunkPlan {
                 plain_estimate: dense_plain,
             };
         };
-        let mut plans = vec![plan_plane_counts(mask)];
+        let mut plans = vec![plan_plane_counts(mask, form)];
         for d in dense {
             let mut c = *d;
             c[0] -= zeros as u32;
-            plans.push(plan_plane_counts(&c));
+            plans.push(plan_plane_counts(&c, form));
         }
         let (plans, sparse_estimate, sparse_plain) =
             with_context(plans, 2, plane1_context.map(|c| c[1]), 5.0);
@@ -282,6 +282,7 @@ impl ChunkPlan {
 pub(crate) fn put_plane(
     symbols: &[u8],
     plan: &PlanePlan,
+    form: TableForm,
     ctx: Option<(&ContextEncoder, &[u8], &mut Vec<u8>)>,
     enc: &mut lanes::Encoder,
     out: &mut Vec<u8>,
@@ -306,7 +307,7 @@ pub(crate) fn put_plane(
         PlanePlan::Rans(table) => {
             let start = out.len();
             out.push(PLANE_RANS);
-            table.write(out);
+            table.write(out, form);
             enc.encode(table, symbols, out)?;
             if coded_plane_kept(out.len() - start, symbols.len()) {
                 return Ok(false);
@@ -325,6 +326,7 @@ pub(crate) fn put_plane(
 pub(crate) fn put_planes(
     planes: &[&[u8]],
     plans: &[PlanePlan],
+    form: TableForm,
     ctx: Option<(&ContextEncoder, &mut Vec<u8>)>,
     enc: &mut lanes::Encoder,
     out: &mut Vec<u8>,
@@ -336,7 +338,7 @@ pub(crate) fn put_planes(
             Some((t, sel)) if j > 0 => Some((*t, planes[j - 1], &mut **sel)),
             _ => None,
         };
-        any |= put_plane(p, plan, c, enc, out)?;
+        any |= put_plane(p, plan, form, c, enc, out)?;
     }
     Ok(any)
 }
@@ -376,8 +378,12 @@ impl Rans {
     /// Classifying a chunk's elements costs more than coding its planes, and on a tensor the
     /// modelled form either wins nearly every chunk (ReLU activations, quantized tables) or
     /// none (transformer activations, KV caches): up to [`MODELLED_SAMPLES`] evenly spaced
-    /// chunks decide, and any that comes within [`MODELLED_SAMPLE_SLACK`] of its planes keeps
-    /// the trial on for every chunk. Tensors of that many chunks or fewer try every chunk.
+    /// chunks decide, and any that the chunk rule would code modelled (at least
+    /// [`MODELLED_MIN_GAIN`] below its planes) keeps the trial on for every chunk. Tensors of
+    /// that many chunks or fewer try every chunk. (A slack of 1 % above the rule kept the
+    /// trial on for every chunk of transformer and KV tensors once the compact tables brought
+    /// their modelled estimates to within 0.1 % of the planes': classification was then half
+    /// the encoder's time, for no modelled chunk. Where the form wins it wins by 3-40 %.)
     pub(crate) fn modelled_may_pay(
         &self,
         body: &[u8],
@@ -394,8 +400,15 @@ impl Rans {
         };
         let near = |chunk: &[u8], s: &mut EncScratch| {
             let planes = self.plane_estimate(chunk, width, rotate, s);
-            let (modelled, _, _) = modelled::plan(chunk, width, rotate, row, &mut s.modelled);
-            modelled <= planes * (1.0 - MODELLED_MIN_GAIN + MODELLED_SAMPLE_SLACK)
+            let (modelled, _, _) = modelled::plan(
+                chunk,
+                width,
+                rotate,
+                row,
+                self.table_form(),
+                &mut s.modelled,
+            );
+            modelled <= planes * (1.0 - MODELLED_MIN_GAIN)
         };
         if parallel {
             samples
@@ -423,7 +436,8 @@ impl Rans {
         };
         samples.into_iter().any(|chunk| {
             let planes = self.plane_estimate(chunk, width, rotate, s);
-            let (steps, _) = crate::difference::plan(chunk, width, &mut s.difference);
+            let (steps, _) =
+                crate::difference::plan(chunk, width, self.table_form(), &mut s.difference);
             steps + crate::difference::MIN_SAVING_BYTES <= planes
         })
     }
@@ -452,7 +466,7 @@ impl Rans {
         // other tensor, at once) is scaled where that is smaller than its planes: it decodes
         // faster than planes, so any saving counts.
         let scaled = if try_scaled {
-            scaled::plan(elems, rotate, &mut s.scaled)
+            scaled::plan(elems, rotate, self.table_form(), &mut s.scaled)
         } else {
             None
         };
@@ -477,7 +491,14 @@ impl Rans {
         // the planes' speed, so a fraction of a percent is not worth it. (The estimates are
         // within a few bytes a lane of the coded sizes, so no chunk is coded twice.)
         let modelled = if try_modelled {
-            let m = modelled::plan(elems, width, rotate, row, &mut s.modelled);
+            let m = modelled::plan(
+                elems,
+                width,
+                rotate,
+                row,
+                self.table_form(),
+                &mut s.modelled,
+            );
             (m.0 <= best_plane_estimate * (1.0 - MODELLED_MIN_GAIN)).then_some(m)
         } else {
             None
@@ -485,10 +506,17 @@ impl Rans {
         // Steps where they beat whichever of the two the chunk would be.
         if try_differences {
             let beat = modelled.as_ref().map_or(planes.estimate, |m| m.0);
-            let (steps, plans) = crate::difference::plan(elems, width, &mut s.difference);
+            let (steps, plans) =
+                crate::difference::plan(elems, width, self.table_form(), &mut s.difference);
             if steps + crate::difference::MIN_SAVING_BYTES <= beat {
                 let start = out.len();
-                crate::difference::encode(&s.difference, &plans, &mut s.lanes, out)?;
+                crate::difference::encode(
+                    &s.difference,
+                    &plans,
+                    self.table_form(),
+                    &mut s.lanes,
+                    out,
+                )?;
                 if chunk_kept(out.len() - start, elems.len()) {
                     return Ok(crate::difference::VERSION_DIFFERENCE);
                 }
@@ -501,6 +529,7 @@ impl Rans {
                 width,
                 &tables,
                 &plans,
+                self.table_form(),
                 &mut s.modelled,
                 &mut s.lanes,
                 out,
@@ -580,7 +609,7 @@ impl Rans {
             histogram(&s.mask)
         });
         let sparse = mask.as_ref().map(|m| (m, zeros));
-        ChunkPlan::from_counts_with(&dense, sparse, context_sizes)
+        ChunkPlan::from_counts_with(&dense, sparse, context_sizes, self.table_form())
     }
 
     /// The estimated size of the chunk as byte planes: the smaller of the dense and sparse
@@ -639,6 +668,7 @@ impl Rans {
         let start = out.len();
         let s_lanes = &mut s.lanes;
         let sel = &mut s.sel;
+        let form = self.table_form();
         // A layout's mode bytes and planes; the sparse layout's mask plane has no context
         // plane after it, so its nonzero planes are put on their own (plane 1's contexts are
         // the nonzero elements' plane 0).
@@ -647,11 +677,18 @@ impl Rans {
             if sparse {
                 let sparse_plans = plan.sparse.as_ref().expect("a sparse plan");
                 dst.extend_from_slice(&head);
-                put_plane(sparse_planes[0], &sparse_plans[0], None, s_lanes, dst)?;
-                put_planes(&sparse_planes[1..], &sparse_plans[1..], c, s_lanes, dst)
+                put_plane(sparse_planes[0], &sparse_plans[0], form, None, s_lanes, dst)?;
+                put_planes(
+                    &sparse_planes[1..],
+                    &sparse_plans[1..],
+                    form,
+                    c,
+                    s_lanes,
+                    dst,
+                )
             } else {
                 dst.push(CHUNK_DENSE);
-                put_planes(&dense_planes, &plan.dense, c, s_lanes, dst)
+                put_planes(&dense_planes, &plan.dense, form, c, s_lanes, dst)
             }
         };
         let used = match plan.layouts {
@@ -682,6 +719,15 @@ impl Rans {
 }
 
 impl Rans {
+    /// How this encoder writes frequency tables ([`Rans::compact_tables`]).
+    pub fn table_form(&self) -> TableForm {
+        if self.compact_tables {
+            TableForm::Compact
+        } else {
+            TableForm::Wide
+        }
+    }
+
     /// Encode with rows of `row` elements (0: no shape), `rows` the repeated ones; the chunks
     /// on all of rayon's threads if `parallel` (the same bytes either way).
     pub(crate) fn encode_rows(
@@ -702,7 +748,14 @@ impl Rans {
         out.push(width as u8);
         out.push(self.chunk_log2);
         let flags_at = out.len();
-        out.push(if rows.is_some() { 2 } else { 0 });
+        out.push(
+            if rows.is_some() { FLAG_ROWS } else { 0 }
+                | if self.compact_tables {
+                    FLAG_COMPACT_TABLES
+                } else {
+                    0
+                },
+        );
         out.extend_from_slice(&(input.len() as u64).to_le_bytes());
         let originals: Vec<u8>;
         let input_body = match &rows {
@@ -741,8 +794,15 @@ impl Rans {
         // (For single bytes the flag means nothing; it is set as this encoder always did.)
         out[flags_at] |= u8::from(if width == 1 { self.rotate } else { rotate });
         let contexts = if self.contexts {
-            crate::contexts::plan_tables(&input_body[..body], width, rotate, chunk_bytes, parallel)
-                .map(|(tables, counts)| ContextEncoder::with_chunk_counts(tables, counts))
+            crate::contexts::plan_tables(
+                &input_body[..body],
+                width,
+                rotate,
+                chunk_bytes,
+                self.table_form(),
+                parallel,
+            )
+            .map(|(tables, counts)| ContextEncoder::with_chunk_counts(tables, counts))
         } else {
             None
         };
@@ -811,8 +871,9 @@ impl Rans {
         // (whether or not a chunk used them), else an empty set.
         let table_at = match contexts.filter(|_| version >= VERSION_CONTEXT) {
             Some(c) => {
-                let mut section = Vec::with_capacity(c.tables.written_len());
-                c.tables.write(&mut section);
+                let form = self.table_form();
+                let mut section = Vec::with_capacity(c.tables.written_len(form));
+                c.tables.write(&mut section, form);
                 out.splice(table_at..table_at, section.iter().copied());
                 table_at + section.len()
             }

@@ -26,6 +26,8 @@ pub struct Header {
     pub chunk_log2: u8,
     /// Whether the encoder rotated elements (flag bit 0).
     pub rotate: bool,
+    /// How the stream's frequency tables are written (flag bit 2).
+    pub tables: TableForm,
     pub raw_len: usize,
     pub rows: Option<RowMap>,
     /// Version 4: the context tables of plane-1 context planes.
@@ -74,12 +76,17 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
     if !CHUNK_LOG2_RANGE.contains(&chunk_log2) {
         return Err(Error::corrupt_at(format!("chunk size 2^{chunk_log2}"), 6));
     }
-    if h[7] & !3 != 0 {
+    if h[7] & !(FLAG_ROTATED | FLAG_ROWS | FLAG_COMPACT_TABLES) != 0 {
         return Err(Error::corrupt_at("unknown flags", 7));
     }
     let raw_len = u64::from_le_bytes(h[8..16].try_into().unwrap());
     let raw_len = usize::try_from(raw_len).map_err(|_| Error::corrupt_at("raw length", 8))?;
-    let (rows, after_rows) = if h[7] & 2 != 0 {
+    let tables = if h[7] & FLAG_COMPACT_TABLES != 0 {
+        TableForm::Compact
+    } else {
+        TableForm::Wide
+    };
+    let (rows, after_rows) = if h[7] & FLAG_ROWS != 0 {
         let (m, end) = parse_rows(input, width, raw_len)?;
         (Some(m), end)
     } else {
@@ -89,7 +96,7 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
         // From version 5 the section may hold no table (the stream is version 5 for its
         // difference chunks, not for context planes).
         let empty_allowed = version >= crate::difference::VERSION_DIFFERENCE;
-        ContextTables::read(input, after_rows, empty_allowed)?
+        ContextTables::read(input, after_rows, empty_allowed, tables)?
     } else {
         (None, after_rows)
     };
@@ -97,7 +104,8 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
         version,
         width,
         chunk_log2,
-        rotate: h[7] & 1 == 1,
+        rotate: h[7] & FLAG_ROTATED != 0,
+        tables,
         raw_len,
         rows,
         contexts,

@@ -55,6 +55,7 @@
 //! # Ok::<(), planepack_core::Error>(())
 //! ```
 
+mod compact;
 mod contexts;
 mod difference;
 mod lanes;
@@ -88,7 +89,8 @@ pub mod internals {
         pub use crate::lanes::{lane_header, lanes_for};
         pub use crate::model::{histogram, Table};
     }
-    pub use crate::model::{LIST_MAX, PROB_BITS};
+    pub use crate::compact::RUNS_MAX;
+    pub use crate::model::{TableForm, LIST_MAX, PROB_BITS};
     /// The modelled chunk's constants.
     pub mod modelled {
         pub use crate::modelled::{
@@ -118,7 +120,7 @@ pub mod internals {
     }
 }
 
-use model::{histogram, Table};
+use model::{histogram, Table, TableForm};
 use planepack_core::codec::check_output_len;
 use planepack_core::error::{stream_header, take};
 use planepack_core::{Codec, ElemType, Error, Result};
@@ -135,6 +137,12 @@ pub const VERSION: u8 = difference::VERSION_DIFFERENCE;
 pub const VERSION_MODELLED: u8 = 2;
 /// Bytes of the stream header.
 pub const HEADER_BYTES: usize = 16;
+/// Header flag bit 0: elements were rotated.
+pub const FLAG_ROTATED: u8 = 1;
+/// Header flag bit 1: a row map follows the header.
+pub const FLAG_ROWS: u8 = 2;
+/// Header flag bit 2: every frequency table is in the compact form (module `compact`).
+pub const FLAG_COMPACT_TABLES: u8 = 4;
 /// Chunk sizes the format allows: 2^12 (4 KiB) to 2^20 (1 MiB) bytes.
 pub const CHUNK_LOG2_RANGE: std::ops::RangeInclusive<u8> = 12..=20;
 /// Default chunk: 64 KiB (see `bench-results/rans-study.md` for the measurement).
@@ -179,6 +187,10 @@ pub struct Rans {
     /// planes, stream version 5) where a sample of the tensor says they may pay, and keep
     /// them where they are smaller. Every decoder (CPU, both GPU scan paths) reads them.
     pub differences: bool,
+    /// Write every frequency table in the compact form (header flag bit 2, module
+    /// `compact`: varint frequencies, the last implied, symbols as runs), about a third of
+    /// the wide form's bytes. Off: the wide tables every decoder before the flag reads.
+    pub compact_tables: bool,
 }
 
 impl Default for Rans {
@@ -192,6 +204,7 @@ impl Default for Rans {
             scaled: true,
             contexts: true,
             differences: true,
+            compact_tables: true,
         }
     }
 }
@@ -202,7 +215,7 @@ impl Codec for Rans {
             "rans".into()
         } else {
             format!(
-                "rans-c{}{}{}{}{}{}{}{}",
+                "rans-c{}{}{}{}{}{}{}{}{}",
                 self.chunk_log2,
                 if self.zero_mask { "" } else { "-nozero" },
                 if self.rotate { "" } else { "-norotate" },
@@ -210,7 +223,12 @@ impl Codec for Rans {
                 if self.modelled { "" } else { "-nomodel" },
                 if self.scaled { "" } else { "-noscale" },
                 if self.contexts { "" } else { "-noctx" },
-                if self.differences { "" } else { "-nodiff" }
+                if self.differences { "" } else { "-nodiff" },
+                if self.compact_tables {
+                    ""
+                } else {
+                    "-widetables"
+                }
             )
         }
     }

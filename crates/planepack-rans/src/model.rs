@@ -16,6 +16,14 @@ pub const PROB_SCALE: u32 = 1 << PROB_BITS;
 /// Tables with at most this many symbols list them; larger ones use a 256-bit bitmap.
 pub const LIST_MAX: usize = 32;
 
+/// How a stream writes its frequency tables: `Wide` (u16 frequencies, a symbol list or map;
+/// every stream without flag bit 2) or `Compact` ([`crate::compact`]; flag bit 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableForm {
+    Wide,
+    Compact,
+}
+
 /// A normalised table: `freq[s]` is 0 for absent symbols, and the present ones sum to 4096.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Table {
@@ -53,15 +61,21 @@ impl Table {
     }
 
     /// Bytes [`Table::write`] takes.
-    pub fn written_len(&self) -> usize {
+    pub fn written_len(&self, form: TableForm) -> usize {
+        if form == TableForm::Compact {
+            return crate::compact::written_len(&self.freq);
+        }
         let p = self.present();
         1 + if p <= LIST_MAX { p } else { 32 } + 2 * p
     }
 
-    /// Append the table: `present - 1` (u8), the symbols (a list of up to 32 increasing
-    /// bytes, or a 32-byte bitmap, bit `s % 8` of byte `s / 8`), then each present symbol's
-    /// frequency as u16 LE in increasing symbol order.
-    pub fn write(&self, out: &mut Vec<u8>) {
+    /// Append the table in `form`. Wide: `present - 1` (u8), the symbols (a list of up to 32
+    /// increasing bytes, or a 32-byte bitmap, bit `s % 8` of byte `s / 8`), then each present
+    /// symbol's frequency as u16 LE in increasing symbol order.
+    pub fn write(&self, out: &mut Vec<u8>, form: TableForm) {
+        if form == TableForm::Compact {
+            return crate::compact::write(&self.freq, out);
+        }
         let p = self.present();
         out.push((p - 1) as u8);
         if p <= LIST_MAX {
@@ -81,7 +95,12 @@ impl Table {
     /// Read a table at `at`; returns it and the offset after it. Every rule of the format is
     /// checked: symbols increasing, bitmap population equal to the count, each frequency at
     /// least 1, frequencies summing to exactly 4096.
-    pub fn read(input: &[u8], at: usize) -> Result<(Table, usize)> {
+    pub fn read(input: &[u8], at: usize, form: TableForm) -> Result<(Table, usize)> {
+        if form == TableForm::Compact {
+            let mut freq = [0u16; 256];
+            let (_, end) = crate::compact::read(input, at, &mut freq, PROB_SCALE, false)?;
+            return Ok((Table::from_freq(freq), end));
+        }
         let p = take(input, at, 1, "table size")?[0] as usize + 1;
         let mut pos = at + 1;
         let mut symbols = Vec::with_capacity(p);

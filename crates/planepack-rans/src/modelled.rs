@@ -32,6 +32,7 @@
 //! and 8 tables of 2048 slots are 64 KiB).
 
 use crate::lanes::{L, MAX_LANES};
+use crate::model::TableForm;
 use crate::{get_plane, plan_plane, put_plane, DecScratch, PlanePlan};
 use planepack_core::error::take;
 use planepack_core::{Error, Result};
@@ -169,7 +170,10 @@ impl ModelTable {
     }
 
     /// Bytes [`ModelTable::write`] takes.
-    pub fn written_len(&self) -> usize {
+    pub fn written_len(&self, form: TableForm) -> usize {
+        if form == TableForm::Compact {
+            return crate::compact::written_len(&self.freq);
+        }
         let p = self.present();
         2 + match p {
             0 => 0,
@@ -180,7 +184,10 @@ impl ModelTable {
 
     /// Append the table: the count `P` (u16), the symbols (up to 16 increasing u16, or a
     /// 260-bit map), then each present symbol's frequency (u16) in increasing symbol order.
-    pub fn write(&self, out: &mut Vec<u8>) {
+    pub fn write(&self, out: &mut Vec<u8>, form: TableForm) {
+        if form == TableForm::Compact {
+            return crate::compact::write(&self.freq, out);
+        }
         let p = self.present();
         out.extend_from_slice(&(p as u16).to_le_bytes());
         let present = (0..SYMBOLS).filter(|&s| self.freq[s] > 0);
@@ -204,7 +211,12 @@ impl ModelTable {
     }
 
     /// Read a table at `at`; returns it and the offset after it. Every rule is checked.
-    pub fn read(input: &[u8], at: usize) -> Result<(ModelTable, usize)> {
+    pub fn read(input: &[u8], at: usize, form: TableForm) -> Result<(ModelTable, usize)> {
+        if form == TableForm::Compact {
+            let mut freq = [0u16; SYMBOLS];
+            let (_, end) = crate::compact::read(input, at, &mut freq, MODEL_SCALE, true)?;
+            return Ok((ModelTable::from_freq(freq), end));
+        }
         let p = u16::from_le_bytes(
             take(input, at, 2, "context table size")?
                 .try_into()
@@ -326,17 +338,20 @@ pub(crate) fn decode(
     chunk: &[u8],
     width: usize,
     rotate: bool,
+    form: TableForm,
     s: &mut DecScratch,
     out: &mut [u8],
 ) -> Result<usize> {
-    decode_with(chunk, width, rotate, s, out, true)
+    decode_with(chunk, width, rotate, form, s, out, true)
 }
 
 /// [`decode`], with the SIMD lanes (where the CPU has them) or the scalar steps only.
+#[allow(clippy::too_many_arguments)]
 fn decode_with(
     chunk: &[u8],
     width: usize,
     rotate: bool,
+    form: TableForm,
     s: &mut DecScratch,
     out: &mut [u8],
     simd: bool,
@@ -356,7 +371,7 @@ fn decode_with(
     let st = &mut s.modelled;
     st.slots.clear();
     for _ in 0..CONTEXTS {
-        let (t, next) = ModelTable::read(chunk, at)?;
+        let (t, next) = ModelTable::read(chunk, at, form)?;
         t.decode_slots(&mut st.slots);
         at = next;
     }
@@ -387,7 +402,15 @@ fn decode_with(
     at += 2 * total_words;
     s.planes.resize_with(width.max(2), Vec::new);
     for p in 1..width {
-        at = get_plane(chunk, at, literals, &mut s.lanes, &mut s.planes[p], None)?;
+        at = get_plane(
+            chunk,
+            at,
+            literals,
+            form,
+            &mut s.lanes,
+            &mut s.planes[p],
+            None,
+        )?;
         // Four spare bytes: the SIMD decoder reads 32 bits at a literal index up to the count.
         s.planes[p].extend_from_slice(&[0; 4]);
     }
@@ -581,15 +604,16 @@ mod tests {
         planepack_testkit::activation_like(n, width, 50, seed)
     }
 
-    fn chunk_of(elems: &[u8], width: usize, rotate: bool) -> Vec<u8> {
+    fn chunk_of(elems: &[u8], width: usize, rotate: bool, form: TableForm) -> Vec<u8> {
         let mut s = Scratch::default();
-        let (_, tables, plans) = plan(elems, width, rotate, 50, &mut s);
+        let (_, tables, plans) = plan(elems, width, rotate, 50, form, &mut s);
         let mut out = Vec::new();
         encode(
             elems,
             width,
             &tables,
             &plans,
+            form,
             &mut s,
             &mut Encoder::default(),
             &mut out,
@@ -604,15 +628,15 @@ mod tests {
     fn simd_and_scalar_lanes_agree() {
         let mut r = 77u64;
         for width in [1usize, 2, 4] {
-            for rotate in [true, false] {
+            for (rotate, form) in [(true, TableForm::Compact), (false, TableForm::Wide)] {
                 for n in [1usize, 7, 1023, 8192, 9000, 40_000] {
                     let elems = sample(n, width, n as u64 + width as u64);
-                    let chunk = chunk_of(&elems, width, rotate);
+                    let chunk = chunk_of(&elems, width, rotate, form);
                     let mut s = DecScratch::default();
                     for simd in [true, false] {
                         let mut out = vec![0u8; elems.len()];
-                        let end =
-                            decode_with(&chunk, width, rotate, &mut s, &mut out, simd).unwrap();
+                        let end = decode_with(&chunk, width, rotate, form, &mut s, &mut out, simd)
+                            .unwrap();
                         assert_eq!(end, chunk.len());
                         assert!(out == elems, "W{width} R{rotate} n{n} simd {simd}");
                     }
@@ -625,8 +649,8 @@ mod tests {
                         bad[at] ^= 1 << (r % 8);
                         let mut a = vec![0u8; elems.len()];
                         let mut b = vec![0u8; elems.len()];
-                        let ra = decode_with(&bad, width, rotate, &mut s, &mut a, true);
-                        let rb = decode_with(&bad, width, rotate, &mut s, &mut b, false);
+                        let ra = decode_with(&bad, width, rotate, form, &mut s, &mut a, true);
+                        let rb = decode_with(&bad, width, rotate, form, &mut s, &mut b, false);
                         match (ra, rb) {
                             (Ok(x), Ok(y)) => assert!(x == y && a == b, "W{width} n{n} byte {at}"),
                             (Err(_), Err(_)) => {}

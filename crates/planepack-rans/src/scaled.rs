@@ -141,11 +141,12 @@ fn factor_impl(elems: &[u8], block: usize, s: &mut Scratch) -> bool {
 pub(crate) struct Plan {
     pub estimate: f64,
     plans: Vec<PlanePlan>,
+    form: TableForm,
 }
 
 /// Plan `elems` (FP32) as a scaled chunk, if every block factors; the planes stay in `s` for
 /// [`encode`].
-pub(crate) fn plan(elems: &[u8], rotate: bool, s: &mut Scratch) -> Option<Plan> {
+pub(crate) fn plan(elems: &[u8], rotate: bool, form: TableForm, s: &mut Scratch) -> Option<Plan> {
     if !factor(elems, 1 << ENCODER_BLOCK_LOG2, s) {
         return None;
     }
@@ -154,11 +155,15 @@ pub(crate) fn plan(elems: &[u8], rotate: bool, s: &mut Scratch) -> Option<Plan> 
     let mut estimate = 2.0;
     let mut plans = Vec::with_capacity(5);
     for p in s.scale_planes.iter().chain([&s.quotients]) {
-        let (plan, size) = plan_plane(p);
+        let (plan, size) = plan_plane(p, form);
         estimate += size;
         plans.push(plan);
     }
-    Some(Plan { estimate, plans })
+    Some(Plan {
+        estimate,
+        plans,
+        form,
+    })
 }
 
 /// Append the chunk [`plan`] planned: mode, block size, scale planes, integer plane.
@@ -176,7 +181,7 @@ pub(crate) fn encode(
         .map(|p| &p[..])
         .chain([&s.quotients[..]])
         .collect();
-    put_planes(&planes, &plan.plans, None, enc, out).map(|_| ())
+    put_planes(&planes, &plan.plans, plan.form, None, enc, out).map(|_| ())
 }
 
 /// Decode a scaled chunk into `out` (whole FP32 elements); returns the chunk's length.
@@ -207,12 +212,13 @@ pub(crate) fn decode(
         blocks,
         4,
         h.rotate,
+        h.tables,
         &mut s.planes,
         &mut s.lanes,
         None,
         &mut s.nonzero,
     )?;
-    let at = get_plane(chunk, at, n, &mut s.lanes, &mut s.mask, None)?;
+    let at = get_plane(chunk, at, n, h.tables, &mut s.lanes, &mut s.mask, None)?;
     if !expand_all(&s.nonzero, &s.mask, 1 << b, out) {
         return Err(Error::corrupt(
             "a scaled element that is not an exact normal product",

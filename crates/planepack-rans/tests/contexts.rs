@@ -102,9 +102,12 @@ fn the_context_section_reads_back_and_refuses_bad_sets() {
     let h = parse_header(&enc).unwrap();
     let t = h.contexts.clone().expect("context tables");
     let mut again = Vec::new();
-    t.write(&mut again);
+    t.write(&mut again, h.tables);
     assert_eq!(&enc[16..16 + again.len()], &again[..]);
-    assert_eq!(ContextTables::read(&again, 0, false).unwrap().0, Some(t));
+    assert_eq!(
+        ContextTables::read(&again, 0, false, h.tables).unwrap().0,
+        Some(t)
+    );
     // No table, or a seventh context: refused.
     for set in [0u8, 0x40, 0x80] {
         let mut bad = enc.clone();

@@ -22,6 +22,8 @@ fn settings() -> Vec<Rans> {
                         scaled: modelled,
                         contexts: modelled,
                         differences: !rotate,
+                        // Both table forms, each with every other setting.
+                        compact_tables: zero_mask != modelled,
                     });
                 }
             }

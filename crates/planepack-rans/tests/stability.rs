@@ -61,6 +61,7 @@ fn version_1_output_is_unchanged() {
             scaled: false,
             contexts: false,
             differences: false,
+            compact_tables: false,
             ..Rans::default()
         },
         Rans {
@@ -72,6 +73,7 @@ fn version_1_output_is_unchanged() {
             scaled: false,
             contexts: false,
             differences: false,
+            compact_tables: false,
         },
     ]);
     assert_eq!(
@@ -80,87 +82,107 @@ fn version_1_output_is_unchanged() {
     );
 }
 
-/// The default encoder, modelled and difference chunks included.
+/// The default encoder, modelled and difference chunks included, with both table forms
+/// (last change: the modelled trial's gate without its slack, 2026-12-04; the wide form's
+/// streams were those of before the compact form until then).
 #[test]
 fn encoder_output_is_unchanged() {
-    let h = streams_hash(&[
-        Rans::default(),
-        Rans {
-            chunk_log2: 12,
-            zero_mask: false,
-            rotate: false,
-            rows: false,
-            modelled: true,
-            scaled: true,
-            contexts: false,
-            differences: false,
-        },
-    ]);
-    assert_eq!(
-        h, 0x8bc0_cc72_0dc5_24fa,
-        "encoder output changed: {h:#018x}"
-    );
+    for (compact_tables, pinned) in [
+        (false, 0x8eb4_ee0a_dc1e_1a43),
+        (true, 0xd268_e79b_b1b5_09fb),
+    ] {
+        let h = streams_hash(&[
+            Rans {
+                compact_tables,
+                ..Rans::default()
+            },
+            Rans {
+                chunk_log2: 12,
+                zero_mask: false,
+                rotate: false,
+                rows: false,
+                modelled: true,
+                scaled: true,
+                contexts: false,
+                differences: false,
+                compact_tables,
+            },
+        ]);
+        assert_eq!(
+            h, pinned,
+            "encoder output changed (compact tables {compact_tables}): {h:#018x}"
+        );
+    }
 }
 
 /// Block-scaled streams (version 3): dequantized-Q8_0-like tensors of every tail length
 /// around the chunk, with zero blocks, flat and as repeated rows.
 #[test]
 fn block_scaled_output_is_unchanged() {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for codec in [
-        Rans::default(),
-        Rans {
-            chunk_log2: 12,
-            rotate: false,
-            ..Rans::default()
-        },
+    for (compact_tables, pinned) in [
+        (false, 0x8627_3435_cbbd_b999),
+        (true, 0x036e_cc63_1a41_caee),
     ] {
-        for len in [4, 130, 4096, 3 * 4096 + 77, 100_000, 300_001] {
-            let data = planepack_testkit::block_scaled_f32(len, len as u64, 5);
-            fnv1a(&mut h, &codec.encode_to_vec(&data, ElemType::F32).unwrap());
-            let rows = [&data[..data.len() / 128 * 128]; 3].concat();
-            let mut enc = Vec::new();
-            codec
-                .encode_shaped(&rows, ElemType::F32, &[rows.len() / 128, 32], &mut enc)
-                .unwrap();
-            fnv1a(&mut h, &enc);
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for codec in [
+            Rans {
+                compact_tables,
+                ..Rans::default()
+            },
+            Rans {
+                chunk_log2: 12,
+                rotate: false,
+                compact_tables,
+                ..Rans::default()
+            },
+        ] {
+            for len in [4, 130, 4096, 3 * 4096 + 77, 100_000, 300_001] {
+                let data = planepack_testkit::block_scaled_f32(len, len as u64, 5);
+                fnv1a(&mut h, &codec.encode_to_vec(&data, ElemType::F32).unwrap());
+                let rows = [&data[..data.len() / 128 * 128]; 3].concat();
+                let mut enc = Vec::new();
+                codec
+                    .encode_shaped(&rows, ElemType::F32, &[rows.len() / 128, 32], &mut enc)
+                    .unwrap();
+                fnv1a(&mut h, &enc);
+            }
         }
+        assert_eq!(h, pinned, "encoder output changed: {h:#018x}");
     }
-    assert_eq!(
-        h, 0x8627_3435_cbbd_b999,
-        "encoder output changed: {h:#018x}"
-    );
 }
 
 /// Context planes (version 4): tensors of 1 MiB and more whose mantissa's top bits depend on
 /// the exponent, BF16 and FP32, dense and with zeros, 4 KiB and 64 KiB chunks, and a tail.
 #[test]
 fn context_output_is_unchanged() {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for (elem, width) in [(ElemType::BF16, 2), (ElemType::F32, 4)] {
-        for zero_every in [0, 4] {
-            let mut data = planepack_testkit::exponent_dependent_floats(
-                (1 << 20) / width + 1000,
-                width,
-                zero_every,
-                width as u64,
-            );
-            data.push(0x3c);
-            for chunk_log2 in [12, 16] {
-                let codec = Rans {
-                    chunk_log2,
-                    ..Rans::default()
-                };
-                let enc = codec.encode_to_vec(&data, elem).unwrap();
-                assert_eq!(enc[4], 4, "{elem}");
-                fnv1a(&mut h, &enc);
+    for (compact_tables, pinned) in [
+        (false, 0xab5b_a8d9_d3eb_daa1),
+        (true, 0x2075_41da_217f_ae4a),
+    ] {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for (elem, width) in [(ElemType::BF16, 2), (ElemType::F32, 4)] {
+            for zero_every in [0, 4] {
+                let mut data = planepack_testkit::exponent_dependent_floats(
+                    (1 << 20) / width + 1000,
+                    width,
+                    zero_every,
+                    width as u64,
+                );
+                data.push(0x3c);
+                for chunk_log2 in [12, 16] {
+                    let codec = Rans {
+                        chunk_log2,
+                        compact_tables,
+                        ..Rans::default()
+                    };
+                    let enc = codec.encode_to_vec(&data, elem).unwrap();
+                    assert_eq!(enc[4], 4, "{elem}");
+                    fnv1a(&mut h, &enc);
+                }
             }
         }
+        assert_eq!(h, pinned, "encoder output changed: {h:#018x}");
     }
-    assert_eq!(
-        h, 0xab5b_a8d9_d3eb_daa1,
-        "encoder output changed: {h:#018x}"
-    );
 }
 
 /// Difference chunks (version 5): smooth values (random walks in the floats' order with NaN,
@@ -168,32 +190,35 @@ fn context_output_is_unchanged() {
 /// 64 KiB chunks, and a tail.
 #[test]
 fn difference_output_is_unchanged() {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for (elem, width) in [(ElemType::BF16, 2), (ElemType::F32, 4)] {
-        for zeros in [false, true] {
-            let mut data = planepack_testkit::smooth_walk(300_001, width, 4, width as u64);
-            if zeros {
-                for run in data.chunks_exact_mut(7000 * width) {
-                    run[..200 * width].fill(0);
+    for (compact_tables, pinned) in [
+        (false, 0x25e1_1da0_f9ca_4107),
+        (true, 0xb3ec_4683_54bb_6202),
+    ] {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for (elem, width) in [(ElemType::BF16, 2), (ElemType::F32, 4)] {
+            for zeros in [false, true] {
+                let mut data = planepack_testkit::smooth_walk(300_001, width, 4, width as u64);
+                if zeros {
+                    for run in data.chunks_exact_mut(7000 * width) {
+                        run[..200 * width].fill(0);
+                    }
+                }
+                data.push(0x3c);
+                for chunk_log2 in [12, 16] {
+                    let codec = Rans {
+                        chunk_log2,
+                        differences: true,
+                        compact_tables,
+                        ..Rans::default()
+                    };
+                    let enc = codec.encode_to_vec(&data, elem).unwrap();
+                    assert_eq!(enc[4], 5, "{elem}");
+                    fnv1a(&mut h, &enc);
                 }
             }
-            data.push(0x3c);
-            for chunk_log2 in [12, 16] {
-                let codec = Rans {
-                    chunk_log2,
-                    differences: true,
-                    ..Rans::default()
-                };
-                let enc = codec.encode_to_vec(&data, elem).unwrap();
-                assert_eq!(enc[4], 5, "{elem}");
-                fnv1a(&mut h, &enc);
-            }
         }
+        assert_eq!(h, pinned, "encoder output changed: {h:#018x}");
     }
-    assert_eq!(
-        h, 0x25e1_1da0_f9ca_4107,
-        "encoder output changed: {h:#018x}"
-    );
 }
 
 /// The parallel encoder writes the serial encoder's bytes: tensors of many tasks (up to 8 MiB,

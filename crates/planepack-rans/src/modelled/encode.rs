@@ -250,14 +250,22 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
 
 /// Estimated size in bytes of the modelled chunk of what [`classify`] left in `s`, and the
 /// tables and literal-plane plans it would use.
-pub(crate) fn estimate(s: &Scratch, width: usize) -> (f64, Vec<ModelTable>, Vec<(PlanePlan, f64)>) {
+pub(crate) fn estimate(
+    s: &Scratch,
+    width: usize,
+    form: TableForm,
+) -> (f64, Vec<ModelTable>, Vec<(PlanePlan, f64)>) {
     let c = &s.c;
     let tables: Vec<ModelTable> = c.counts.iter().map(ModelTable::from_counts).collect();
     let mut bytes = head_len(width) as f64 + (c.lanes * LANE_HEADER) as f64;
     for (t, counts) in tables.iter().zip(&c.counts) {
-        bytes += t.written_len() as f64 + t.cost_bits(counts) / 8.0;
+        bytes += t.written_len(form) as f64 + t.cost_bits(counts) / 8.0;
     }
-    let plans: Vec<(PlanePlan, f64)> = c.literal_planes.iter().map(|p| plan_plane(p)).collect();
+    let plans: Vec<(PlanePlan, f64)> = c
+        .literal_planes
+        .iter()
+        .map(|p| plan_plane(p, form))
+        .collect();
     bytes += plans.iter().map(|p| p.1).sum::<f64>();
     (bytes, tables, plans)
 }
@@ -268,18 +276,21 @@ pub(crate) fn plan(
     width: usize,
     rotate: bool,
     row: usize,
+    form: TableForm,
     s: &mut Scratch,
 ) -> (f64, Vec<ModelTable>, Vec<(PlanePlan, f64)>) {
     classify(elems, width, rotate, row, s);
-    estimate(s, width)
+    estimate(s, width, form)
 }
 
 /// Append the modelled chunk planned last by [`plan`] on `elems` to `out`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn encode(
     elems: &[u8],
     width: usize,
     tables: &[ModelTable],
     plans: &[(PlanePlan, f64)],
+    form: TableForm,
     s: &mut Scratch,
     planes: &mut crate::lanes::Encoder,
     out: &mut Vec<u8>,
@@ -294,7 +305,7 @@ pub(crate) fn encode(
     out.push(c.e0);
     out.push(k as u8);
     for t in tables {
-        t.write(out);
+        t.write(out, form);
     }
     // floor(x / f) by a multiply, as the planes' coder does (`lanes::div_by`); entries of
     // absent symbols are left as they were (never read).
@@ -359,7 +370,7 @@ pub(crate) fn encode(
         }
     }
     for (p, (plan, _)) in c.literal_planes.iter().zip(plans) {
-        put_plane(p, plan, None, planes, out)?;
+        put_plane(p, plan, form, None, planes, out)?;
     }
     Ok(())
 }
