@@ -20,6 +20,11 @@
 // each symbol's table is the stream's context table of its element's plane-0 byte, read from
 // `chunk_off` after the chunk offsets; plane 0 is already in scratch);
 //
+// (a version-6 row plane, plane 0 of a dense chunk, neither: each symbol's table is the
+// stream's row table of the plane-0 byte U symbols back, which its own lane decoded U / k
+// rounds earlier: from the lane's own `stage` words while that round is in the current block
+// of 128, else from scratch, where an earlier block was gathered);
+//
 // (a version-5 difference chunk's planes are the elements' folded steps: after them, each
 // invocation sums its block, a workgroup scan gives each block its start, and each block is
 // summed again into the output);
@@ -62,6 +67,12 @@ struct Params {
     ctx_at: u32,
     // 1 if the stream's tables are compact (flag bit 2).
     compact_tables: u32,
+    // Version 6: the row tables' first word in `chunk_off` (0: none), laid out as the context
+    // tables but indexed by the plane-0 byte one row up; the row distance U; the first row's
+    // table (CTX_ABSENT: none).
+    row_at: u32,
+    row_distance: u32,
+    row_first: u32,
 }
 
 @group(0) @binding(0) var<storage, read> stream: array<u32>;
@@ -157,15 +168,18 @@ fn step(x: ptr<function, u32>, p: ptr<function, u32>) -> u32 {
 
 // No context plane may follow (`plane`'s `top`).
 const NO_CONTEXT: u32 = 0xffffffffu;
+// The plane may be a row plane (`plane`'s `top`: plane 0 of a dense chunk).
+const ROW_PLANE: u32 = 0xfffffffeu;
 
-// The stream's context table of an element whose plane-0 byte is `e` (CTX_ABSENT: none).
-fn context_table(e: u32) -> u32 {
-    return (chunk_off[params.ctx_at + e / 4u] >> ((e % 4u) * 8u)) & 0xffu;
+// The stream's context table of an element whose plane-0 byte is `e` (CTX_ABSENT: none), in
+// the tables at `tables` (`params.ctx_at`, or `params.row_at` for the byte one row up).
+fn context_table(tables: u32, e: u32) -> u32 {
+    return (chunk_off[tables + e / 4u] >> ((e % 4u) * 8u)) & 0xffu;
 }
 
-// `step` with the stream's context table `t` (a version-4 context plane).
-fn step_in(x: ptr<function, u32>, p: ptr<function, u32>, t: u32) -> u32 {
-    let base = params.ctx_at + CTX_INDEX_WORDS + t * CTX_TABLE_WORDS;
+// `step` with table `t` of the stream's tables at `tables` (a context or row plane).
+fn step_in(x: ptr<function, u32>, p: ptr<function, u32>, tables: u32, t: u32) -> u32 {
+    let base = tables + CTX_INDEX_WORDS + t * CTX_TABLE_WORDS;
     let sl = *x & 4095u;
     let sym = (chunk_off[base + (sl >> 2u)] >> ((sl & 3u) * 8u)) & 0xffu;
     return advance(x, p, sym, chunk_off[base + 1024u + sym]);
@@ -195,8 +209,8 @@ fn advance(x: ptr<function, u32>, p: ptr<function, u32>, sym: u32, e: u32) -> u3
 // Decode the plane of `m` symbols at stream byte `at` into scratch bytes [dst, dst + m) (dst
 // a multiple of 4). Returns the byte after the plane. Called by every invocation, with the
 // same arguments. `top`: where plane 0 of the same elements is in scratch if this plane may
-// be a context plane (plane 1 of a version-4 stream's dense or sparse chunk), else
-// NO_CONTEXT.
+// be a context plane (plane 1 of a version-4 stream's dense or sparse chunk), ROW_PLANE if it
+// may be a row plane (plane 0 of a dense chunk), else NO_CONTEXT.
 fn plane(at: u32, m: u32, dst: u32, top: u32) -> u32 {
     need(at, 1u);
     let kind = byte_at(at);
@@ -217,8 +231,10 @@ fn plane(at: u32, m: u32, dst: u32, top: u32) -> u32 {
         }
         return at + 2u;
     }
-    let contexts = kind == PLANE_CONTEXT && top != NO_CONTEXT && params.ctx_at != 0u;
-    if (kind != PLANE_RANS && !contexts) {
+    let rows = kind == PLANE_ROW_CONTEXT && top == ROW_PLANE && params.row_at != 0u;
+    let contexts = kind == PLANE_CONTEXT && top != NO_CONTEXT && top != ROW_PLANE
+        && params.ctx_at != 0u;
+    if (kind != PLANE_RANS && !contexts && !rows) {
         err = err | ERR_TAG;
         return cend;
     }
@@ -226,10 +242,10 @@ fn plane(at: u32, m: u32, dst: u32, top: u32) -> u32 {
     if (contexts) {
         // Plane 0, written by every invocation, is read below by the lanes.
         storageBarrier();
-    } else {
+    } else if (!rows) {
         lh = plane_table(at);
     }
-    return plane_lanes(lh, m, dst, top, contexts);
+    return plane_lanes(lh, m, dst, top, contexts, rows);
 }
 
 // A rANS plane's frequency table at stream byte `at` (its kind byte) into the workgroup's
@@ -496,13 +512,20 @@ fn table_slots(p: u32, mine: u32, first_rank: u32, s8: array<u32, 8>, f8: array<
 
 // The lanes of a plane of `m` symbols from stream byte `lh` (count, states, word counts,
 // then the words) into scratch bytes [dst, dst + m), decoded with the workgroup's table or,
-// for a context plane, each symbol with its element's context table (plane 0 at `top`).
-// Returns the byte after the plane.
-fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool) -> u32 {
+// for a context plane, each symbol with its element's context table (plane 0 at `top`), or,
+// for a row plane, with the row table of the symbol U back. Returns the byte after the plane.
+fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool) -> u32 {
     need(lh, 1u);
     let k = byte_at(lh);
     if (k == 0u || k > MAX_LANES) {
         err = err | ERR_TAG;
+        return cend;
+    }
+    // A row plane's lanes divide its row distance (so a symbol's row-up symbol is its own
+    // lane's, qrows rounds back).
+    let qrows = select(0u, params.row_distance / k, rows);
+    if (rows && params.row_distance % k != 0u) {
+        err = err | ERR_VALUE;
         return cend;
     }
     need(lh + 1u, 6u * k);
@@ -547,12 +570,36 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool) -> u32 {
                         if (full || i < m) {
                             var s = 0u;
                             if (contexts) {
-                                var tb = context_table(sbyte(top + i));
+                                var tb = context_table(params.ctx_at, sbyte(top + i));
                                 if (tb == CTX_ABSENT) {
                                     err = err | ERR_VALUE;
                                     tb = 0u;
                                 }
-                                s = step_in(&x, &pp, tb);
+                                s = step_in(&x, &pp, params.ctx_at, tb);
+                            } else if (rows) {
+                                // Round rr of this lane; the symbol one row up is its round
+                                // rr - qrows: in this word (`w`), in an earlier stage word of
+                                // this block, or in scratch (an earlier block).
+                                let rr = rb + 4u * t + b;
+                                var tb = params.row_first;
+                                if (rr >= qrows && qrows > 0u) {
+                                    let ru = rr - qrows;
+                                    var up = 0u;
+                                    if (ru >= rb + 4u * t) {
+                                        up = (w >> (8u * (ru - rb - 4u * t))) & 0xffu;
+                                    } else if (ru >= rb) {
+                                        let sw = stage[slot * 32u + (ru - rb) / 4u];
+                                        up = (sw >> (8u * ((ru - rb) % 4u))) & 0xffu;
+                                    } else {
+                                        up = sbyte(dst + i - params.row_distance);
+                                    }
+                                    tb = context_table(params.row_at, up);
+                                }
+                                if (tb == CTX_ABSENT) {
+                                    err = err | ERR_VALUE;
+                                    tb = 0u;
+                                }
+                                s = step_in(&x, &pp, params.row_at, tb);
                             } else {
                                 s = step(&x, &pp);
                             }
@@ -590,6 +637,9 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool) -> u32 {
                     }
                 }
                 workgroupBarrier();
+                if (rows) {
+                    storageBarrier();
+                }
                 continue;
             }
             for (var q = i0 / 4u + slot; q < (i1 + 3u) / 4u; q = q + WG) {
@@ -611,6 +661,10 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool) -> u32 {
                 scratch[sbase + dst / 4u + q] = w;
             }
             workgroupBarrier();
+            if (rows) {
+                // A row plane's lanes read this block's symbols from scratch in later blocks.
+                storageBarrier();
+            }
         }
         if (live) {
             let last = select(lane_pos[slot + 1u], end, slot + 1u == k);
@@ -1116,7 +1170,11 @@ fn run(wg: vec3<u32>) {
             // (Past an error `plane` returns the chunk's end; a chunk that ends before its
             // last plane is short, not complete.)
             if (at < cend) {
-                at = plane(at, z, p * K, select(NO_CONTEXT, 0u, p == 1u));
+                var top = select(NO_CONTEXT, 0u, p == 1u);
+                if (p == 0u && !sparse) {
+                    top = ROW_PLANE;
+                }
+                at = plane(at, z, p * K, top);
             } else {
                 err = err | ERR_OVERRUN;
             }

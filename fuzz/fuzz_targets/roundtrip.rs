@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
     let codec = CodecSpec::from(id).codec();
     let elem = [ElemType::U8, ElemType::BF16, ElemType::F16, ElemType::F32][(*shape & 3) as usize];
     // A row of `cols` elements when it divides the input (shaped encoders: IBP rows, the rANS
-    // row map), else one dimension.
+    // row map and row planes), else one dimension.
     let cols = 1 + (*shape >> 2) as usize;
     let n = input.len() / elem.size();
     let dims = if n > 0 && n % cols == 0 && n / cols > 1 {

@@ -41,9 +41,11 @@ fn ratio(codec: &Rans, g: &Group) -> Result<f64> {
 pub fn run(root: &Path) -> Result<()> {
     let groups = crate::bench::load_groups(&[], &[])?;
     let base = Rans::default();
-    // The parts in the order they were added, the tables wide until the last step.
+    // The parts in the order they were added: the tables wide and plane 0 without row
+    // contexts until the last two steps.
     let wide = Rans {
         compact_tables: false,
+        row_contexts: false,
         ..base
     };
     let steps: Vec<(&str, Rans)> = vec![
@@ -72,7 +74,14 @@ pub fn run(root: &Path) -> Result<()> {
             },
         ),
         ("+ row map", wide),
-        ("+ compact tables (default)", base),
+        (
+            "+ compact tables",
+            Rans {
+                row_contexts: false,
+                ..base
+            },
+        ),
+        ("+ row contexts (default)", base),
     ];
     let chunks: Vec<(String, Rans)> = (12..=20)
         .step_by(2)

@@ -137,7 +137,7 @@ fn rans_constants() -> String {
     use planepack_rans::internals::contexts as cx;
     use planepack_rans::internals::modelled as m;
     use planepack_rans::internals::scaled as sc;
-    let consts: [(&str, u32); 31] = [
+    let consts: [(&str, u32); 32] = [
         ("CHUNK_RAW", planepack_rans::CHUNK_RAW as u32),
         ("CHUNK_DENSE", planepack_rans::CHUNK_DENSE as u32),
         ("CHUNK_SPARSE", planepack_rans::CHUNK_SPARSE as u32),
@@ -172,6 +172,10 @@ fn rans_constants() -> String {
         ("SYM_LITERAL", m::SYM_LITERAL as u32),
         ("MODEL_TABLE_WORDS", crate::rans::MODEL_TABLE_WORDS),
         ("PLANE_CONTEXT", cx::PLANE_CONTEXT as u32),
+        (
+            "PLANE_ROW_CONTEXT",
+            planepack_rans::internals::row_contexts::PLANE_ROW_CONTEXT as u32,
+        ),
         ("CTX_ABSENT", cx::ABSENT as u32),
         ("CTX_INDEX_WORDS", crate::rans::CTX_INDEX_WORDS),
         ("CTX_TABLE_WORDS", crate::rans::CTX_TABLE_WORDS),
@@ -257,7 +261,13 @@ kernel_params! {
         ctx_at,
         /// 1 if the stream's frequency tables are compact (flag bit 2).
         compact_tables,
-    } pad 0
+        /// Version 6: where the stream's plane-0 row tables start in `chunk_off` (laid out as
+        /// the context tables, indexed by the plane-0 byte one row up); 0 when it has none.
+        row_at,
+        /// Version 6: the row distance `U`, and the table of the first row's context
+        /// (`CTX_ABSENT` if none).
+        row_distance, row_first,
+    } pad 1
 }
 
 kernel_params! {

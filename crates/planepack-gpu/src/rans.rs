@@ -22,13 +22,26 @@ pub const CTX_TABLE_WORDS: u32 = 1024 + 256;
 
 /// [`CTX_INDEX_WORDS`] and the tables' words for `t`.
 fn context_words(t: &planepack_rans::internals::contexts::ContextTables) -> Vec<u32> {
-    let dec = t.decoder();
-    let mut w: Vec<u32> = dec
-        .table_of()
+    table_words(&t.decoder().table_of(), t.tables.iter().flatten())
+}
+
+/// The row tables (version 6) in the context tables' layout: the index by the plane-0 byte
+/// one row up, then the tables.
+fn row_words(t: &planepack_rans::internals::row_contexts::RowTables) -> Vec<u32> {
+    table_words(&t.decoder().table_of(), t.tables.iter().flatten())
+}
+
+/// [`CTX_INDEX_WORDS`] of `table_of` (a table index per plane-0 byte), then each table's
+/// decode slots (a symbol per byte) and frequency | cumulative << 16 per symbol.
+fn table_words<'a>(
+    table_of: &[u8; 256],
+    tables: impl Iterator<Item = &'a planepack_rans::internals::plan::Table>,
+) -> Vec<u32> {
+    let mut w: Vec<u32> = table_of
         .chunks_exact(4)
         .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
         .collect();
-    for table in t.tables.iter().flatten() {
+    for table in tables {
         let mut slots = Vec::new();
         table.decode_slots(&mut slots);
         w.extend(slots.chunks_exact(4).map(|q| {
@@ -112,6 +125,17 @@ impl Gpu {
             }
             None => 0,
         };
+        // Version 6: the row tables after them (`row_at` > 0).
+        let (row_at, row_distance, row_first) = match &h.row_contexts {
+            Some(t) => {
+                let at = u32_of(offsets.len(), "chunk count")?;
+                offsets.extend(row_words(t));
+                let first =
+                    t.decoder().by_context[planepack_rans::internals::row_contexts::ROW_FIRST];
+                (at, t.distance, first as u32)
+            }
+            None => (0, 0, 0),
+        };
         // Scratch per chunk: W planes of K bytes, then the mask plane, then (in a stream with
         // modelled chunks) the context tables.
         let mask_at = width * k;
@@ -142,6 +166,9 @@ impl Gpu {
             tail_len: tail_len as u32,
             ctx_at,
             compact_tables: u32::from(h.tables == TableForm::Compact),
+            row_at,
+            row_distance,
+            row_first,
             ..Default::default()
         });
         let status = self.status();

@@ -541,6 +541,65 @@ fn difference_chunks_decode_and_fail_like_the_cpu() {
     });
 }
 
+/// Row planes (stream version 6): channel-scaled matrices of BF16, FP16 and FP32 with rows of
+/// 64, 112, 28 and 7 (lane counts of 32, 16, 28 and 7: the gather's 4-lane and general paths;
+/// rows longer and shorter than a block of 128 rounds), in 4 KiB and 64 KiB chunks, decode as
+/// on the CPU on both scan paths; damaged ones (the row section, the first chunk's lane
+/// header, random damage) fail or decode as on the CPU; a row plane in a version-5 stream is
+/// refused by both.
+#[test]
+fn row_planes_decode_and_fail_like_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let v6 = planepack_rans::internals::row_contexts::VERSION_ROW_CONTEXT;
+    let mut cases: Vec<(Vec<u8>, ElemType, Rans, Vec<u8>)> = Vec::new();
+    for (elem, cols, chunk_log2) in [
+        (ElemType::BF16, 64usize, 16u8),
+        (ElemType::F16, 112, 16),
+        (ElemType::F32, 28, 16),
+        (ElemType::BF16, 7, 12),
+        (ElemType::F32, 4096, 16),
+    ] {
+        let rows = (100 << 10) / (cols * elem.size()) + 1;
+        let data = planepack_testkit::channel_scaled(rows, cols, elem, cols as u64);
+        let c = Rans {
+            chunk_log2,
+            ..Rans::default()
+        };
+        let mut s = Vec::new();
+        c.encode_shaped(&data, elem, &[rows, cols], &mut s).unwrap();
+        assert_eq!(s[4], v6, "{elem} rows of {cols}");
+        cases.push((data, elem, c, s));
+    }
+    let mut rng = Rng(66);
+    on_each_path(g, |d| {
+        let p = d.cfg.path;
+        for (data, elem, c, s) in &cases {
+            decodes_to(d, s, data, &format!("{p:?} row planes {elem} {c:?}"));
+        }
+        let (_, _, c, s) = &cases[0];
+        damaged_rans_agree(d, c, s, &mut rng, "row planes");
+        // The row section (after the header and the context section's two bytes) and the
+        // first chunk's mode, kind and lane header.
+        let h = planepack_rans::parse_header(s).unwrap();
+        let first = planepack_rans::chunk_spans(s, &h).unwrap()[0].0;
+        for at in (16..16 + 2 + 8).chain(first..first + 8) {
+            for v in [0u8, 7, 0xff, s[at] ^ 1] {
+                let mut bad = s.clone();
+                bad[at] = v;
+                agree(
+                    c,
+                    &bad,
+                    |x| d.decode_rans(x),
+                    &format!("{p:?} row byte {at}={v}"),
+                );
+            }
+        }
+        let mut old = s.clone();
+        old[4] = 5;
+        agree(c, &old, |x| d.decode_rans(x), &format!("{p:?} version 5"));
+    });
+}
+
 /// A chunk that ends exactly where one of its planes would start is short, not complete: the
 /// CPU refuses it, and so must the GPU (it once skipped the missing planes).
 #[test]

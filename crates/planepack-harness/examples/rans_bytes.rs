@@ -1,11 +1,19 @@
 //! Compressed bytes of `rans` per dataset group and per workload batch, for comparing two
-//! builds of the encoder: `cargo run --release -p planepack-harness --example rans_bytes`.
+//! builds of the encoder: `cargo run --release -p planepack-harness --example rans_bytes`
+//! (`NO_ROW_CONTEXTS=1`: the default encoder without row planes, for what they buy).
 use planepack_container::CodecSpec;
 use planepack_datasets::{datasets_dir, Manifest};
 use planepack_harness::input::{groups_of, Batches, BATCH_BYTES};
 
 fn main() {
-    let codec = CodecSpec::parse("rans").unwrap().codec();
+    let codec: Box<dyn planepack_core::Codec> = if std::env::var_os("NO_ROW_CONTEXTS").is_some() {
+        Box::new(planepack_rans::Rans {
+            row_contexts: false,
+            ..Default::default()
+        })
+    } else {
+        CodecSpec::parse("rans").unwrap().codec()
+    };
     let dir = datasets_dir();
     let manifest = Manifest::read(&dir).unwrap();
     let mut total = (0u64, 0u64);

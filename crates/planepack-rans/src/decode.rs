@@ -4,6 +4,7 @@
 use super::*;
 use crate::contexts::{ContextDecoder, ContextTables, PLANE_CONTEXT};
 use crate::lanes::Target;
+use crate::row_contexts::{RowDecoder, PLANE_ROW_CONTEXT};
 
 /// Per-thread decoder scratch.
 #[derive(Default)]
@@ -70,7 +71,8 @@ pub(crate) fn get_plane(
 /// rotated back if `rotate`): a dense chunk's body, a sparse chunk's nonzero elements, a
 /// scaled chunk's scales. With `ctx` (a version-4 stream's tables), plane 1 may be a context
 /// plane; of 2-byte elements, it is decoded straight into the joined elements (no join pass).
-/// Returns the offset after the planes.
+/// With `rows` (a version-6 stream's row tables; a dense chunk's planes only), plane 0 may be
+/// a row plane. Returns the offset after the planes.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn get_joined(
     chunk: &[u8],
@@ -82,11 +84,21 @@ pub(crate) fn get_joined(
     planes: &mut Vec<Vec<u8>>,
     lanes: &mut (Vec<u32>, Vec<u16>),
     ctx: Option<&ContextDecoder>,
+    rows: Option<&RowDecoder>,
     out: &mut [u8],
 ) -> Result<usize> {
     planes.resize_with(width, Vec::new);
     for j in 0..width {
         let (done, rest) = planes.split_at_mut(j);
+        if let (Some(dec), 0) = (rows, j) {
+            if take(chunk, at, 1, "plane kind")?[0] == PLANE_ROW_CONTEXT {
+                let dst = &mut rest[0];
+                dst.clear();
+                dst.resize(n, 0);
+                at = lanes::decode_rows(chunk, at + 1, dec, &mut lanes.1, dst)?;
+                continue;
+            }
+        }
         if let (Some(dec), 1, 2) = (ctx, j, width) {
             if take(chunk, at, 1, "plane kind")?[0] == PLANE_CONTEXT {
                 let target = Target::Joined2 {
@@ -108,11 +120,12 @@ pub(crate) fn get_joined(
 }
 
 /// Decode one chunk payload into `out` (whole elements); `ctx` is the stream's context
-/// tables (version 4).
+/// tables (version 4), `rows` its row tables (version 6).
 pub(crate) fn decode_chunk(
     chunk: &[u8],
     h: &Header,
     ctx: Option<&ContextDecoder>,
+    rows: Option<&RowDecoder>,
     s: &mut DecScratch,
     out: &mut [u8],
 ) -> Result<()> {
@@ -134,6 +147,7 @@ pub(crate) fn decode_chunk(
             &mut s.planes,
             &mut s.lanes,
             ctx,
+            rows,
             out,
         )?,
         CHUNK_SPARSE => {
@@ -173,6 +187,7 @@ pub(crate) fn decode_chunk(
                 &mut s.planes,
                 &mut s.lanes,
                 ctx,
+                None,
                 &mut s.nonzero,
             )?;
             expand(&s.nonzero, &s.mask, h.width, out);
@@ -196,6 +211,7 @@ pub(crate) fn decode_chunk(
                 h.tables,
                 &mut s.planes,
                 &mut s.lanes,
+                None,
                 None,
                 out,
             )?;
@@ -227,8 +243,10 @@ impl Rans {
         let elems = &mut out[..body];
         let chunk_bytes = h.chunk_elements() * h.width;
         let ctx = h.contexts.as_ref().map(ContextTables::decoder);
+        let rows = h.row_contexts.as_ref().map(|r| r.decoder());
         let work = |(span, o): (&(usize, usize), &mut [u8]), s: &mut DecScratch| {
-            decode_chunk(&compressed[span.0..span.0 + span.1], &h, ctx.as_ref(), s, o)
+            let chunk = &compressed[span.0..span.0 + span.1];
+            decode_chunk(chunk, &h, ctx.as_ref(), rows.as_ref(), s, o)
         };
         if parallel {
             spans

@@ -3,6 +3,15 @@
 
 use super::*;
 use crate::contexts::{ContextEncoder, PLANE_CONTEXT, VERSION_CONTEXT};
+use crate::row_contexts::{RowEncoder, PLANE_ROW_CONTEXT, VERSION_ROW_CONTEXT};
+
+/// The stream-wide tables a chunk's planes may be coded with: plane 1's by the exponent
+/// (version 4) and plane 0's by the exponent one row up (version 6).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Models<'a> {
+    pub contexts: Option<&'a ContextEncoder>,
+    pub rows: Option<&'a RowEncoder>,
+}
 
 /// Samples [`rotation_pays`] takes, evenly spaced over the tensor, and their size: 32 KiB in
 /// all, enough for order-0 statistics and a small cost next to coding the tensor.
@@ -104,8 +113,8 @@ pub(crate) struct TensorPlan<'a> {
     pub try_modelled: bool,
     /// Whether chunks try the block-scaled form (FP32 only).
     pub try_scaled: bool,
-    /// The stream's context tables, where plane 1 may be a context plane.
-    pub contexts: Option<&'a ContextEncoder>,
+    /// The stream's context and row tables, where planes 1 and 0 may use them.
+    pub models: Models<'a>,
     /// Whether chunks try the difference form ([`Rans::differences_may_pay`]).
     pub try_differences: bool,
 }
@@ -123,6 +132,9 @@ pub enum PlanePlan {
     Rans(Table),
     /// Plane 1 coded with the stream's context tables (version 4; the CPU encoder only).
     Context,
+    /// Plane 0 of a dense chunk coded with the stream's row tables (version 6; the CPU
+    /// encoder only).
+    Row,
 }
 
 /// A plane's kind and its estimated size in bytes (exact for raw and constant planes; for a
@@ -205,15 +217,17 @@ impl ChunkPlan {
         sparse: Option<(&[u32; 256], usize)>,
         form: TableForm,
     ) -> ChunkPlan {
-        ChunkPlan::from_counts_with(dense, sparse, None, form)
+        ChunkPlan::from_counts_with(dense, sparse, None, None, form)
     }
 
     /// [`ChunkPlan::from_counts`], with plane 1 a context plane in a layout where its
-    /// estimated size (`plane1_context`: dense, sparse) is below its own table's.
+    /// estimated size (`plane1_context`: dense, sparse) is below its own table's, and the
+    /// dense layout's plane 0 a row plane where its estimate (`plane0_row`) is.
     pub(crate) fn from_counts_with(
         dense: &[[u32; 256]],
         sparse: Option<(&[u32; 256], usize)>,
         plane1_context: Option<[f64; 2]>,
+        plane0_row: Option<f64>,
         form: TableForm,
     ) -> ChunkPlan {
         // A layout's planes with plane `at` a context plane where that is smaller, and its
@@ -233,12 +247,17 @@ impl ChunkPlan {
                     plain,
                 )
             };
-        let (dense_plans, dense_estimate, dense_plain) = with_context(
-            dense.iter().map(|c| plan_plane_counts(c, form)).collect(),
-            1,
-            plane1_context.map(|c| c[0]),
-            1.0,
-        );
+        let mut dense_plans: Vec<(PlanePlan, f64)> =
+            dense.iter().map(|c| plan_plane_counts(c, form)).collect();
+        // (A row plane's saving counts in the plain estimate too: it is 5-15 % of the plane
+        // where it is taken, well beyond the modelled estimate's excess.)
+        if let (Some(p), Some(size)) = (dense_plans.first_mut(), plane0_row) {
+            if size < p.1 {
+                *p = (PlanePlan::Row, size);
+            }
+        }
+        let (dense_plans, dense_estimate, dense_plain) =
+            with_context(dense_plans, 1, plane1_context.map(|c| c[0]), 1.0);
         let Some((mask, zeros)) = sparse else {
             return ChunkPlan {
                 dense: dense_plans,
@@ -288,6 +307,7 @@ pub(crate) fn put_plane(
     out: &mut Vec<u8>,
 ) -> Result<bool> {
     match plan {
+        PlanePlan::Row => unreachable!("a row plane is put by put_row_plane"),
         PlanePlan::Context => {
             let (c, top, sel) = ctx.expect("a context plane is planned only with its tables");
             crate::contexts::contexts_into(top, c.tables.e0, sel);
@@ -321,26 +341,62 @@ pub(crate) fn put_plane(
     Ok(false)
 }
 
+/// Append plane 0 of a dense chunk, `top`, as a row plane with the stream's row tables
+/// (raw if that comes out no smaller); `sel` is scratch. Returns whether it was written as
+/// a row plane.
+pub(crate) fn put_row_plane(
+    top: &[u8],
+    rows: &RowEncoder,
+    sel: &mut Vec<u8>,
+    enc: &mut lanes::Encoder,
+    out: &mut Vec<u8>,
+) -> Result<bool> {
+    let u = rows.tables.distance as usize;
+    crate::row_contexts::row_selectors(top, u, &rows.context_of, sel);
+    let start = out.len();
+    out.push(PLANE_ROW_CONTEXT);
+    let k = crate::row_contexts::row_lanes(top.len(), u);
+    enc.encode_selected_lanes(&rows.prepared, sel, top, k, out)?;
+    if coded_plane_kept(out.len() - start, top.len()) {
+        return Ok(true);
+    }
+    out.truncate(start);
+    out.push(PLANE_RAW);
+    out.extend_from_slice(top);
+    Ok(false)
+}
+
 /// Append `planes` to `out`, each as planned (a context plane's contexts from the plane
-/// before it, its elements' plane 0). Returns whether a context plane was written.
+/// before it, its elements' plane 0; a row plane's from itself). Returns the version the
+/// planes need: 1, [`VERSION_CONTEXT`] with a context plane, [`VERSION_ROW_CONTEXT`] with a
+/// row plane.
 pub(crate) fn put_planes(
     planes: &[&[u8]],
     plans: &[PlanePlan],
     form: TableForm,
-    ctx: Option<(&ContextEncoder, &mut Vec<u8>)>,
+    models: Option<(Models, &mut Vec<u8>)>,
     enc: &mut lanes::Encoder,
     out: &mut Vec<u8>,
-) -> Result<bool> {
-    let mut any = false;
-    let mut ctx = ctx;
+) -> Result<u8> {
+    let mut version = 1;
+    let mut models = models;
     for (j, (p, plan)) in planes.iter().zip(plans).enumerate() {
-        let c = match &mut ctx {
-            Some((t, sel)) if j > 0 => Some((*t, planes[j - 1], &mut **sel)),
+        if let (PlanePlan::Row, Some((m, sel))) = (plan, &mut models) {
+            let rows = m.rows.expect("a row plane is planned only with its tables");
+            if put_row_plane(p, rows, sel, enc, out)? {
+                version = version.max(VERSION_ROW_CONTEXT);
+            }
+            continue;
+        }
+        let c = match &mut models {
+            Some((m, sel)) if j > 0 => m.contexts.map(|t| (t, planes[j - 1], &mut **sel)),
             _ => None,
         };
-        any |= put_plane(p, plan, form, c, enc, out)?;
+        if put_plane(p, plan, form, c, enc, out)? {
+            version = version.max(VERSION_CONTEXT);
+        }
     }
-    Ok(any)
+    Ok(version)
 }
 
 /// The chunks a tensor-wide trial gate samples: `clamp(chunks / 16, 2, MODELLED_SAMPLES)`
@@ -459,7 +515,7 @@ impl Rans {
             row,
             try_modelled,
             try_scaled,
-            contexts,
+            models,
             try_differences,
         } = plan;
         // A chunk whose every block factors (which the first block decides on nearly every
@@ -471,11 +527,11 @@ impl Rans {
             None
         };
         if scaled.is_none() && !try_modelled && !try_differences {
-            return self.encode_chunk_planes(elems, width, rotate, contexts, index, s, out);
+            return self.encode_chunk_planes(elems, width, rotate, models, index, s, out);
         }
         // The planes' plan, once, for whichever form is tried and for writing the planes if
         // none wins (the other trials keep to their own scratch).
-        let planes = self.plan_chunk_planes(elems, width, rotate, contexts, index, s);
+        let planes = self.plan_chunk_planes(elems, width, rotate, models, index, s);
         let best_plane_estimate = planes.plain_estimate;
         if let Some(scaled) = scaled.filter(|p| p.estimate < best_plane_estimate) {
             let start = out.len();
@@ -536,7 +592,7 @@ impl Rans {
             )?;
             return Ok(VERSION_MODELLED);
         }
-        self.write_chunk_planes(elems, width, rotate, planes, contexts, s, out)
+        self.write_chunk_planes(elems, width, rotate, planes, models, s, out)
     }
 
     /// Plan the chunk as byte planes (its dense planes split into `s.planes`; where the
@@ -547,10 +603,11 @@ impl Rans {
         elems: &[u8],
         width: usize,
         rotate: bool,
-        contexts: Option<&ContextEncoder>,
+        models: Models,
         index: usize,
         s: &mut EncScratch,
     ) -> ChunkPlan {
+        let contexts = models.contexts;
         s.planes.resize_with(width, Vec::new);
         split(elems, width, rotate, &mut s.planes);
         let zeros = count_zeros(elems, width);
@@ -604,12 +661,18 @@ impl Rans {
             ])
         };
         let context_sizes = context_sizes(s);
+        // Plane 0 as a row plane (dense layout only): its cost under the stream's row tables.
+        let row_size = models.rows.and_then(|r| {
+            let bits = r.chunk_bits(index, &dense[0])?;
+            let k = crate::row_contexts::row_lanes(n, r.tables.distance as usize);
+            Some(1.0 + bits / 8.0 + lanes::lane_header(k) as f64).filter(|b| b.is_finite())
+        });
         let mask = sparse_considered(self.zero_mask, zeros, n).then(|| {
             take_zeros_out(elems, width, &mut s.mask, &mut s.nonzero);
             histogram(&s.mask)
         });
         let sparse = mask.as_ref().map(|m| (m, zeros));
-        ChunkPlan::from_counts_with(&dense, sparse, context_sizes, self.table_form())
+        ChunkPlan::from_counts_with(&dense, sparse, context_sizes, row_size, self.table_form())
     }
 
     /// The estimated size of the chunk as byte planes: the smaller of the dense and sparse
@@ -621,7 +684,7 @@ impl Rans {
         rotate: bool,
         s: &mut EncScratch,
     ) -> f64 {
-        self.plan_chunk_planes(elems, width, rotate, None, 0, s)
+        self.plan_chunk_planes(elems, width, rotate, Models::default(), 0, s)
             .estimate
     }
 
@@ -633,13 +696,13 @@ impl Rans {
         elems: &[u8],
         width: usize,
         rotate: bool,
-        contexts: Option<&ContextEncoder>,
+        models: Models,
         index: usize,
         s: &mut EncScratch,
         out: &mut Vec<u8>,
     ) -> Result<u8> {
-        let plan = self.plan_chunk_planes(elems, width, rotate, contexts, index, s);
-        self.write_chunk_planes(elems, width, rotate, plan, contexts, s, out)
+        let plan = self.plan_chunk_planes(elems, width, rotate, models, index, s);
+        self.write_chunk_planes(elems, width, rotate, plan, models, s, out)
     }
 
     /// Write one chunk as byte planes by `plan`, which [`Rans::plan_chunk_planes`] made for
@@ -652,7 +715,7 @@ impl Rans {
         width: usize,
         rotate: bool,
         plan: ChunkPlan,
-        contexts: Option<&ContextEncoder>,
+        models: Models,
         s: &mut EncScratch,
         out: &mut Vec<u8>,
     ) -> Result<u8> {
@@ -671,24 +734,35 @@ impl Rans {
         let form = self.table_form();
         // A layout's mode bytes and planes; the sparse layout's mask plane has no context
         // plane after it, so its nonzero planes are put on their own (plane 1's contexts are
-        // the nonzero elements' plane 0).
-        let mut put = |sparse: bool, dst: &mut Vec<u8>| -> Result<bool> {
-            let c = contexts.map(|c| (c, &mut *sel));
+        // the nonzero elements' plane 0), and they have no row plane (row planes are dense).
+        // Returns the version the planes need.
+        let mut put = |sparse: bool, dst: &mut Vec<u8>| -> Result<u8> {
             if sparse {
                 let sparse_plans = plan.sparse.as_ref().expect("a sparse plan");
                 dst.extend_from_slice(&head);
                 put_plane(sparse_planes[0], &sparse_plans[0], form, None, s_lanes, dst)?;
+                let nonzero = Models {
+                    rows: None,
+                    ..models
+                };
                 put_planes(
                     &sparse_planes[1..],
                     &sparse_plans[1..],
                     form,
-                    c,
+                    Some((nonzero, &mut *sel)),
                     s_lanes,
                     dst,
                 )
             } else {
                 dst.push(CHUNK_DENSE);
-                put_planes(&dense_planes, &plan.dense, form, c, s_lanes, dst)
+                put_planes(
+                    &dense_planes,
+                    &plan.dense,
+                    form,
+                    Some((models, &mut *sel)),
+                    s_lanes,
+                    dst,
+                )
             }
         };
         let used = match plan.layouts {
@@ -714,7 +788,7 @@ impl Rans {
             out.extend_from_slice(elems);
             return Ok(1);
         }
-        Ok(if used { VERSION_CONTEXT } else { 1 })
+        Ok(used)
     }
 }
 
@@ -806,13 +880,30 @@ impl Rans {
         } else {
             None
         };
+        let rows_enc = if self.row_contexts {
+            crate::row_contexts::plan_tables(
+                &input_body[..body],
+                width,
+                rotate,
+                row,
+                contexts.as_ref().map(|c| c.tables.e0),
+                chunk_bytes,
+                self.table_form(),
+                parallel,
+            )
+        } else {
+            None
+        };
         let mut plan = TensorPlan {
             width,
             rotate,
             row,
             try_modelled: false,
             try_scaled: self.scaled && width == 4,
-            contexts: contexts.as_ref(),
+            models: Models {
+                contexts: contexts.as_ref(),
+                rows: rows_enc.as_ref(),
+            },
             try_differences: false,
         };
         plan.try_differences = self.differences
@@ -867,22 +958,27 @@ impl Rans {
         };
         out[version_at] = version;
         // The context tables go before the chunk table, once a chunk has used them; a
-        // version-5 stream has the section always: the tensor's tables where it has any
-        // (whether or not a chunk used them), else an empty set.
-        let table_at = match contexts.filter(|_| version >= VERSION_CONTEXT) {
-            Some(c) => {
-                let form = self.table_form();
-                let mut section = Vec::with_capacity(c.tables.written_len(form));
-                c.tables.write(&mut section, form);
-                out.splice(table_at..table_at, section.iter().copied());
-                table_at + section.len()
-            }
+        // version-5 or 6 stream has the section always: the tensor's tables where it has any
+        // (whether or not a chunk used them), else an empty set (with the row tables' `E0`
+        // in version 6). The row tables follow in version 6 (a chunk used them).
+        let form = self.table_form();
+        let mut section = Vec::new();
+        match contexts.filter(|_| version >= VERSION_CONTEXT) {
+            Some(c) => c.tables.write(&mut section, form),
             None if version >= crate::difference::VERSION_DIFFERENCE => {
-                out.splice(table_at..table_at, [0u8, 0u8]);
-                table_at + 2
+                let e0 = rows_enc.as_ref().filter(|_| version >= VERSION_ROW_CONTEXT);
+                section.extend_from_slice(&[e0.map_or(0, |r| r.tables.e0), 0]);
             }
-            None => table_at,
-        };
+            None => {}
+        }
+        if version >= VERSION_ROW_CONTEXT {
+            let r = rows_enc
+                .as_ref()
+                .expect("a row plane is written only with the row tables");
+            r.tables.write(&mut section, form);
+        }
+        out.splice(table_at..table_at, section.iter().copied());
+        let table_at = table_at + section.len();
         for (entry, len) in out[table_at..table_at + 4 * n_chunks]
             .chunks_exact_mut(4)
             .zip(&lens)

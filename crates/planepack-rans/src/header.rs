@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::contexts::{ContextTables, VERSION_CONTEXT};
+use crate::row_contexts::{RowTables, VERSION_ROW_CONTEXT};
 
 /// Repeated rows (flag bit 1): the tensor's rows of `row_bytes`, of which `copies` lists
 /// each row that repeats an earlier one, with the earlier row it repeats. Only the other rows
@@ -32,6 +33,8 @@ pub struct Header {
     pub rows: Option<RowMap>,
     /// Version 4: the context tables of plane-1 context planes.
     pub contexts: Option<ContextTables>,
+    /// Version 6: the row tables of plane-0 row planes.
+    pub row_contexts: Option<RowTables>,
     /// Where the chunk table starts (after the header, the row map and the context tables).
     pub table_at: usize,
 }
@@ -60,8 +63,8 @@ impl Header {
 /// stream is long enough for the chunk table it implies (so a lying `raw_len` is refused
 /// before anything is allocated for it).
 pub fn parse_header(input: &[u8]) -> Result<Header> {
-    // Version 5 (difference chunks), 4 (context planes), 3 (scaled chunks), 2 (modelled
-    // chunks) or 1; anything else
+    // Version 6 (row planes), 5 (difference chunks), 4 (context planes), 3 (scaled chunks),
+    // 2 (modelled chunks) or 1; anything else
     // is refused as the newest would be.
     let version = match input.get(4) {
         Some(&v) if (1..VERSION).contains(&v) => v,
@@ -100,6 +103,14 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
     } else {
         (None, after_rows)
     };
+    // Version 6: the row tables, with the context section's E0.
+    let (row_contexts, table_at) = if version >= VERSION_ROW_CONTEXT {
+        let e0 = take(input, after_rows, 1, "context tables")?[0];
+        let (r, end) = RowTables::read(input, table_at, e0, tables)?;
+        (Some(r), end)
+    } else {
+        (None, table_at)
+    };
     let header = Header {
         version,
         width,
@@ -109,6 +120,7 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
         raw_len,
         rows,
         contexts,
+        row_contexts,
         table_at,
     };
     // Every chunk takes at least a 4-byte length and a 1-byte mode.

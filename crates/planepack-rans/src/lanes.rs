@@ -138,7 +138,7 @@ impl Encoder {
     ) -> Result<()> {
         let mut syms = std::mem::take(&mut self.syms);
         coding_constants(&[Some(table)], &mut syms);
-        let r = self.encode_syms(&syms, None, symbols, simd, out);
+        let r = self.encode_syms(&syms, None, symbols, lanes_for(symbols.len()), simd, out);
         self.syms = syms;
         r
     }
@@ -152,7 +152,28 @@ impl Encoder {
         symbols: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        self.encode_syms(&tables.0, Some(sel), symbols, true, out)
+        self.encode_syms(
+            &tables.0,
+            Some(sel),
+            symbols,
+            lanes_for(symbols.len()),
+            true,
+            out,
+        )
+    }
+
+    /// [`Encoder::encode_selected`] in `k` lanes (1 to 32; a row plane's lanes divide its
+    /// row distance).
+    pub(crate) fn encode_selected_lanes(
+        &mut self,
+        tables: &Prepared,
+        sel: &[u8],
+        symbols: &[u8],
+        k: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        assert!((1..=MAX_LANES).contains(&k));
+        self.encode_syms(&tables.0, Some(sel), symbols, k, true, out)
     }
 
     fn encode_syms(
@@ -160,11 +181,11 @@ impl Encoder {
         syms: &[EncSymbol],
         sel: Option<&[u8]>,
         symbols: &[u8],
+        k: usize,
         simd: bool,
         out: &mut Vec<u8>,
     ) -> Result<()> {
         let n = symbols.len();
-        let k = lanes_for(n);
         let tables = syms.len() / 256;
         // Every selector names a table (the kernels index by it unchecked).
         assert!(
@@ -528,30 +549,14 @@ pub fn decode(
     {
         return Err(Error::corrupt("context plane without its tables"));
     }
-    let k = take(input, at, 1, "rANS lane count")?[0] as usize;
-    if !(1..=MAX_LANES).contains(&k) {
-        return Err(Error::corrupt_at(format!("{k} rANS lanes"), at));
-    }
-    let head = take(input, at + 1, 6 * k, "rANS lane header")?;
-    let mut x = [0u32; MAX_LANES];
-    let mut pos = [0usize; MAX_LANES];
-    let mut end = [0usize; MAX_LANES];
-    let mut next = 0usize;
-    for j in 0..k {
-        x[j] = u32::from_le_bytes(head[4 * j..4 * j + 4].try_into().unwrap());
-        if x[j] < L {
-            return Err(Error::corrupt_at("rANS lane state below L", at + 1 + 4 * j));
-        }
-        let n = u16::from_le_bytes(head[4 * k + 2 * j..][..2].try_into().unwrap());
-        pos[j] = next;
-        next += n as usize;
-        end[j] = next;
-    }
-    let words_at = at + lane_header(k);
-    let raw = take(input, words_at, 2 * next, "rANS lane words")?;
-    // Two zero words past the end: what a lane reads once it has overrun every word (one
-    // for the scalar loop, two for the AVX2 gathers, which load 32 bits at a word).
-    words_from_bytes(raw, words);
+    let LaneStart {
+        k,
+        mut x,
+        mut pos,
+        end,
+        words_at,
+        next,
+    } = LaneStart::read(input, at, words)?;
     let last = next;
     let words = &words[..];
     let unit = target.unit();
@@ -607,6 +612,201 @@ pub fn decode(
     )
 }
 
+/// A plane's lanes as their header gives them: the count `k`, each lane's initial state, its
+/// first word and the word after its last (indices into the words, which `read` has put in
+/// `words` with two zero words after them), where the words start in the stream and how many
+/// there are.
+struct LaneStart {
+    k: usize,
+    x: [u32; MAX_LANES],
+    pos: [usize; MAX_LANES],
+    end: [usize; MAX_LANES],
+    words_at: usize,
+    next: usize,
+}
+
+impl LaneStart {
+    /// Read the lane header at `at` (a count of 1 to 32 lanes, states at least `L`) and the
+    /// lanes' words into `words`.
+    fn read(input: &[u8], at: usize, words: &mut Vec<u16>) -> Result<LaneStart> {
+        let k = take(input, at, 1, "rANS lane count")?[0] as usize;
+        if !(1..=MAX_LANES).contains(&k) {
+            return Err(Error::corrupt_at(format!("{k} rANS lanes"), at));
+        }
+        let head = take(input, at + 1, 6 * k, "rANS lane header")?;
+        let mut x = [0u32; MAX_LANES];
+        let mut pos = [0usize; MAX_LANES];
+        let mut end = [0usize; MAX_LANES];
+        let mut next = 0usize;
+        for j in 0..k {
+            x[j] = u32::from_le_bytes(head[4 * j..4 * j + 4].try_into().unwrap());
+            if x[j] < L {
+                return Err(Error::corrupt_at("rANS lane state below L", at + 1 + 4 * j));
+            }
+            let n = u16::from_le_bytes(head[4 * k + 2 * j..][..2].try_into().unwrap());
+            pos[j] = next;
+            next += n as usize;
+            end[j] = next;
+        }
+        let words_at = at + lane_header(k);
+        let raw = take(input, words_at, 2 * next, "rANS lane words")?;
+        // Two zero words past the end: what a lane reads once it has overrun every word (one
+        // for the scalar loop, two for the AVX2 gathers, which load 32 bits at a word).
+        words_from_bytes(raw, words);
+        Ok(LaneStart {
+            k,
+            x,
+            pos,
+            end,
+            words_at,
+            next,
+        })
+    }
+}
+
+/// Every lane must have read exactly its words and returned to state `L`.
+fn check_ends(
+    x: &[u32; MAX_LANES],
+    pos: &[usize; MAX_LANES],
+    end: &[usize; MAX_LANES],
+    k: usize,
+    words_at: usize,
+) -> Result<()> {
+    for j in 0..k {
+        if x[j] != L || pos[j] != end[j] {
+            return Err(Error::corrupt_at(
+                format!("rANS lane {j} does not end where its encoder started"),
+                words_at,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One scalar decoding step of a lane with state `x` at word `p` (clamped to `last`, where
+/// the words end in zero words), with decode slots `slots` from `base`: returns the symbol.
+#[inline(always)]
+fn scalar_step(
+    x: &mut u32,
+    p: &mut usize,
+    slots: &[u32],
+    base: usize,
+    words: &[u16],
+    last: usize,
+) -> u8 {
+    let slot = *x & (PROB_SCALE - 1);
+    let e = slots[base + slot as usize];
+    let f = (e >> 8 & 0xfff) + 1;
+    let y = f * (*x >> PROB_BITS) + slot - (e >> 20);
+    let need = y < L;
+    let w = words[(*p).min(last)] as u32;
+    *x = if need { y << 16 | w } else { y };
+    *p += need as usize;
+    e as u8
+}
+
+/// Decode a row plane (kind 4, stream version 6) at `at` into `out`: symbol `i` with the
+/// table of context [`crate::row_contexts::ROW_FIRST`] if `i < U`, else of the row context of
+/// `out[i - U]` (decoded earlier by the same lane, since the lane count must divide `U`).
+/// `words` is scratch. Returns the offset after the lanes.
+pub fn decode_rows(
+    input: &[u8],
+    at: usize,
+    dec: &crate::row_contexts::RowDecoder,
+    words: &mut Vec<u16>,
+    out: &mut [u8],
+) -> Result<usize> {
+    use crate::row_contexts::{ROW_ABSENT, ROW_FIRST};
+    let tables = dec.slots.len() / PROB_SCALE as usize;
+    if tables == 0 || !dec.slots.len().is_multiple_of(PROB_SCALE as usize) {
+        return Err(Error::corrupt("row plane without its tables"));
+    }
+    let LaneStart {
+        k,
+        mut x,
+        mut pos,
+        end,
+        words_at,
+        next,
+    } = LaneStart::read(input, at, words)?;
+    let u = dec.distance;
+    if !u.is_multiple_of(k) {
+        return Err(Error::corrupt_at(
+            format!("{k} lanes of a row plane do not divide its row distance {u}"),
+            at,
+        ));
+    }
+    let words = &words[..];
+    let last = next;
+    let slots = &dec.slots[..];
+    let table_of = dec.table_of();
+    let last_table = (tables - 1) as u8;
+    let mut absent = false;
+    let n = out.len();
+    // Whole rounds of 8, 16, 24 or 32 lanes by the AVX2 kernel, the rest here.
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() {
+        let full = n / k * k;
+        let mut p32 = [0u32; MAX_LANES];
+        for (d, s) in p32.iter_mut().zip(&pos) {
+            *d = *s as u32;
+        }
+        // SAFETY: the CPU has AVX2 (checked above); k (a multiple of 8, at most 32) divides
+        // u (checked above) and `full`; the kernel's loads stay inside `slots` (tables below
+        // `tables`, an absent context's clamped to the last), `out` (earlier rounds) and
+        // `words` (indices <= last, two words after it), and it writes only `out[..full]`.
+        let ok = unsafe {
+            avx2::decode_rows(
+                k / 8,
+                &mut x,
+                &mut p32,
+                slots,
+                dec,
+                words,
+                last as u32,
+                &mut out[..full],
+            )
+        };
+        absent |= !ok;
+        for (d, s) in pos.iter_mut().zip(&p32) {
+            *d = *s as usize;
+        }
+        done = full;
+    }
+    // The rest, a round of k symbols at a time (`done` is whole rounds): a round lies wholly
+    // in the first row or wholly after it, since k divides U.
+    let first_table = dec.by_context[ROW_FIRST];
+    let first_base = first_table.min(last_table) as usize * PROB_SCALE as usize;
+    let base_of: [usize; 256] =
+        std::array::from_fn(|e| table_of[e].min(last_table) as usize * PROB_SCALE as usize);
+    for start in (done..n).step_by(k) {
+        let end = (start + k).min(n);
+        let (before, rest) = out.split_at_mut(start);
+        let lanes = x.iter_mut().zip(pos.iter_mut());
+        if start < u {
+            absent |= first_table == ROW_ABSENT;
+            for (o, (x, p)) in rest[..end - start].iter_mut().zip(lanes) {
+                *o = scalar_step(x, p, slots, first_base, words, last);
+            }
+        } else {
+            // The element one row up, `U` symbols back: `U / k` rounds earlier in this lane.
+            let up = &before[start - u..end - u];
+            for ((o, &e), (x, p)) in rest[..end - start].iter_mut().zip(up).zip(lanes) {
+                absent |= table_of[e as usize] == ROW_ABSENT;
+                *o = scalar_step(x, p, slots, base_of[e as usize], words, last);
+            }
+        }
+    }
+    if absent {
+        return Err(Error::corrupt(
+            "a row plane's element whose context has no table",
+        ));
+    }
+    check_ends(&x, &pos, &end, k, words_at)?;
+    Ok(words_at + 2 * next)
+}
+
 /// Decode `out` (whole rounds of `k` symbols, then a partial one) with the scalar loop, then
 /// check that every lane ended where its encoder started.
 #[allow(clippy::too_many_arguments)]
@@ -639,15 +839,7 @@ fn finish(
         t.min(last_table) as usize * PROB_SCALE as usize
     };
     let step = |x: &mut u32, p: &mut usize, base: usize| -> u8 {
-        let slot = *x & (PROB_SCALE - 1);
-        let e = slots[base + slot as usize];
-        let f = (e >> 8 & 0xfff) + 1;
-        let y = f * (*x >> PROB_BITS) + slot - (e >> 20);
-        let need = y < L;
-        let w = words[(*p).min(last)] as u32;
-        *x = if need { y << 16 | w } else { y };
-        *p += need as usize;
-        e as u8
+        scalar_step(x, p, slots, base, words, last)
     };
     let n = out.len() / target.unit();
     for (i, j) in (0..n).zip((0..k).cycle()) {
@@ -667,14 +859,7 @@ fn finish(
             "a context plane's element whose context has no table",
         ));
     }
-    for j in 0..k {
-        if x[j] != L || pos[j] != end[j] {
-            return Err(Error::corrupt_at(
-                format!("rANS lane {j} does not end where its encoder started"),
-                words_at,
-            ));
-        }
-    }
+    check_ends(x, pos, end, k, words_at)?;
     Ok(words_at + 2 * next)
 }
 
@@ -955,6 +1140,13 @@ mod avx2 {
         };
         let mut by_context = [ABSENT; 8];
         by_context[..CONTEXTS].copy_from_slice(&by);
+        let ctx = Contexts {
+            e0,
+            shift: 0,
+            above: CTX_ABOVE,
+            by_context,
+            distance: 0,
+        };
         let run = match target {
             Target::Plane => decode::<PLANE>,
             Target::Context { .. } => decode::<CONTEXT>,
@@ -962,7 +1154,49 @@ mod avx2 {
             Target::Joined2 { rotate: true, .. } => decode::<JOINED_ROTATED>,
         };
         // SAFETY: the caller's contract, passed on.
-        unsafe { run(groups, x, pos, slots, top, e0, by_context, words, last, out) }
+        unsafe { run(groups, x, pos, slots, top, ctx, words, last, out) }
+    }
+
+    /// How a symbol's table is chosen: its context `clamp((e >> shift) - (e0 >> shift), -3,
+    /// above) + 3` (`e` the plane-0 byte of its element, or of the element `distance` symbols
+    /// back in a row plane), mapped through `by_context`.
+    #[derive(Clone, Copy)]
+    pub struct Contexts {
+        pub e0: u8,
+        pub shift: u8,
+        pub above: i32,
+        pub by_context: [u8; 8],
+        pub distance: usize,
+    }
+
+    /// [`decode`] for a row plane's whole rounds (`out.len()` symbols, a multiple of the
+    /// lane count `8 groups`, which divides the row distance).
+    ///
+    /// # Safety
+    /// As for [`decode`].
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn decode_rows(
+        groups: usize,
+        x: &mut [u32; MAX_LANES],
+        pos: &mut [u32; MAX_LANES],
+        slots: &[u32],
+        dec: &crate::row_contexts::RowDecoder,
+        words: &[u16],
+        last: u32,
+        out: &mut [u8],
+    ) -> bool {
+        use crate::row_contexts::{ROW_CTX_ABOVE, ROW_CTX_BELOW};
+        const _: () = assert!(ROW_CTX_BELOW == CTX_BELOW);
+        let ctx = Contexts {
+            e0: dec.e0,
+            shift: dec.shift,
+            above: ROW_CTX_ABOVE,
+            by_context: dec.by_context,
+            distance: dec.distance,
+        };
+        // SAFETY: the caller's contract, passed on.
+        unsafe { decode::<ROW>(groups, x, pos, slots, &[], ctx, words, last, out) }
     }
 
     /// [`decode`]'s targets, as the kernel's `MODE`.
@@ -970,6 +1204,7 @@ mod avx2 {
     pub const CONTEXT: u8 = 1;
     pub const JOINED: u8 = 2;
     pub const JOINED_ROTATED: u8 = 3;
+    pub const ROW: u8 = 4;
 
     /// Decode whole rounds of `8 groups` lanes: `out.len()` symbols (`PLANE`, `CONTEXT`) or
     /// elements of two bytes (`JOINED`, `JOINED_ROTATED`). Without a plane-0 `top`
@@ -978,13 +1213,15 @@ mod avx2 {
     /// from a per-symbol array (a pass of its own before), an absent one ([`ABSENT`]) clamped
     /// to the last table and reported by returning false. The joined modes store
     /// `top[i] << 8 | symbol` (rotated right by one) as the element, so the planes need no
-    /// join afterwards.
+    /// join afterwards. `ROW` (a row plane) takes `e` from the symbol `ctx.distance` back in
+    /// `out` itself (the same lane's, decoded `distance / k` rounds earlier), and the table of
+    /// context 7 for the first `distance` symbols.
     ///
     /// # Safety
     /// The CPU must have AVX2. `words` must hold at least `last + 2` words; `groups` must be
     /// 1 to 4; `slots` must hold 4096 slots per table, at least one table, and every entry of
-    /// `by_context` other than [`ABSENT`] must name one of them; without `PLANE`, `top` holds
-    /// a byte per symbol.
+    /// `by_context` other than [`ABSENT`] must name one of them; with `CONTEXT` or the joined
+    /// modes, `top` holds a byte per symbol.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2")]
     pub unsafe fn decode<const MODE: u8>(
@@ -993,19 +1230,32 @@ mod avx2 {
         pos: &mut [u32; MAX_LANES],
         slots: &[u32],
         top: &[u8],
-        e0: u8,
-        by_context: [u8; 8],
+        ctx: Contexts,
         words: &[u16],
         last: u32,
         out: &mut [u8],
     ) -> bool {
         debug_assert!(words.len() >= last as usize + 2);
+        let Contexts {
+            e0,
+            shift,
+            above,
+            by_context,
+            distance,
+        } = ctx;
         let tables = slots.len() / PROB_SCALE as usize;
         assert!((1..=4).contains(&groups) && tables >= 1);
-        let unit = if MODE >= JOINED { 2 } else { 1 };
+        let unit = if MODE == JOINED || MODE == JOINED_ROTATED {
+            2
+        } else {
+            1
+        };
         let n = out.len() / unit;
-        assert!(MODE == PLANE || top.len() == n);
+        assert!(MODE == PLANE || MODE == ROW || top.len() == n);
         let k = 8 * groups;
+        // Rounds whose symbols have no element one row up (ROW): the first distance / k.
+        assert!(MODE != ROW || (distance.is_multiple_of(k) && n.is_multiple_of(k)));
+        let first_rounds = if MODE == ROW { distance / k } else { 0 };
         let mask = _mm256_set1_epi32((PROB_SCALE - 1) as i32);
         let byte = _mm256_set1_epi32(0xff);
         let fmask = _mm256_set1_epi32(0xfff);
@@ -1013,9 +1263,10 @@ mod avx2 {
         let below = _mm256_set1_epi32((L - 1) as i32);
         let lastv = _mm256_set1_epi32(last as i32);
         let low16 = _mm256_set1_epi32(0xffff);
-        let e0v = _mm256_set1_epi32(e0 as i32);
+        let e0v = _mm256_set1_epi32((e0 >> shift) as i32);
+        let shiftv = _mm_cvtsi32_si128(shift as i32);
         let lo = _mm256_set1_epi32(CTX_BELOW);
-        let hi = _mm256_set1_epi32(CTX_ABOVE);
+        let hi = _mm256_set1_epi32(above);
         let absent = _mm256_set1_epi32(ABSENT as i32);
         let last_table = _mm256_set1_epi32(tables as i32 - 1);
         let b = by_context.map(|t| t as i32);
@@ -1038,7 +1289,12 @@ mod avx2 {
         // Each lane's next two words (from one 32-bit gather every other round: a lane takes
         // at most one word a round, and a gather costs as much as the rest of a step).
         let mut next = [zero; 4];
-        for (r, row) in out.chunks_exact_mut(k * unit).enumerate() {
+        // Every access to `out` goes through this pointer: a row plane reads the symbols it
+        // wrote rounds before.
+        let base = out.as_mut_ptr();
+        for r in 0..n / k {
+            // SAFETY: r < n / k: the round's k * unit bytes are inside `out`.
+            let row = unsafe { base.add(r * k * unit) };
             if r % 2 == 0 {
                 for g in 0..groups {
                     let idx = _mm256_min_epu32(ps[g], lastv);
@@ -1051,9 +1307,15 @@ mod avx2 {
             for g in 0..groups {
                 let xv = xs[g];
                 let slot = _mm256_and_si256(xv, mask);
-                // The group's plane-0 bytes (unused by PLANE).
-                let e = if MODE == PLANE {
+                // The group's plane-0 bytes (unused by PLANE), a row plane's one row up.
+                let e = if MODE == PLANE || (MODE == ROW && r < first_rounds) {
                     zero
+                } else if MODE == ROW {
+                    // SAFETY: r >= distance / k, so r * k + 8 g - distance is at least 0, and
+                    // below r * k: eight bytes decoded in an earlier round, inside `out`.
+                    _mm256_cvtepu8_epi32(unsafe {
+                        _mm_loadl_epi64(base.add(r * k + 8 * g - distance) as *const __m128i)
+                    })
                 } else {
                     // SAFETY: `top` has a byte per symbol: the round's 8 g-th are inside.
                     _mm256_cvtepu8_epi32(unsafe {
@@ -1063,10 +1325,15 @@ mod avx2 {
                 let index = if MODE == PLANE {
                     slot
                 } else {
-                    let c = _mm256_sub_epi32(
-                        _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(e, e0v), lo), hi),
-                        lo,
-                    );
+                    let c = if MODE == ROW && r < first_rounds {
+                        _mm256_set1_epi32(crate::row_contexts::ROW_FIRST as i32)
+                    } else {
+                        let es = _mm256_srl_epi32(e, shiftv);
+                        _mm256_sub_epi32(
+                            _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(es, e0v), lo), hi),
+                            lo,
+                        )
+                    };
                     let t = _mm256_permutevar8x32_epi32(by, c);
                     bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(t, absent));
                     _mm256_add_epi32(
@@ -1094,7 +1361,7 @@ mod avx2 {
                 // A lane that took its word moves on to the second.
                 next[g] = _mm256_blendv_epi8(next[g], _mm256_srli_epi32::<16>(next[g]), need);
                 let sym = _mm256_and_si256(v, byte);
-                if MODE >= JOINED {
+                if MODE == JOINED || MODE == JOINED_ROTATED {
                     // The eight elements, top << 8 | symbol, as eight u16 in lane order.
                     let mut el = _mm256_or_si256(_mm256_slli_epi32::<8>(e), sym);
                     if MODE == JOINED_ROTATED {
@@ -1106,10 +1373,10 @@ mod avx2 {
                     }
                     let halves = _mm256_packus_epi32(el, zero);
                     let ordered = _mm256_permute4x64_epi64::<0b00_00_10_00>(halves);
-                    // SAFETY: row is 2 * 8 * groups bytes, g < groups.
+                    // SAFETY: row points at the round's 2 * 8 * groups bytes, g < groups.
                     unsafe {
                         _mm_storeu_si128(
-                            row.as_mut_ptr().add(16 * g) as *mut __m128i,
+                            row.add(16 * g) as *mut __m128i,
                             _mm256_castsi256_si128(ordered),
                         )
                     };
@@ -1117,10 +1384,10 @@ mod avx2 {
                     // The group's eight symbols (u32 lanes) as eight bytes, in lane order.
                     let bytes = _mm256_packus_epi16(_mm256_packus_epi32(sym, zero), zero);
                     let ordered = _mm256_permutevar8x32_epi32(bytes, order);
-                    // SAFETY: row is 8 * groups bytes, g < groups.
+                    // SAFETY: row points at the round's 8 * groups bytes, g < groups.
                     unsafe {
                         _mm_storel_epi64(
-                            row.as_mut_ptr().add(8 * g) as *mut __m128i,
+                            row.add(8 * g) as *mut __m128i,
                             _mm256_castsi256_si128(ordered),
                         )
                     };
@@ -1315,7 +1582,14 @@ mod tests {
                 let mut ctx = Vec::new();
                 let prepared = Prepared::new(&[Some(&single), Some(&other)]);
                 Encoder::default()
-                    .encode_syms(&prepared.0, Some(&sel), &symbols, simd, &mut ctx)
+                    .encode_syms(
+                        &prepared.0,
+                        Some(&sel),
+                        &symbols,
+                        lanes_for(n),
+                        simd,
+                        &mut ctx,
+                    )
                     .unwrap();
                 let mut out = vec![0u8; n];
                 let target = Target::Context {

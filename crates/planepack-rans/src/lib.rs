@@ -28,6 +28,10 @@
 //! * **The exponent as context** (module `contexts`, stream version 4): plane 1 (the top
 //!   mantissa bits) coded with one of six stream-wide tables chosen by the element's plane-0
 //!   byte, where that is smaller than the plane's own table.
+//! * **The exponent one row up as context** (module `row_contexts`, stream version 6): plane
+//!   0 of a dense chunk coded with one of eight stream-wide tables chosen by the plane-0 byte
+//!   of the element one row (`U`, the shape's last dimension) back, which the same lane
+//!   decoded earlier: KV caches and feature maps keep a channel's magnitude from row to row.
 //!
 //! The stream format is `docs/format-rans.md`. Every decoder rule there is checked here:
 //! a damaged stream is an error, never a panic, an out-of-bounds access or a hang.
@@ -61,6 +65,7 @@ mod difference;
 mod lanes;
 mod model;
 mod modelled;
+mod row_contexts;
 mod scaled;
 
 mod decode;
@@ -106,6 +111,13 @@ pub mod internals {
             PLANE_CONTEXT, VERSION_CONTEXT,
         };
     }
+    /// The row planes' constants and tables (stream version 6).
+    pub mod row_contexts {
+        pub use crate::row_contexts::{
+            row_context, row_lanes, RowDecoder, RowTables, MAX_SHIFT, PLANE_ROW_CONTEXT,
+            ROW_ABSENT, ROW_CONTEXTS, ROW_CTX_ABOVE, ROW_CTX_BELOW, ROW_FIRST, VERSION_ROW_CONTEXT,
+        };
+    }
     /// The difference chunk's constants and its transform (stream version 5).
     pub mod difference {
         pub use crate::difference::{
@@ -128,11 +140,12 @@ use rayon::prelude::*;
 
 /// Stream magic.
 pub const MAGIC: [u8; 4] = *b"PPRA";
-/// Format version: 5 when a chunk is a difference chunk (mode 5), else 4 when a plane is
-/// coded with the stream's context tables, else 3 when a chunk is block-scaled (mode 4), else
-/// 2 when a chunk is modelled (mode 3), else 1 (the streams of the first version, byte for
-/// byte). Decoders read all five.
-pub const VERSION: u8 = difference::VERSION_DIFFERENCE;
+/// Format version: 6 when a plane 0 is coded with the stream's row tables, else 5 when a
+/// chunk is a difference chunk (mode 5), else 4 when a plane is coded with the stream's
+/// context tables, else 3 when a chunk is block-scaled (mode 4), else 2 when a chunk is
+/// modelled (mode 3), else 1 (the streams of the first version, byte for byte). Decoders
+/// read all six.
+pub const VERSION: u8 = row_contexts::VERSION_ROW_CONTEXT;
 /// The version that allows modelled chunks (mode 3).
 pub const VERSION_MODELLED: u8 = 2;
 /// Bytes of the stream header.
@@ -187,6 +200,10 @@ pub struct Rans {
     /// planes, stream version 5) where a sample of the tensor says they may pay, and keep
     /// them where they are smaller. Every decoder (CPU, both GPU scan paths) reads them.
     pub differences: bool,
+    /// Code plane 0 with the exponent of the element one row up as context
+    /// ([`row_contexts`], stream version 6; needs a shape) where the tensor's tables pay and
+    /// a chunk's plane comes out smaller that way.
+    pub row_contexts: bool,
     /// Write every frequency table in the compact form (header flag bit 2, module
     /// `compact`: varint frequencies, the last implied, symbols as runs), about a third of
     /// the wide form's bytes. Off: the wide tables every decoder before the flag reads.
@@ -204,6 +221,7 @@ impl Default for Rans {
             scaled: true,
             contexts: true,
             differences: true,
+            row_contexts: true,
             compact_tables: true,
         }
     }
@@ -215,7 +233,7 @@ impl Codec for Rans {
             "rans".into()
         } else {
             format!(
-                "rans-c{}{}{}{}{}{}{}{}{}",
+                "rans-c{}{}{}{}{}{}{}{}{}{}",
                 self.chunk_log2,
                 if self.zero_mask { "" } else { "-nozero" },
                 if self.rotate { "" } else { "-norotate" },
@@ -224,6 +242,7 @@ impl Codec for Rans {
                 if self.scaled { "" } else { "-noscale" },
                 if self.contexts { "" } else { "-noctx" },
                 if self.differences { "" } else { "-nodiff" },
+                if self.row_contexts { "" } else { "-norowctx" },
                 if self.compact_tables {
                     ""
                 } else {
@@ -237,7 +256,7 @@ impl Codec for Rans {
         let chunk = (1usize << self.chunk_log2.clamp(12, 20)).max(elem.size());
         // A row map (rows of at least 16 bytes) adds 8 bytes and a bit per row; each copied
         // row it lists saves at least 12 bytes more than it costs. Context tables take at
-        // most 2 + 6 (1 + 32 + 512) bytes.
+        // most 2 + 6 (1 + 32 + 512) bytes, row tables 6 + 8 (1 + 32 + 512).
         HEADER_BYTES
             + raw_len
             + 5 * raw_len.div_ceil(chunk)
@@ -245,6 +264,7 @@ impl Codec for Rans {
             + 8
             + raw_len.div_ceil(16 * 8)
             + contexts::MAX_SECTION_BYTES
+            + row_contexts::MAX_SECTION_BYTES
     }
 
     fn encode(&self, input: &[u8], elem: ElemType, out: &mut Vec<u8>) -> Result<()> {

@@ -216,6 +216,7 @@ pub(crate) fn decode(
         &mut s.planes,
         &mut s.lanes,
         None,
+        None,
         &mut s.nonzero,
     )?;
     let at = get_plane(chunk, at, n, h.tables, &mut s.lanes, &mut s.mask, None)?;

@@ -22,6 +22,7 @@ fn settings() -> Vec<Rans> {
                         scaled: modelled,
                         contexts: modelled,
                         differences: !rotate,
+                        row_contexts: modelled,
                         // Both table forms, each with every other setting.
                         compact_tables: zero_mask != modelled,
                     });

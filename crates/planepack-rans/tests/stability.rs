@@ -61,6 +61,7 @@ fn version_1_output_is_unchanged() {
             scaled: false,
             contexts: false,
             differences: false,
+            row_contexts: false,
             compact_tables: false,
             ..Rans::default()
         },
@@ -73,6 +74,7 @@ fn version_1_output_is_unchanged() {
             scaled: false,
             contexts: false,
             differences: false,
+            row_contexts: false,
             compact_tables: false,
         },
     ]);
@@ -105,6 +107,7 @@ fn encoder_output_is_unchanged() {
                 scaled: true,
                 contexts: false,
                 differences: false,
+                row_contexts: false,
                 compact_tables,
             },
         ]);

@@ -305,6 +305,40 @@ pub fn exponent_dependent_floats(n: usize, width: usize, zero_every: usize, seed
     out
 }
 
+/// A `rows` x `cols` matrix of floats whose magnitude is a property of the column (a KV
+/// cache's channels: each column's exponent is fixed, give or take one binade, and spread
+/// over 12 binades across columns), random signs and mantissas; `elem` BF16, FP16 or F32.
+/// What the rANS row planes code (plane 0 given the element one row up). Test input; never
+/// a figure.
+pub fn channel_scaled(rows: usize, cols: usize, elem: ElemType, seed: u64) -> Vec<u8> {
+    let mut rng = Rng(seed | 1);
+    let scales: Vec<i32> = (0..cols).map(|_| rng.below(12) as i32).collect();
+    let mut out = Vec::with_capacity(rows * cols * elem.size());
+    for _ in 0..rows {
+        for &d in &scales {
+            let jitter = match rng.below(8) {
+                0 => -1,
+                1 => 1,
+                _ => 0,
+            };
+            let sign = rng.below(2) as u32;
+            let m = rng.next_u64() as u32;
+            let e = d + jitter;
+            match elem {
+                ElemType::F16 => {
+                    let bits = sign << 15 | ((12 - e) as u32) << 10 | (m & 0x3ff);
+                    out.extend_from_slice(&(bits as u16).to_le_bytes());
+                }
+                _ => {
+                    let bits = sign << 31 | ((124 - e) as u32) << 23 | (m & 0x7f_ffff);
+                    out.extend_from_slice(&bits.to_le_bytes()[4 - elem.size()..]);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// `n` smooth floats of `width` bytes (2: BF16/FP16 bits, 4: FP32): a random walk in the
 /// floats' order (steps of up to `max_step` ulps either way, through zero and across signs),
 /// with a NaN (payload kept), an infinity, -0.0 and a subnormal every 997 elements: what the

@@ -1,0 +1,516 @@
+//! Stream version 6: plane 0 coded with the exponent of the element one row up as context.
+//!
+//! Why: in a KV cache or a feature map, an element's magnitude is much like that of the
+//! element in the same channel one token (or one image row) earlier, and plane 0 of a rotated
+//! float is its exponent. An order-0 table per chunk cannot see that; a table per context of
+//! the element `U` positions back (`U` the row length) can. Measured on the corpus's KV caches
+//! (`[1, 3, 1024, 64]`, `U` = 64; 64 KiB chunks): 5-6 % of plane 0's bytes, about 1 % of the
+//! raw tensor, tables included; on production-size transformer activations and KV caches
+//! 0.7-1.1 % of raw, on CNN activations 2 % (`bench-results/activation-study-workloads.md`).
+//!
+//! What keeps decoding parallel: a row plane's lane count `k` divides `U`, so the element `U`
+//! positions back is `U / k` symbols earlier in the same lane, already decoded by that lane:
+//! the lanes stay independent, each symbol one table lookup (from one of eight tables). A
+//! chunk's first `U` elements have no element above them in the chunk and use a context of
+//! their own, so chunks stay independent too. The eight tables are stored once per stream, and
+//! a chunk's plane 0 uses them only where that is smaller than its own order-0 table.
+//!
+//! The format is `docs/format-rans.md` ("Row contexts", version 6).
+
+use crate::lanes::{lanes_for, Prepared};
+use crate::model::{Table, TableForm, PROB_BITS, PROB_SCALE};
+use planepack_core::error::take;
+use planepack_core::{Error, Result};
+
+/// The stream version that allows row-context planes (kind [`PLANE_ROW_CONTEXT`]).
+pub const VERSION_ROW_CONTEXT: u8 = 6;
+/// The plane kind of a chunk's plane 0 coded with the stream's row tables.
+pub const PLANE_ROW_CONTEXT: u8 = 4;
+/// Row tables a stream may hold: seven by the exponent one row up, one for the first row.
+pub const ROW_CONTEXTS: usize = 8;
+/// `rctx(e) = clamp((e >> S) - (E0 >> S), ROW_CTX_BELOW, ROW_CTX_ABOVE) - ROW_CTX_BELOW`.
+pub const ROW_CTX_BELOW: i32 = -3;
+pub const ROW_CTX_ABOVE: i32 = 3;
+/// The context of an element with no element `U` positions back in its chunk.
+pub const ROW_FIRST: usize = 7;
+/// The largest shift `S`.
+pub const MAX_SHIFT: u8 = 7;
+/// The longest row section: `U`, `S`, the table set and eight wide tables of 256 symbols.
+pub const MAX_SECTION_BYTES: usize = 6 + ROW_CONTEXTS * (1 + 32 + 2 * 256);
+/// What a context maps to when it has no table (a row plane using it is corrupt).
+pub const ROW_ABSENT: u8 = u8::MAX;
+
+const _: () = assert!((ROW_CTX_ABOVE - ROW_CTX_BELOW + 1) as usize == ROW_FIRST);
+
+/// The context of an element whose element one row up has plane-0 byte `up`.
+#[inline(always)]
+pub fn row_context(up: u8, e0: u8, shift: u8) -> usize {
+    (((up >> shift) as i32 - (e0 >> shift) as i32).clamp(ROW_CTX_BELOW, ROW_CTX_ABOVE)
+        - ROW_CTX_BELOW) as usize
+}
+
+/// Lanes the encoder gives a row plane of `m` symbols with row distance `u`: a divisor of `u`
+/// (so that the element one row up is in the same lane) of at most [`lanes_for`]`(m)`, the
+/// largest multiple of 8 among them where there is one (the SIMD decoders take lanes in
+/// eights), else the largest.
+pub fn row_lanes(m: usize, u: usize) -> usize {
+    let most = lanes_for(m);
+    let divisors = (1..=most).filter(|d| u.is_multiple_of(*d));
+    let eights = divisors.clone().filter(|d| d % 8 == 0).max();
+    eights.or_else(|| divisors.max()).unwrap_or(1)
+}
+
+/// A stream's row section: the row distance `U`, the shift `S`, and a table per context that
+/// occurs. `e0` is the context section's `E0` (written there, not here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowTables {
+    pub e0: u8,
+    pub distance: u32,
+    pub shift: u8,
+    pub tables: [Option<Table>; ROW_CONTEXTS],
+}
+
+impl RowTables {
+    /// Bytes [`RowTables::write`] takes.
+    pub fn written_len(&self, form: TableForm) -> usize {
+        6 + self
+            .tables
+            .iter()
+            .flatten()
+            .map(|t| t.written_len(form))
+            .sum::<usize>()
+    }
+
+    /// Append the section: `U` (u32), `S`, a byte with bit `c` set for each table present,
+    /// the tables in context order.
+    pub fn write(&self, out: &mut Vec<u8>, form: TableForm) {
+        out.extend_from_slice(&self.distance.to_le_bytes());
+        out.push(self.shift);
+        out.push(
+            self.tables
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.is_some())
+                .fold(0u8, |m, (c, _)| m | 1 << c),
+        );
+        for t in self.tables.iter().flatten() {
+            t.write(out, form);
+        }
+    }
+
+    /// Read the section at `at` (`U` at least 1, `S` at most 7, at least one table, every
+    /// table rule checked); returns it and the offset after it.
+    pub fn read(input: &[u8], at: usize, e0: u8, form: TableForm) -> Result<(RowTables, usize)> {
+        let head = take(input, at, 6, "row tables")?;
+        let distance = u32::from_le_bytes(head[..4].try_into().unwrap());
+        let (shift, present) = (head[4], head[5]);
+        if distance == 0 {
+            return Err(Error::corrupt_at("row distance 0", at));
+        }
+        if shift > MAX_SHIFT {
+            return Err(Error::corrupt_at(
+                format!("row context shift {shift}"),
+                at + 4,
+            ));
+        }
+        if present == 0 {
+            return Err(Error::corrupt_at("row table set without a table", at + 5));
+        }
+        let mut pos = at + 6;
+        let mut tables: [Option<Table>; ROW_CONTEXTS] = Default::default();
+        for (c, t) in tables.iter_mut().enumerate() {
+            if present >> c & 1 == 1 {
+                let (table, next) = Table::read(input, pos, form)?;
+                *t = Some(table);
+                pos = next;
+            }
+        }
+        let tables = RowTables {
+            e0,
+            distance,
+            shift,
+            tables,
+        };
+        Ok((tables, pos))
+    }
+
+    /// The decoder's form: every present table's 4096 decode slots back to back, and per
+    /// context the index of its table's slots ([`ROW_ABSENT`] where it has none).
+    pub fn decoder(&self) -> RowDecoder {
+        let mut slots = Vec::with_capacity(ROW_CONTEXTS * PROB_SCALE as usize);
+        let mut by_context = [ROW_ABSENT; ROW_CONTEXTS];
+        let mut one = Vec::new();
+        for (c, t) in self.tables.iter().enumerate() {
+            if let Some(t) = t {
+                by_context[c] = (slots.len() / PROB_SCALE as usize) as u8;
+                t.decode_slots(&mut one);
+                slots.extend_from_slice(&one);
+            }
+        }
+        RowDecoder {
+            slots,
+            e0: self.e0,
+            shift: self.shift,
+            distance: self.distance as usize,
+            by_context,
+        }
+    }
+}
+
+/// The row tables as a decoder reads them (built once per stream).
+#[derive(Debug, Clone)]
+pub struct RowDecoder {
+    /// 4096 decode slots per present table, in context order.
+    pub slots: Vec<u32>,
+    pub e0: u8,
+    pub shift: u8,
+    /// `U`.
+    pub distance: usize,
+    /// Per context, its table's index in `slots` (in units of 4096), or [`ROW_ABSENT`].
+    pub by_context: [u8; ROW_CONTEXTS],
+}
+
+impl RowDecoder {
+    /// Per plane-0 byte one row up, its table's index in `slots`, or [`ROW_ABSENT`].
+    pub fn table_of(&self) -> [u8; 256] {
+        std::array::from_fn(|e| self.by_context[row_context(e as u8, self.e0, self.shift)])
+    }
+}
+
+/// Each symbol's table (index into the tables the encoder prepared, in context order) of a
+/// row plane `top` with row distance `u`, into `sel`.
+pub(crate) fn row_selectors(top: &[u8], u: usize, context_of: &[u8; 256], sel: &mut Vec<u8>) {
+    sel.clear();
+    sel.resize(top.len(), ROW_FIRST as u8);
+    if u < top.len() {
+        for (s, &up) in sel[u..].iter_mut().zip(top) {
+            *s = context_of[up as usize];
+        }
+    }
+}
+
+/// The encoder's side: the tables, each (context, symbol)'s cost in bits, and each chunk's
+/// counts by context as the tables were counted.
+pub(crate) struct RowEncoder {
+    pub tables: RowTables,
+    /// Per plane-0 byte one row up, its context.
+    pub context_of: [u8; 256],
+    /// `cost[c * 256 + s]`: bits symbol `s` costs in context `c` (infinite where absent).
+    pub cost: Vec<f32>,
+    pub prepared: Prepared,
+    chunk_counts: Vec<[u32; 256]>,
+}
+
+impl RowEncoder {
+    fn new(tables: RowTables, chunk_counts: Vec<[u32; 256]>) -> RowEncoder {
+        let context_of =
+            std::array::from_fn(|e| row_context(e as u8, tables.e0, tables.shift) as u8);
+        let mut cost = vec![f32::INFINITY; ROW_CONTEXTS * 256];
+        for (c, t) in tables.tables.iter().enumerate() {
+            if let Some(t) = t {
+                for s in 0..256 {
+                    if t.freq[s] > 0 {
+                        cost[c * 256 + s] = (PROB_BITS as f64 - (t.freq[s] as f64).log2()) as f32;
+                    }
+                }
+            }
+        }
+        let by_context: Vec<Option<&Table>> = tables.tables.iter().map(Option::as_ref).collect();
+        let prepared = Prepared::new(&by_context);
+        RowEncoder {
+            tables,
+            context_of,
+            cost,
+            prepared,
+            chunk_counts,
+        }
+    }
+
+    /// Bits chunk `index`'s plane 0 costs coded with the tables (infinite where a symbol has
+    /// no frequency in its context's table: then it is not a row plane), if its counts were
+    /// kept and agree with `top_counts`, its plane-0 histogram; else `None`.
+    pub fn chunk_bits(&self, index: usize, top_counts: &[u32; 256]) -> Option<f64> {
+        let kept = self
+            .chunk_counts
+            .get(index * ROW_CONTEXTS..(index + 1) * ROW_CONTEXTS)?;
+        let mut sum = [0u32; 256];
+        for h in kept {
+            for (a, &b) in sum.iter_mut().zip(h) {
+                *a += b;
+            }
+        }
+        if &sum != top_counts {
+            return None;
+        }
+        Some(cost_bits(&self.cost, kept))
+    }
+}
+
+fn cost_bits(cost: &[f32], counts: &[[u32; 256]]) -> f64 {
+    let mut bits = 0.0f64;
+    for (c, h) in counts.iter().enumerate() {
+        for (s, &n) in h.iter().enumerate() {
+            if n > 0 {
+                bits += n as f64 * cost[c * 256 + s] as f64;
+            }
+        }
+    }
+    bits
+}
+
+/// Tensors smaller than this never get row tables (eight tables of up to a few hundred bytes
+/// would take what they save). Under cargo-fuzz, 256 bytes, so the fuzz targets reach them.
+#[cfg(not(fuzzing))]
+pub const MIN_TENSOR_BYTES: usize = 64 << 10;
+#[cfg(fuzzing)]
+pub const MIN_TENSOR_BYTES: usize = 256;
+/// How many times their own size the tables must save over the whole tensor.
+#[cfg(not(fuzzing))]
+const TABLES_PAY_TIMES: f64 = 2.0;
+#[cfg(fuzzing)]
+const TABLES_PAY_TIMES: f64 = f64::NEG_INFINITY;
+
+/// Plane-0 bytes of the (rotated) elements of `width` bytes in `part`, into `top`.
+fn top_bytes(part: &[u8], width: usize, rotate: bool, top: &mut Vec<u8>) {
+    top.clear();
+    if width == 2 {
+        top.extend(part.chunks_exact(2).map(|e| {
+            let v = u16::from_le_bytes([e[0], e[1]]);
+            ((if rotate { v.rotate_left(1) } else { v }) >> 8) as u8
+        }));
+    } else {
+        top.extend(part.chunks_exact(4).map(|e| {
+            let v = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+            ((if rotate { v.rotate_left(1) } else { v }) >> 24) as u8
+        }));
+    }
+}
+
+/// Count chunk plane `top`'s symbols by row context (distance `u`) into `h` (eight
+/// histograms, zeroed first).
+fn count_chunk(top: &[u8], u: usize, context_of: &[u8; 256], h: &mut [[u32; 256]]) {
+    for c in h.iter_mut() {
+        c.fill(0);
+    }
+    let first = u.min(top.len());
+    for &s in &top[..first] {
+        h[ROW_FIRST][s as usize] += 1;
+    }
+    for (&s, &up) in top[first..].iter().zip(top) {
+        h[context_of[up as usize] as usize][s as usize] += 1;
+    }
+}
+
+fn entropy(counts: &[u32; 256]) -> f64 {
+    crate::encode::entropy_bits(counts)
+}
+
+/// The tensor's row tables, if coding plane 0 by the element one row up pays (the encoder's
+/// informative rule, docs/format-rans.md): a tensor of at least [`MIN_TENSOR_BYTES`] of 2- or
+/// 4-byte elements with rows of `row` elements (`0 < row` and the row shorter than a chunk);
+/// `e0` the context section's `E0` where the stream has one, else the most frequent plane-0
+/// byte of the nonzero elements of the rotation samples (ties: the lowest). The shift `S` is 0
+/// for 4-byte elements; for 2-byte ones 0 or 3 (BF16's exponent is plane 0, FP16's its top
+/// five bits), whichever codes the samples' planes 0 in fewer bits. The tables are every
+/// context's counts over the whole body; they are kept if the chunks' planes 0 coded with
+/// them, where that is smaller than each chunk's own table, save at least twice the section.
+///
+/// Returns the encoder, with the tables and each chunk's counts ([`ROW_CONTEXTS`] histograms
+/// a chunk).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn plan_tables(
+    body: &[u8],
+    width: usize,
+    rotate: bool,
+    row: usize,
+    e0: Option<u8>,
+    chunk_bytes: usize,
+    form: TableForm,
+    parallel: bool,
+) -> Option<RowEncoder> {
+    let chunk_elems = chunk_bytes / width;
+    if !matches!(width, 2 | 4)
+        || body.len() < MIN_TENSOR_BYTES
+        || row == 0
+        || row >= chunk_elems
+        || u32::try_from(row).is_err()
+    {
+        return None;
+    }
+    let samples = crate::encode::rotation_samples(body.len(), width);
+    let mut top = Vec::new();
+    let e0 = e0.unwrap_or_else(|| {
+        let mut h = [0u64; 256];
+        for r in &samples {
+            for e in body[r.clone()].chunks_exact(width) {
+                if e.iter().any(|&b| b != 0) {
+                    top_bytes(e, width, rotate, &mut top);
+                    h[top[0] as usize] += 1;
+                }
+            }
+        }
+        (0..256)
+            .max_by_key(|&e| (h[e], std::cmp::Reverse(e)))
+            .unwrap_or(0) as u8
+    });
+    let context_table =
+        |shift: u8| -> [u8; 256] { std::array::from_fn(|e| row_context(e as u8, e0, shift) as u8) };
+    let shift = if width == 2 {
+        // The shift whose contexts leave the samples' planes 0 the fewest bits.
+        let mut bits = |shift: u8| {
+            let table = context_table(shift);
+            let mut h = vec![[0u32; 256]; ROW_CONTEXTS];
+            let mut all = vec![[0u32; 256]; ROW_CONTEXTS];
+            for r in &samples {
+                top_bytes(&body[r.clone()], width, rotate, &mut top);
+                count_chunk(&top, row, &table, &mut h);
+                for (a, b) in all.iter_mut().zip(&h) {
+                    for (x, y) in a.iter_mut().zip(b) {
+                        *x += y;
+                    }
+                }
+            }
+            all.iter().map(entropy).sum::<f64>()
+        };
+        if bits(3) < bits(0) {
+            3
+        } else {
+            0
+        }
+    } else {
+        0
+    };
+    let table = context_table(shift);
+    let count = |part: &[u8]| {
+        let mut counts = vec![[0u32; 256]; part.len().div_ceil(chunk_bytes) * ROW_CONTEXTS];
+        let mut top = Vec::new();
+        for (chunk, h) in part
+            .chunks(chunk_bytes)
+            .zip(counts.chunks_exact_mut(ROW_CONTEXTS))
+        {
+            top_bytes(chunk, width, rotate, &mut top);
+            count_chunk(&top, row, &table, h);
+        }
+        counts
+    };
+    let task = chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
+    let chunk_counts: Vec<[u32; 256]> = if parallel {
+        use rayon::prelude::*;
+        let parts: Vec<Vec<[u32; 256]>> = body.par_chunks(task).map(count).collect();
+        parts.concat()
+    } else {
+        count(body)
+    };
+    let mut all = [[0u32; 256]; ROW_CONTEXTS];
+    for chunk in chunk_counts.chunks_exact(ROW_CONTEXTS) {
+        for (x, y) in all.iter_mut().zip(chunk) {
+            for (p, q) in x.iter_mut().zip(y) {
+                *p += q;
+            }
+        }
+    }
+    let tables: [Option<Table>; ROW_CONTEXTS] = std::array::from_fn(|c| {
+        all[c]
+            .iter()
+            .any(|&n| n > 0)
+            .then(|| Table::from_counts(&all[c]))
+    });
+    let tables = RowTables {
+        e0,
+        distance: row as u32,
+        shift,
+        tables,
+    };
+    let section = tables.written_len(form) as f64;
+    let enc = RowEncoder::new(tables, chunk_counts);
+    // What the chunks would save: each chunk's plane 0 under its own table (entropy, table,
+    // lanes) against the row tables (cross entropy, lanes), where smaller.
+    let mut saving = 0.0;
+    for chunk in enc.chunk_counts.chunks_exact(ROW_CONTEXTS) {
+        let mut sum = [0u32; 256];
+        for h in chunk {
+            for (a, &b) in sum.iter_mut().zip(h) {
+                *a += b;
+            }
+        }
+        let own = Table::from_counts(&sum);
+        let own_bytes = own.cost_bits(&sum) / 8.0 + own.written_len(form) as f64;
+        let row_bytes = cost_bits(&enc.cost, chunk) / 8.0;
+        saving += (own_bytes - row_bytes).max(0.0);
+    }
+    (saving >= TABLES_PAY_TIMES * section).then_some(enc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every lane count the encoder picks divides the distance and is within the plane's.
+    #[test]
+    fn row_lanes_divide_the_distance() {
+        for m in [1usize, 100, 1024, 5000, 8192, 32768, 65536] {
+            for u in 1..300usize {
+                let k = row_lanes(m, u);
+                assert!(
+                    u % k == 0 && (1..=lanes_for(m)).contains(&k),
+                    "m {m} u {u} k {k}"
+                );
+            }
+        }
+        assert_eq!(row_lanes(32768, 64), 32);
+        assert_eq!(row_lanes(32768, 112), 16);
+        assert_eq!(row_lanes(32768, 28), 28);
+        assert_eq!(row_lanes(32768, 7), 7);
+    }
+
+    /// The section reads back as written, and its rules are enforced.
+    #[test]
+    fn row_tables_read_back_and_refuse_broken_sections() {
+        let mut counts = [0u32; 256];
+        counts[120] = 30;
+        counts[121] = 10;
+        let mut tables: [Option<Table>; ROW_CONTEXTS] = Default::default();
+        tables[2] = Some(Table::from_counts(&counts));
+        tables[ROW_FIRST] = Some(Table::from_counts(&counts));
+        let t = RowTables {
+            e0: 121,
+            distance: 64,
+            shift: 3,
+            tables,
+        };
+        for form in [TableForm::Wide, TableForm::Compact] {
+            let mut out = vec![0xee];
+            t.write(&mut out, form);
+            assert_eq!(out.len(), 1 + t.written_len(form));
+            let (back, end) = RowTables::read(&out, 1, 121, form).unwrap();
+            assert_eq!((back, end), (t.clone(), out.len()));
+            for cut in 1..out.len() {
+                assert!(RowTables::read(&out[..cut], 1, 121, form).is_err());
+            }
+            let mut bad = out.clone();
+            bad[1..5].copy_from_slice(&0u32.to_le_bytes());
+            assert!(RowTables::read(&bad, 1, 121, form).is_err());
+            let mut bad = out.clone();
+            bad[5] = 8;
+            assert!(RowTables::read(&bad, 1, 121, form).is_err());
+            let mut bad = out.clone();
+            bad[6] = 0;
+            assert!(RowTables::read(&bad, 1, 121, form).is_err());
+        }
+    }
+
+    /// The contexts are the spec's clamp, for every byte, reference and shift.
+    #[test]
+    fn row_context_is_the_clamped_shifted_difference() {
+        for shift in 0..=MAX_SHIFT {
+            for e0 in 0..=255u8 {
+                for up in 0..=255u8 {
+                    let d = (up >> shift) as i32 - (e0 >> shift) as i32;
+                    let c = row_context(up, e0, shift);
+                    assert!(c < ROW_FIRST);
+                    assert_eq!(c as i32, d.clamp(-3, 3) + 3);
+                }
+            }
+        }
+    }
+}

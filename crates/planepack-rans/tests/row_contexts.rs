@@ -1,0 +1,162 @@
+//! Row planes (stream version 6): plane 0 coded with the exponent of the element one row up.
+//! They round-trip for every width and row length (lane counts that are and are not multiples
+//! of 8, rows longer than a lane's share of a chunk), they are what the encoder writes where
+//! columns keep their magnitude, their bytes are pinned, and every rule of the format a damaged
+//! stream can break is refused without a panic.
+
+use planepack_core::{Codec, ElemType};
+use planepack_rans::internals::row_contexts::{row_lanes, PLANE_ROW_CONTEXT, VERSION_ROW_CONTEXT};
+use planepack_rans::{chunk_spans, parse_header, Rans};
+use planepack_testkit::{channel_scaled, mutate, Mutation, Rng};
+
+fn fnv1a(h: &mut u64, bytes: &[u8]) {
+    for &b in bytes {
+        *h ^= b as u64;
+        *h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+}
+
+fn shaped(codec: &Rans, data: &[u8], elem: ElemType, cols: usize) -> Vec<u8> {
+    let rows = data.len() / elem.size() / cols;
+    let mut enc = Vec::new();
+    codec
+        .encode_shaped(data, elem, &[rows, cols], &mut enc)
+        .unwrap();
+    enc
+}
+
+fn round_trips(codec: &Rans, enc: &[u8], data: &[u8]) {
+    let mut out = vec![0xa5u8; data.len()];
+    codec.decode(enc, &mut out).unwrap();
+    assert!(out == data, "sequential decode");
+    out.fill(0x5a);
+    codec.decode_parallel(enc, &mut out).unwrap();
+    assert!(out == data, "parallel decode");
+}
+
+/// The cases: BF16, FP16 and FP32 channel-scaled matrices with rows of 64 (32 lanes), 112 (16
+/// lanes), 28 (28 lanes: the scalar decoder alone), 7 and 3000 (longer than a 4 KiB chunk's
+/// lane share: every element of a small chunk is in the first row), in 4 KiB and 64 KiB
+/// chunks.
+fn cases() -> Vec<(Vec<u8>, ElemType, usize, Rans)> {
+    let mut v = Vec::new();
+    for elem in [ElemType::BF16, ElemType::F16, ElemType::F32] {
+        for cols in [64usize, 112, 28, 7, 3000] {
+            let rows = (160 << 10) / (cols * elem.size()) + 3;
+            let data = channel_scaled(rows, cols, elem, cols as u64 * 31 + elem.size() as u64);
+            for chunk_log2 in [12u8, 16] {
+                let codec = Rans {
+                    chunk_log2,
+                    ..Rans::default()
+                };
+                v.push((data.clone(), elem, cols, codec));
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn row_planes_round_trip_and_are_chosen() {
+    for (data, elem, cols, codec) in cases() {
+        let enc = shaped(&codec, &data, elem, cols);
+        round_trips(&codec, &enc, &data);
+        // Rows shorter than a chunk, of columns that keep their magnitude: row planes pay.
+        let chunk_elems = (1usize << codec.chunk_log2) / elem.size();
+        if cols < chunk_elems / 4 {
+            assert_eq!(enc[4], VERSION_ROW_CONTEXT, "{elem} rows of {cols}");
+            let off = Rans {
+                row_contexts: false,
+                ..codec
+            };
+            let plain = shaped(&off, &data, elem, cols);
+            assert!(
+                enc.len() < plain.len(),
+                "{elem} rows of {cols}: {} >= {}",
+                enc.len(),
+                plain.len()
+            );
+        }
+        // Without a shape there is no row, and no row plane.
+        assert!(codec.encode_to_vec(&data, elem).unwrap()[4] < VERSION_ROW_CONTEXT);
+    }
+}
+
+/// The row planes' streams, pinned (as the other versions' in stability.rs).
+#[test]
+fn row_plane_output_is_unchanged() {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for (data, elem, cols, codec) in cases() {
+        fnv1a(&mut h, &shaped(&codec, &data, elem, cols));
+    }
+    assert_eq!(
+        h, 0x2753_6d18_fdd7_0948,
+        "encoder output changed: {h:#018x}"
+    );
+}
+
+/// The first chunk's plane 0 of a dense row-plane stream: (the plane's kind byte offset, the
+/// lane count's offset).
+fn first_row_plane(enc: &[u8]) -> (usize, usize) {
+    let h = parse_header(enc).unwrap();
+    let spans = chunk_spans(enc, &h).unwrap();
+    let (at, _) = spans[0];
+    assert_eq!(enc[at], 1, "a dense chunk");
+    assert_eq!(enc[at + 1], PLANE_ROW_CONTEXT);
+    (at + 1, at + 2)
+}
+
+/// Every rule a damaged row-plane stream can break is an error: a lane count that does not
+/// divide the row distance, a distance of 0, a shift past 7, an empty table set, a row plane
+/// where none may be (a stream of an older version), and random damage never panics.
+#[test]
+fn damaged_row_planes_are_refused() {
+    let data = channel_scaled(1000, 64, ElemType::BF16, 9);
+    let codec = Rans::default();
+    let enc = shaped(&codec, &data, ElemType::BF16, 64);
+    assert_eq!(enc[4], VERSION_ROW_CONTEXT);
+    let mut out = vec![0u8; data.len()];
+    let (_, lanes_at) = first_row_plane(&enc);
+    assert_eq!(enc[lanes_at] as usize, row_lanes(32768, 64));
+    let refused = |bad: &[u8], what: &str| {
+        let mut out = vec![0u8; data.len()];
+        assert!(codec.decode(bad, &mut out).is_err(), "{what}");
+        assert!(codec.decode_parallel(bad, &mut out).is_err(), "{what}");
+    };
+    // The row section follows the context section (E0 and an empty set here).
+    let h = parse_header(&enc).unwrap();
+    assert!(h.contexts.is_none());
+    let section = 16 + 2;
+    assert_eq!(
+        u32::from_le_bytes(enc[section..section + 4].try_into().unwrap()),
+        64
+    );
+    for (at, v, what) in [
+        (section, 0u8, "row distance 0"),
+        (section, 65, "a distance the lanes do not divide"),
+        (section + 4, 8, "shift 8"),
+        (section + 5, 0, "an empty table set"),
+        (4, 5, "a row plane in a version-5 stream"),
+    ] {
+        let mut bad = enc.clone();
+        bad[at] = v;
+        if what == "row distance 0" {
+            bad[at..at + 4].fill(0);
+        }
+        refused(&bad, what);
+    }
+    codec.decode(&enc, &mut out).unwrap();
+    assert!(out == data);
+    let mut rng = Rng(5);
+    for i in 0..3000 {
+        let m = Mutation::ALL[i % Mutation::ALL.len()];
+        let bad = mutate(&enc, m, &mut rng);
+        let mut out = vec![0u8; data.len()];
+        if codec.decode(&bad, &mut out).is_ok() {
+            // Damage that leaves a valid stream must decode to what it says.
+            let mut again = vec![0u8; data.len()];
+            codec.decode_parallel(&bad, &mut again).unwrap();
+            assert!(out == again);
+        }
+    }
+}
