@@ -122,3 +122,52 @@ fn random_bytes_with_a_valid_header_never_panic() {
         }
     });
 }
+
+/// A modelled chunk's row length `U` as a damaged header gives it, up to 2^32 - 1: "up" is
+/// refused wherever `U` reaches before the lane, and the decoders (the AVX2 one once took a
+/// `U` past 2^31 as negative and read before its output) return an error or the data.
+#[test]
+fn a_modelled_chunks_row_length_is_checked_at_any_size() {
+    let modelled = planepack_rans::internals::modelled::CHUNK_MODELLED;
+    for (elem, width) in [(ElemType::BF16, 2), (ElemType::F32, 4)] {
+        let n = 40_000;
+        let data = planepack_testkit::activation_like(n, width, 100, 3);
+        let codec = Rans::default();
+        let mut enc = Vec::new();
+        codec
+            .encode_shaped(&data, elem, &[n / 100, 100], &mut enc)
+            .unwrap();
+        let h = planepack_rans::parse_header(&enc).unwrap();
+        let spans = planepack_rans::chunk_spans(&enc, &h).unwrap();
+        let at = spans
+            .iter()
+            .find(|s| enc[s.0] == modelled)
+            .expect("a modelled chunk")
+            .0
+            + 1;
+        for u in [
+            0u32,
+            99,
+            101,
+            40_000,
+            1 << 31,
+            (1 << 31) + 100,
+            0xff00_0040,
+            u32::MAX,
+        ] {
+            let mut bad = enc.clone();
+            bad[at..at + 4].copy_from_slice(&u.to_le_bytes());
+            // With 0 or a U past the chunk no "up" is valid: an error, or the data if the
+            // chunk had none. (99 and 101 are valid references to other elements.)
+            let unusable = u == 0 || u as usize >= n;
+            let mut out = vec![0u8; data.len()];
+            if codec.decode(&bad, &mut out).is_ok() && unusable {
+                assert!(out == data, "{elem} U {u}: decoded otherwise");
+            }
+            let mut out = vec![0u8; data.len()];
+            if codec.decode_parallel(&bad, &mut out).is_ok() && unusable {
+                assert!(out == data, "{elem} U {u}: decoded otherwise");
+            }
+        }
+    }
+}

@@ -111,7 +111,9 @@ pub unsafe fn steps<const W: usize, const R: bool, const G: usize>(
         last_word: _mm256_set1_epi32(p.total_words as i32),
         last_lit: _mm256_set1_epi32(p.literals as i32),
         u: _mm256_set1_epi32(p.u as i32),
-        has_u: if p.u > 0 {
+        // (A U past i32's range, which a damaged header can give, would compare as negative
+        // below and let "up" read before the output: no element can copy one that far back.)
+        has_u: if (1..=i32::MAX as usize).contains(&p.u) {
             _mm256_set1_epi32(-1)
         } else {
             _mm256_setzero_si256()
