@@ -1,6 +1,6 @@
 //! Encode and decode one workload batch in a loop, for a profiler (`rans` unless a codec of the
 //! catalogue is named; `ENCODE_ONLY=1` or `=parallel` times the encoder alone, `DECODE_ONLY=1`
-//! the decoder alone, best of ITERS):
+//! the decoder alone, best of ITERS; `NO_ROW_CONTEXTS=1` the default rans without row planes):
 //! `cargo run --profile profiling -p planepack-harness --example rans_profile -- STEM [ITERS]
 //! [CODEC]`.
 use planepack_container::CodecSpec;
@@ -21,7 +21,15 @@ fn main() {
         .unwrap();
     let g = b.load(i).unwrap();
     let bytes: usize = g.tensors.iter().map(|t| t.1.len()).sum();
-    let codec = CodecSpec::parse(&codec_name).unwrap().codec();
+    // NO_ROW_CONTEXTS=1: the default rans encoder without row planes, for what they cost.
+    let codec: Box<dyn planepack_core::Codec> = if std::env::var_os("NO_ROW_CONTEXTS").is_some() {
+        Box::new(planepack_rans::Rans {
+            row_contexts: false,
+            ..Default::default()
+        })
+    } else {
+        CodecSpec::parse(&codec_name).unwrap().codec()
+    };
     let mut enc: Vec<Vec<u8>> = vec![Vec::new(); g.tensors.len()];
     if std::env::var_os("ENCODE_ONLY").is_some() {
         // ENCODE_ONLY=parallel: the parallel encoder on rayon's pool.

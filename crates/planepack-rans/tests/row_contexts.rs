@@ -61,15 +61,30 @@ fn row_planes_round_trip_and_are_chosen() {
     for (data, elem, cols, codec) in cases() {
         let enc = shaped(&codec, &data, elem, cols);
         round_trips(&codec, &enc, &data);
-        // Rows shorter than a chunk, of columns that keep their magnitude: row planes pay.
+        // Rows shorter than a chunk, of columns that keep their magnitude: row planes pay
+        // (rows of 64 and 112; with rows of 7 and 28 the modelled chunk often wins first).
         let chunk_elems = (1usize << codec.chunk_log2) / elem.size();
-        if cols < chunk_elems / 4 {
+        let off = Rans {
+            row_contexts: false,
+            ..codec
+        };
+        let plain = shaped(&off, &data, elem, cols);
+        // Never longer by more than the row section: the tables are kept on an estimate of
+        // what the chunks save, made before the chunks choose between planes and the modelled
+        // form (rows of 7 in 4 KiB chunks: 90 bytes longer, 0.08 %).
+        let section = parse_header(&enc)
+            .unwrap()
+            .row_contexts
+            .map_or(0, |r| r.written_len(parse_header(&enc).unwrap().tables));
+        assert!(
+            enc.len() <= plain.len() + section,
+            "{elem} rows of {cols} chunk {}: {} > {} + {section}",
+            codec.chunk_log2,
+            enc.len(),
+            plain.len()
+        );
+        if cols < chunk_elems / 4 && cols >= 64 {
             assert_eq!(enc[4], VERSION_ROW_CONTEXT, "{elem} rows of {cols}");
-            let off = Rans {
-                row_contexts: false,
-                ..codec
-            };
-            let plain = shaped(&off, &data, elem, cols);
             assert!(
                 enc.len() < plain.len(),
                 "{elem} rows of {cols}: {} >= {}",
@@ -90,7 +105,7 @@ fn row_plane_output_is_unchanged() {
         fnv1a(&mut h, &shaped(&codec, &data, elem, cols));
     }
     assert_eq!(
-        h, 0x2753_6d18_fdd7_0948,
+        h, 0x492c_17eb_7fec_ffa8,
         "encoder output changed: {h:#018x}"
     );
 }
@@ -111,9 +126,9 @@ fn first_row_plane(enc: &[u8]) -> (usize, usize) {
 /// where none may be (a stream of an older version), and random damage never panics.
 #[test]
 fn damaged_row_planes_are_refused() {
-    let data = channel_scaled(1000, 64, ElemType::BF16, 9);
+    let data = channel_scaled(1000, 64, ElemType::F16, 9);
     let codec = Rans::default();
-    let enc = shaped(&codec, &data, ElemType::BF16, 64);
+    let enc = shaped(&codec, &data, ElemType::F16, 64);
     assert_eq!(enc[4], VERSION_ROW_CONTEXT);
     let mut out = vec![0u8; data.len()];
     let (_, lanes_at) = first_row_plane(&enc);
