@@ -16,7 +16,7 @@
 //!
 //! The format is `docs/format-rans.md` ("Context tables", version 4).
 
-use crate::model::{Table, TableForm, PROB_SCALE};
+use crate::model::{Table, TableForm};
 use planepack_core::error::take;
 use planepack_core::{Error, Result};
 
@@ -147,16 +147,7 @@ impl ContextTables {
     /// have none) and, per plane-0 byte, the index of its table's slots (`ABSENT` where its
     /// context has no table).
     pub fn decoder(&self) -> ContextDecoder {
-        let mut slots = Vec::with_capacity(CONTEXTS * PROB_SCALE as usize);
-        let mut first = [ABSENT; CONTEXTS];
-        let mut one = Vec::new();
-        for (c, t) in self.tables.iter().enumerate() {
-            if let Some(t) = t {
-                first[c] = (slots.len() / PROB_SCALE as usize) as u8;
-                t.decode_slots(&mut one);
-                slots.extend_from_slice(&one);
-            }
-        }
+        let (slots, first) = Table::stacked_slots(&self.tables, ABSENT);
         ContextDecoder {
             slots,
             e0: self.e0,

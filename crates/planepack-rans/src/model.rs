@@ -157,6 +157,26 @@ impl Table {
         }
     }
 
+    /// The decode slots of every present table of `tables` back to back (4096 each), and
+    /// per entry of `tables` the index of its slots in units of 4096, `absent` where it has
+    /// no table: a stream's context or row tables as a decoder reads them.
+    pub fn stacked_slots<const N: usize>(
+        tables: &[Option<Table>; N],
+        absent: u8,
+    ) -> (Vec<u32>, [u8; N]) {
+        let mut slots = Vec::with_capacity(N * PROB_SCALE as usize);
+        let mut index = [absent; N];
+        let mut one = Vec::new();
+        for (c, t) in tables.iter().enumerate() {
+            if let Some(t) = t {
+                index[c] = (slots.len() / PROB_SCALE as usize) as u8;
+                t.decode_slots(&mut one);
+                slots.extend_from_slice(&one);
+            }
+        }
+        (slots, index)
+    }
+
     /// Ideal coded size in bits of `counts` under this table (for choices, not for the
     /// stream).
     pub fn cost_bits(&self, counts: &[u32; 256]) -> f64 {

@@ -18,7 +18,7 @@
 //! The format is `docs/format-rans.md` ("Row contexts", version 6).
 
 use crate::lanes::{lanes_for, Prepared};
-use crate::model::{Table, TableForm, PROB_BITS, PROB_SCALE};
+use crate::model::{Table, TableForm, PROB_BITS};
 use planepack_core::error::take;
 use planepack_core::{Error, Result};
 
@@ -137,16 +137,7 @@ impl RowTables {
     /// The decoder's form: every present table's 4096 decode slots back to back, and per
     /// context the index of its table's slots ([`ROW_ABSENT`] where it has none).
     pub fn decoder(&self) -> RowDecoder {
-        let mut slots = Vec::with_capacity(ROW_CONTEXTS * PROB_SCALE as usize);
-        let mut by_context = [ROW_ABSENT; ROW_CONTEXTS];
-        let mut one = Vec::new();
-        for (c, t) in self.tables.iter().enumerate() {
-            if let Some(t) = t {
-                by_context[c] = (slots.len() / PROB_SCALE as usize) as u8;
-                t.decode_slots(&mut one);
-                slots.extend_from_slice(&one);
-            }
-        }
+        let (slots, by_context) = Table::stacked_slots(&self.tables, ROW_ABSENT);
         RowDecoder {
             slots,
             e0: self.e0,
