@@ -366,7 +366,7 @@ fn count_elements<const W: usize>(
 
 /// Planes 0 and 1 of a (rotated) element of `width` bytes (2 or 4).
 #[inline(always)]
-fn top_two(e: &[u8], width: usize, rotate: bool) -> (u8, u8) {
+pub(crate) fn top_two(e: &[u8], width: usize, rotate: bool) -> (u8, u8) {
     if width == 2 {
         let v = u16::from_le_bytes([e[0], e[1]]);
         let t = if rotate { v.rotate_left(1) } else { v };
@@ -457,38 +457,72 @@ pub(crate) fn plan_tables(
     // The whole body, counted by context a chunk at a time: the chunks' counts are kept for
     // their plans (which would otherwise count each chunk again).
     let table = context_table(e0);
-    let count = |part: &[u8]| {
-        let mut counts = Vec::with_capacity(part.len().div_ceil(chunk_bytes) * CONTEXTS);
-        let mut ctx = Vec::new();
-        for chunk in part.chunks(chunk_bytes) {
+    let (chunk_counts, ctx) =
+        count_chunks::<CONTEXTS>(body, chunk_bytes, parallel, |chunk, _, h| {
             if width == 2 {
-                count_elements::<2>(chunk, rotate, &table, &mut ctx);
+                count_elements::<2>(chunk, rotate, &table, h);
             } else {
-                count_elements::<4>(chunk, rotate, &table, &mut ctx);
+                count_elements::<4>(chunk, rotate, &table, h);
             }
-            counts.extend_from_slice(&ctx);
+        });
+    let tables = ContextTables::from_counts(e0, &ctx)?;
+    (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len(form) as f64)
+        .then_some((tables, chunk_counts))
+}
+
+/// Each chunk's `N` histograms, as `count(chunk, bytes, h)` puts them in `h` (`bytes` is
+/// scratch), chunk after chunk of `body` (on rayon's threads, in tasks of whole chunks, if
+/// `parallel`), and their sums over the body: the counting pass of the context and row
+/// tables.
+pub(crate) fn count_chunks<const N: usize>(
+    body: &[u8],
+    chunk_bytes: usize,
+    parallel: bool,
+    count: impl Fn(&[u8], &mut Vec<u8>, &mut Vec<[u32; 256]>) + Sync,
+) -> (Vec<[u32; 256]>, [[u32; 256]; N]) {
+    let count_part = |part: &[u8]| {
+        let mut counts = Vec::with_capacity(part.len().div_ceil(chunk_bytes) * N);
+        let (mut bytes, mut h) = (Vec::new(), Vec::new());
+        for chunk in part.chunks(chunk_bytes) {
+            count(chunk, &mut bytes, &mut h);
+            debug_assert_eq!(h.len(), N);
+            counts.extend_from_slice(&h);
         }
         counts
     };
     let task = chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
     let chunk_counts: Vec<[u32; 256]> = if parallel {
         use rayon::prelude::*;
-        let parts: Vec<Vec<[u32; 256]>> = body.par_chunks(task).map(count).collect();
+        let parts: Vec<Vec<[u32; 256]>> = body.par_chunks(task).map(count_part).collect();
         parts.concat()
     } else {
-        count(body)
+        count_part(body)
     };
-    let mut ctx = [[0u32; 256]; CONTEXTS];
-    for chunk in chunk_counts.chunks_exact(CONTEXTS) {
-        for (x, y) in ctx.iter_mut().zip(chunk) {
-            for (p, q) in x.iter_mut().zip(y) {
-                *p += q;
-            }
+    let mut all = [[0u32; 256]; N];
+    for chunk in chunk_counts.chunks_exact(N) {
+        add_histograms(&mut all, chunk);
+    }
+    (chunk_counts, all)
+}
+
+/// One histogram of the elements of every context: the sum of `h`.
+pub(crate) fn merged(h: &[[u32; 256]]) -> [u32; 256] {
+    let mut sum = [0u32; 256];
+    for c in h {
+        for (a, &b) in sum.iter_mut().zip(c) {
+            *a += b;
         }
     }
-    let tables = ContextTables::from_counts(e0, &ctx)?;
-    (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len(form) as f64)
-        .then_some((tables, chunk_counts))
+    sum
+}
+
+/// `sum[c] += h[c]` for every context `c`.
+pub(crate) fn add_histograms(sum: &mut [[u32; 256]], h: &[[u32; 256]]) {
+    for (x, y) in sum.iter_mut().zip(h) {
+        for (p, q) in x.iter_mut().zip(y) {
+            *p += q;
+        }
+    }
 }
 
 #[cfg(test)]

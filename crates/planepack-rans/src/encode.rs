@@ -2,7 +2,7 @@
 //! sparse or modelled, each plane raw, constant or rANS) and coded, chunks in parallel.
 
 use super::*;
-use crate::contexts::{ContextEncoder, PLANE_CONTEXT, VERSION_CONTEXT};
+use crate::contexts::{merged, ContextEncoder, PLANE_CONTEXT, VERSION_CONTEXT};
 use crate::row_contexts::{RowEncoder, PLANE_ROW_CONTEXT, VERSION_ROW_CONTEXT};
 
 /// The stream-wide tables a chunk's planes may be coded with: plane 1's by the exponent
@@ -634,15 +634,7 @@ impl Rans {
         dense.push(top_counts);
         for j in 1..width {
             dense.push(match contexts {
-                Some(_) if j == 1 => {
-                    let mut sum = [0u32; 256];
-                    for h in &s.context_counts {
-                        for (a, &b) in sum.iter_mut().zip(h) {
-                            *a += b;
-                        }
-                    }
-                    sum
-                }
+                Some(_) if j == 1 => merged(&s.context_counts),
                 _ => histogram(&s.planes[j]),
             });
         }

@@ -17,6 +17,7 @@
 //!
 //! The format is `docs/format-rans.md` ("Row contexts", version 6).
 
+use crate::contexts::{add_histograms, count_chunks, merged};
 use crate::lanes::{lanes_for, Prepared};
 use crate::model::{Table, TableForm, PROB_BITS};
 use planepack_core::error::take;
@@ -224,12 +225,7 @@ impl RowEncoder {
         let kept = self
             .chunk_counts
             .get(index * ROW_CONTEXTS..(index + 1) * ROW_CONTEXTS)?;
-        let mut sum = [0u32; 256];
-        for h in kept {
-            for (a, &b) in sum.iter_mut().zip(h) {
-                *a += b;
-            }
-        }
+        let sum = merged(kept);
         if &sum != top_counts {
             return None;
         }
@@ -264,17 +260,10 @@ const TABLES_PAY_TIMES: f64 = f64::NEG_INFINITY;
 /// Plane-0 bytes of the (rotated) elements of `width` bytes in `part`, into `top`.
 fn top_bytes(part: &[u8], width: usize, rotate: bool, top: &mut Vec<u8>) {
     top.clear();
-    if width == 2 {
-        top.extend(part.chunks_exact(2).map(|e| {
-            let v = u16::from_le_bytes([e[0], e[1]]);
-            ((if rotate { v.rotate_left(1) } else { v }) >> 8) as u8
-        }));
-    } else {
-        top.extend(part.chunks_exact(4).map(|e| {
-            let v = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
-            ((if rotate { v.rotate_left(1) } else { v }) >> 24) as u8
-        }));
-    }
+    top.extend(
+        part.chunks_exact(width)
+            .map(|e| crate::contexts::top_two(e, width, rotate).0),
+    );
 }
 
 /// Count chunk plane `top`'s symbols by row context (distance `u`) into `h` (eight
@@ -355,11 +344,7 @@ pub(crate) fn plan_tables(
             for r in &samples {
                 top_bytes(&body[r.clone()], width, rotate, &mut top);
                 count_chunk(&top, row, &table, &mut h);
-                for (a, b) in all.iter_mut().zip(&h) {
-                    for (x, y) in a.iter_mut().zip(b) {
-                        *x += y;
-                    }
-                }
+                add_histograms(&mut all, &h);
             }
             all.iter().map(entropy).sum::<f64>()
         };
@@ -372,34 +357,12 @@ pub(crate) fn plan_tables(
         0
     };
     let table = context_table(shift);
-    let count = |part: &[u8]| {
-        let mut counts = vec![[0u32; 256]; part.len().div_ceil(chunk_bytes) * ROW_CONTEXTS];
-        let mut top = Vec::new();
-        for (chunk, h) in part
-            .chunks(chunk_bytes)
-            .zip(counts.chunks_exact_mut(ROW_CONTEXTS))
-        {
-            top_bytes(chunk, width, rotate, &mut top);
-            count_chunk(&top, row, &table, h);
-        }
-        counts
-    };
-    let task = chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
-    let chunk_counts: Vec<[u32; 256]> = if parallel {
-        use rayon::prelude::*;
-        let parts: Vec<Vec<[u32; 256]>> = body.par_chunks(task).map(count).collect();
-        parts.concat()
-    } else {
-        count(body)
-    };
-    let mut all = [[0u32; 256]; ROW_CONTEXTS];
-    for chunk in chunk_counts.chunks_exact(ROW_CONTEXTS) {
-        for (x, y) in all.iter_mut().zip(chunk) {
-            for (p, q) in x.iter_mut().zip(y) {
-                *p += q;
-            }
-        }
-    }
+    let (chunk_counts, all) =
+        count_chunks::<ROW_CONTEXTS>(body, chunk_bytes, parallel, |chunk, top, h| {
+            top_bytes(chunk, width, rotate, top);
+            h.resize(ROW_CONTEXTS, [0; 256]);
+            count_chunk(top, row, &table, h);
+        });
     let tables: [Option<Table>; ROW_CONTEXTS] = std::array::from_fn(|c| {
         all[c]
             .iter()
@@ -418,12 +381,7 @@ pub(crate) fn plan_tables(
     // lanes) against the row tables (cross entropy, lanes), where smaller.
     let mut saving = 0.0;
     for chunk in enc.chunk_counts.chunks_exact(ROW_CONTEXTS) {
-        let mut sum = [0u32; 256];
-        for h in chunk {
-            for (a, &b) in sum.iter_mut().zip(h) {
-                *a += b;
-            }
-        }
+        let sum = merged(chunk);
         let own = Table::from_counts(&sum);
         let own_bytes = own.cost_bits(&sum) / 8.0 + own.written_len(form) as f64;
         let row_bytes = cost_bits(&enc.cost, chunk) / 8.0;
