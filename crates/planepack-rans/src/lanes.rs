@@ -566,31 +566,24 @@ pub fn decode(
     #[cfg(target_arch = "x86_64")]
     if k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() {
         let full = n / k * k;
-        let mut p32 = [0u32; MAX_LANES];
-        for (d, s) in p32.iter_mut().zip(&pos) {
-            *d = *s as u32;
-        }
         // SAFETY: the CPU has AVX2 (checked above); the kernel's loads stay inside `slots`
         // (slots below 4096 of tables below `tables`, checked above, an absent context's
         // clamped to the last), `top` (`full` bytes) and `words` (indices <= last, with two
         // words after it), and it writes only `out[..full * unit]`.
-        let ok = unsafe {
+        let ok = with_u32_positions(&mut pos, |p32| unsafe {
             avx2::decode_target(
                 k / 8,
                 &mut x,
-                &mut p32,
+                p32,
                 slots,
                 target,
                 words,
                 last as u32,
                 &mut out[..full * unit],
             )
-        };
+        });
         if !ok {
             return Err(absent());
-        }
-        for (d, s) in pos.iter_mut().zip(&p32) {
-            *d = *s as usize;
         }
         return finish(
             &mut x,
@@ -662,6 +655,19 @@ impl LaneStart {
             next,
         })
     }
+}
+
+/// Run a SIMD kernel `f` on the lanes' word positions as u32 (its vectors' width; the words
+/// of a plane fit in u32), and take back where it left them.
+#[cfg(target_arch = "x86_64")]
+fn with_u32_positions(
+    pos: &mut [usize; MAX_LANES],
+    f: impl FnOnce(&mut [u32; MAX_LANES]) -> bool,
+) -> bool {
+    let mut p32 = pos.map(|p| p as u32);
+    let ok = f(&mut p32);
+    *pos = p32.map(|p| p as usize);
+    ok
 }
 
 /// Every lane must have read exactly its words and returned to state `L`.
@@ -748,30 +754,23 @@ pub fn decode_rows(
     #[cfg(target_arch = "x86_64")]
     if k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() {
         let full = n / k * k;
-        let mut p32 = [0u32; MAX_LANES];
-        for (d, s) in p32.iter_mut().zip(&pos) {
-            *d = *s as u32;
-        }
         // SAFETY: the CPU has AVX2 (checked above); k (a multiple of 8, at most 32) divides
         // u (checked above) and `full`; the kernel's loads stay inside `slots` (tables below
         // `tables`, an absent context's clamped to the last), `out` (earlier rounds) and
         // `words` (indices <= last, two words after it), and it writes only `out[..full]`.
-        let ok = unsafe {
+        let ok = with_u32_positions(&mut pos, |p32| unsafe {
             avx2::decode_rows(
                 k / 8,
                 &mut x,
-                &mut p32,
+                p32,
                 slots,
                 dec,
                 words,
                 last as u32,
                 &mut out[..full],
             )
-        };
+        });
         absent |= !ok;
-        for (d, s) in pos.iter_mut().zip(&p32) {
-            *d = *s as usize;
-        }
         done = full;
     }
     // The rest, a round of k symbols at a time (`done` is whole rounds): a round lies wholly
