@@ -967,7 +967,7 @@ fn stream_flags(rans: &Rans, width: usize, rotate: bool) -> u8 {
 }
 
 /// The stream as pieces, as the CPU encoder writes it: the header (version 1, `flag` the
-/// stream's flags byte) and chunk table, each chunk in the shorter of its coded layouts (dense
+/// stream's flags byte; the short form for one chunk) and chunk table (long form only), each chunk in the shorter of its coded layouts (dense
 /// on a tie) or raw where that is not longer, then the tail bytes.
 fn lay_out(
     lp: &LanePlan,
@@ -979,15 +979,7 @@ fn lay_out(
 ) -> Vec<Piece> {
     let form = rans.table_form();
     let n_chunks = g.chunks();
-    let mut head = Vec::with_capacity(planepack_rans::HEADER_BYTES + 4 * n_chunks);
-    head.extend_from_slice(&planepack_rans::MAGIC);
-    head.push(1);
-    head.push(g.width as u8);
-    head.push(rans.chunk_log2);
-    head.push(flag);
-    head.extend_from_slice(&(raw_len as u64).to_le_bytes());
-    let table_at = head.len();
-    head.resize(table_at + 4 * n_chunks, 0);
+    let mut lens = Vec::with_capacity(n_chunks);
     let mut chunks = Vec::new();
     for (c, (dense, sparse, nonzero)) in lp.chunks.iter().enumerate() {
         let len = g.chunk_len(c);
@@ -1030,9 +1022,23 @@ fn lay_out(
                 },
             ];
         }
-        let t = total(&best) as u32;
-        head[table_at + 4 * c..table_at + 4 * c + 4].copy_from_slice(&t.to_le_bytes());
+        lens.push(total(&best) as u32);
         chunks.extend(best);
+    }
+    let mut head = Vec::with_capacity(planepack_rans::HEADER_BYTES + 4 * n_chunks);
+    let short = planepack_rans::write_header(
+        &mut head,
+        1,
+        g.width,
+        rans.chunk_log2,
+        flag,
+        raw_len,
+        n_chunks,
+    );
+    if !short {
+        for len in lens {
+            head.extend_from_slice(&len.to_le_bytes());
+        }
     }
     let body = g.n * g.width;
     let mut pieces = vec![Piece::Literal(head)];

@@ -813,33 +813,28 @@ impl Rans {
         self.check()?;
         let width = elem.size();
         let start = out.len();
-        out.extend_from_slice(&MAGIC);
-        let version_at = out.len();
-        out.push(1);
-        out.push(width as u8);
-        out.push(self.chunk_log2);
-        let flags_at = out.len();
-        out.push(
-            if rows.is_some() { FLAG_ROWS } else { 0 }
-                | if self.compact_tables {
-                    FLAG_COMPACT_TABLES
-                } else {
-                    0
-                },
-        );
-        out.extend_from_slice(&(input.len() as u64).to_le_bytes());
+        // The header, the row map, the tables' sections and the chunk table go before the
+        // chunks once the chunks are coded (the version, the sections and the chunk lengths
+        // are known then); until then the row map waits in `row_map`.
+        let mut flags = if rows.is_some() { FLAG_ROWS } else { 0 }
+            | if self.compact_tables {
+                FLAG_COMPACT_TABLES
+            } else {
+                0
+            };
+        let mut row_map = Vec::new();
         let originals: Vec<u8>;
         let input_body = match &rows {
             Some(m) => {
                 let n = input.len() / m.row_bytes;
-                out.extend_from_slice(&(m.row_bytes as u64).to_le_bytes());
+                row_map.extend_from_slice(&(m.row_bytes as u64).to_le_bytes());
                 let mut bits = vec![0u8; n.div_ceil(8)];
                 for &(r, _) in &m.copies {
                     bits[r as usize / 8] |= 1 << (r % 8);
                 }
-                out.extend_from_slice(&bits);
+                row_map.extend_from_slice(&bits);
                 for &(_, src) in &m.copies {
-                    out.extend_from_slice(&src.to_le_bytes());
+                    row_map.extend_from_slice(&src.to_le_bytes());
                 }
                 let mut kept = Vec::with_capacity(input.len() - m.copies.len() * m.row_bytes);
                 for (i, row) in input.chunks_exact(m.row_bytes).enumerate() {
@@ -855,15 +850,13 @@ impl Rans {
         let body = input_body.len() / width * width;
         let chunk_bytes = (1usize << self.chunk_log2) / width * width;
         let n_chunks = body.div_ceil(chunk_bytes);
-        let table_at = out.len();
-        out.resize(table_at + 4 * n_chunks, 0);
         let mut s = EncScratch::default();
         // The format never rotates single bytes; wider elements are rotated where a sample
         // says the planes come out smaller that way.
         let rotate =
             self.rotate && width > 1 && rotation_pays(&input_body[..body], width, &mut s.planes);
         // (For single bytes the flag means nothing; it is set as this encoder always did.)
-        out[flags_at] |= u8::from(if width == 1 { self.rotate } else { rotate });
+        flags |= u8::from(if width == 1 { self.rotate } else { rotate });
         let contexts = if self.contexts {
             crate::contexts::plan_tables(
                 &input_body[..body],
@@ -953,7 +946,6 @@ impl Rans {
         } else {
             code(&input_body[..body], 0, &mut s, out, &mut lens)?
         };
-        out[version_at] = version;
         // The context tables go before the chunk table, once a chunk has used them; a
         // version-5 or 6 stream has the section always: the tensor's tables where it has any
         // (whether or not a chunk used them), else an empty set (with the row tables' `E0`
@@ -974,14 +966,25 @@ impl Rans {
                 .expect("a row plane is written only with the row tables");
             r.tables.write(&mut section, form);
         }
-        out.splice(table_at..table_at, section.iter().copied());
-        let table_at = table_at + section.len();
-        for (entry, len) in out[table_at..table_at + 4 * n_chunks]
-            .chunks_exact_mut(4)
-            .zip(&lens)
-        {
-            entry.copy_from_slice(&len.to_le_bytes());
+        let mut head =
+            Vec::with_capacity(HEADER_BYTES + row_map.len() + section.len() + 4 * n_chunks);
+        let short = crate::header::write_header(
+            &mut head,
+            version,
+            width,
+            self.chunk_log2,
+            flags,
+            input.len(),
+            n_chunks,
+        );
+        head.extend_from_slice(&row_map);
+        head.extend_from_slice(&section);
+        if !short {
+            for len in &lens {
+                head.extend_from_slice(&len.to_le_bytes());
+            }
         }
+        out.splice(start..start, head);
         out.extend_from_slice(&input_body[body..]);
         debug_assert!(out.len() - start <= self.max_compressed_len(input.len(), elem));
         Ok(())

@@ -75,7 +75,7 @@ mod planes;
 
 use decode::*;
 use encode::*;
-pub use header::{chunk_spans, parse_header, Header, RowMap};
+pub use header::{chunk_spans, parse_header, write_header, Header, RowMap};
 use planes::*;
 
 /// The format constants the GPU kernels share and the pieces the tests reach: not a stable
@@ -95,6 +95,7 @@ pub mod internals {
         pub use crate::model::{histogram, Table};
     }
     pub use crate::compact::RUNS_MAX;
+    pub use crate::header::{get_length, put_length};
     pub use crate::model::{TableForm, LIST_MAX, PROB_BITS};
     /// The modelled chunk's constants.
     pub mod modelled {
@@ -143,8 +144,8 @@ pub const MAGIC: [u8; 4] = *b"PPRA";
 /// Format version: 6 when a plane 0 is coded with the stream's row tables, else 5 when a
 /// chunk is a difference chunk (mode 5), else 4 when a plane is coded with the stream's
 /// context tables, else 3 when a chunk is block-scaled (mode 4), else 2 when a chunk is
-/// modelled (mode 3), else 1 (the streams of the first version, byte for byte). Decoders
-/// read all six.
+/// modelled (mode 3), else 1 (the streams of the first version, byte for byte but for the
+/// header flags added since: compact tables, the short header). Decoders read all six.
 pub const VERSION: u8 = row_contexts::VERSION_ROW_CONTEXT;
 /// The version that allows modelled chunks (mode 3).
 pub const VERSION_MODELLED: u8 = 2;
@@ -156,6 +157,14 @@ pub const FLAG_ROTATED: u8 = 1;
 pub const FLAG_ROWS: u8 = 2;
 /// Header flag bit 2: every frequency table is in the compact form (module `compact`).
 pub const FLAG_COMPACT_TABLES: u8 = 4;
+/// Header flag bit 7: the short header of a stream whose body is at most one chunk (module
+/// `header`): the flags byte at offset 6, in the chunk-size byte's place (no chunk size has
+/// bit 7 set), the raw length as a LEB128 varint, no chunk table. Never set in the long form.
+pub const FLAG_SHORT_HEADER: u8 = 0x80;
+/// Bytes of the short header before its raw length (magic, version, width, flags).
+pub const SHORT_HEADER_FIXED_BYTES: usize = 7;
+/// The most body bytes a short header's single chunk may hold (the largest chunk, 2^20).
+pub const SHORT_HEADER_MAX_BODY: usize = 1 << *CHUNK_LOG2_RANGE.end();
 /// Chunk sizes the format allows: 2^12 (4 KiB) to 2^20 (1 MiB) bytes.
 pub const CHUNK_LOG2_RANGE: std::ops::RangeInclusive<u8> = 12..=20;
 /// Default chunk: 64 KiB (see `bench-results/rans-study.md` for the measurement).

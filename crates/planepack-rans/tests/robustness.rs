@@ -32,7 +32,8 @@ fn mutated_streams_are_errors_or_right_length() {
             let raw: Vec<u8> = [&row[..], &other, &row, &row, &other, &other, &row].concat();
             let mut enc = Vec::new();
             codec.encode_shaped(&raw, elem, &[7, 64], &mut enc).unwrap();
-            assert_eq!(enc[7] & 2, 2, "expected a row map");
+            let header = planepack_rans::parse_header(&enc).unwrap();
+            assert!(header.rows.is_some(), "expected a row map");
             streams.push((raw, enc));
         }
         // Block-scaled chunks (version 3), one chunk of them broken off the grid.
@@ -102,7 +103,16 @@ fn random_bytes_with_a_valid_header_never_panic() {
         for _ in 0..20_000 {
             let len = rng.below(400) as usize;
             let mut s: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
-            if s.len() >= 16 && rng.below(2) == 0 {
+            if s.len() >= 16 && rng.below(3) == 0 {
+                // The short header: flags with bit 7, a varint length, one chunk.
+                s[..4].copy_from_slice(&planepack_rans::MAGIC);
+                s[4] = planepack_rans::VERSION;
+                s[5] = [1, 2, 4][rng.below(3) as usize];
+                s[6] = 0x80 | rng.below(2) as u8;
+                let mut len = Vec::new();
+                planepack_rans::internals::put_length(&mut len, rng.below(1 << 21));
+                s[7..7 + len.len()].copy_from_slice(&len);
+            } else if s.len() >= 16 && rng.below(2) == 0 {
                 s[..4].copy_from_slice(&planepack_rans::MAGIC);
                 s[4] = planepack_rans::VERSION;
                 s[5] = [1, 2, 4][rng.below(3) as usize];
@@ -121,6 +131,61 @@ fn random_bytes_with_a_valid_header_never_panic() {
             }
         }
     });
+}
+
+/// The short header (one chunk): streams of every length up to a chunk and a tail use it
+/// and round-trip; its varint length is refused when not in its shortest form, past 10 bytes
+/// or past 2^64; a body past the largest chunk, the short flag in the long form's flags byte,
+/// and a short stream with bytes missing or added are errors.
+#[test]
+fn short_headers_round_trip_and_refuse_what_they_cannot_be() {
+    use planepack_rans::internals::{get_length, put_length};
+    let codec = Rans::default();
+    for elem in ElemType::ALL {
+        for n in [0, 1, 2, 3, 5, 7, 100, 2047, 4097, 65535, 65536] {
+            let raw = generate(Pattern::Mixed, elem, n, n as u64);
+            let enc = codec.encode_to_vec(&raw, elem).unwrap();
+            let h = planepack_rans::parse_header(&enc).unwrap();
+            assert!(h.short, "{elem} {n}: one chunk, short header");
+            assert_eq!(enc[6] & 0x80, 0x80);
+            let mut out = vec![0u8; raw.len()];
+            codec.decode(&enc, &mut out).unwrap();
+            assert!(out == raw, "{elem} {n}");
+            for bad in [&enc[..enc.len() - 1], &[&enc[..], &[0]].concat()[..]] {
+                let mut out = vec![0u8; raw.len()];
+                assert!(codec.decode(bad, &mut out).is_err(), "{elem} {n}: length");
+            }
+        }
+        // Two chunks: the long header.
+        let raw = generate(Pattern::Mixed, elem, 65537 + elem.size(), 1);
+        let enc = codec.encode_to_vec(&raw, elem).unwrap();
+        assert!(!planepack_rans::parse_header(&enc).unwrap().short);
+        assert!(enc[6] <= 20 && enc[7] & 0x80 == 0);
+        // The long form with the short flag in its flags byte.
+        let mut bad = enc.clone();
+        bad[7] |= 0x80;
+        assert!(codec.decode(&bad, &mut vec![0u8; raw.len()]).is_err());
+    }
+    for v in [0u64, 1, 127, 128, 4096, 1 << 35, u64::MAX] {
+        let mut b = Vec::new();
+        put_length(&mut b, v);
+        assert_eq!(get_length(&b, 0).unwrap(), (v, b.len()));
+        assert!(get_length(&b[..b.len() - 1], 0).is_err(), "truncated {v}");
+    }
+    for bad in [
+        &[0x80, 0x00][..],                                             // 0 in two bytes
+        &[0xff, 0x80, 0x00],                                           // a zero last byte
+        &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02], // 2^64
+        &[0x80; 11],                                                   // past 10 bytes
+    ] {
+        assert!(get_length(bad, 0).is_err(), "{bad:?}");
+    }
+    // A short header whose body is past the largest chunk (2^20 bytes and one element more).
+    let mut s = planepack_rans::MAGIC.to_vec();
+    s.extend_from_slice(&[planepack_rans::VERSION, 2, 0x80]);
+    put_length(&mut s, (1 << 20) + 2);
+    s.extend_from_slice(&[0u8; 64]);
+    assert!(planepack_rans::parse_header(&s).is_err());
 }
 
 /// A modelled chunk's row length `U` as a damaged header gives it, up to 2^32 - 1: "up" is

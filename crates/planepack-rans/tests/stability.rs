@@ -1,10 +1,12 @@
 //! Format stability: the encoder's exact bytes, pinned (as for the bit-plane codec). The GPU
 //! decoder and the format spec are checked against what this encoder writes, so a rewrite
 //! for speed must not change its output by accident. A deliberate change of the encoder's
-//! choices updates the constant (last: the difference chunks of stream version 5 on by
-//! default, 2026-12-04; before: rows are copies in the row map only where the planes would
-//! spend more on them than a reference, and the map only where its copies pay for its
-//! bitmap); a change of the format also the stream version.
+//! choices updates the constant (last: the short header of one-chunk streams, 2026-12-04,
+//! pinned beside the hashes of before, which the streams still have written back in the long
+//! form; before: the difference chunks of stream version 5 on by default; before: rows are
+//! copies in the row map only where the planes would spend more on them than a reference,
+//! and the map only where its copies pay for its bitmap); a change of the format also the
+//! stream version or a header flag.
 //! Without the modelled chunk the version-1 streams are pinned (the hash they had before
 //! version 2 existed, until the row map's cost rule changed which rows are copies).
 
@@ -20,16 +22,44 @@ fn fnv1a(h: &mut u64, bytes: &[u8]) {
     }
 }
 
-/// The hash of every pattern, element type and length through `codecs`, flat and as
-/// repeated rows of 10 elements.
-fn streams_hash(codecs: &[Rans]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
+/// A stream in the long header form: a short header (one chunk, 2026-12-04) written back as
+/// the 16-byte header with the encoder's chunk size and a chunk table, as the encoder wrote
+/// every stream before; long-form streams as they are.
+fn long_form(enc: &[u8], chunk_log2: u8) -> Vec<u8> {
+    let h = planepack_rans::parse_header(enc).unwrap();
+    if !h.short {
+        return enc.to_vec();
+    }
+    let (raw_len, after) = planepack_rans::internals::get_length(enc, 7).unwrap();
+    let mut long = enc[..6].to_vec();
+    long.extend_from_slice(&[chunk_log2, enc[6] & 0x7f]);
+    long.extend_from_slice(&raw_len.to_le_bytes());
+    long.extend_from_slice(&enc[after..h.table_at]);
+    for (_, len) in planepack_rans::chunk_spans(enc, &h).unwrap() {
+        long.extend_from_slice(&(len as u32).to_le_bytes());
+    }
+    long.extend_from_slice(&enc[h.table_at..]);
+    long
+}
+
+/// FNV-1a of the streams in the long form (`[0]`: so the hashes pinned before the short header
+/// still hold, showing that it changed no chunk) and as written (`[1]`).
+fn hash_both(h: &mut [u64; 2], enc: &[u8], chunk_log2: u8) {
+    fnv1a(&mut h[0], &long_form(enc, chunk_log2));
+    fnv1a(&mut h[1], enc);
+}
+
+/// The hashes of every pattern, element type and length through `codecs`, flat and as
+/// repeated rows of 10 elements (see [`hash_both`]).
+fn streams_hash(codecs: &[Rans]) -> [u64; 2] {
+    let mut h = [0xcbf2_9ce4_8422_2325u64; 2];
     for codec in codecs {
         for elem in ElemType::ALL {
             for pattern in Pattern::ALL {
                 for len in [0, 1, 130, 4096, 3 * 4096 + 77, 100_000] {
                     let data = generate(pattern, elem, len, len as u64 * 7 + 3);
-                    fnv1a(&mut h, &codec.encode_to_vec(&data, elem).unwrap());
+                    let enc = codec.encode_to_vec(&data, elem).unwrap();
+                    hash_both(&mut h, &enc, codec.chunk_log2);
                     // The same bytes as rows of 10 elements, repeated: the row map.
                     let rows =
                         [&data[..data.len() / (10 * elem.size()) * 10 * elem.size()]; 3].concat();
@@ -42,7 +72,7 @@ fn streams_hash(codecs: &[Rans]) -> u64 {
                             &mut enc,
                         )
                         .unwrap();
-                    fnv1a(&mut h, &enc);
+                    hash_both(&mut h, &enc, codec.chunk_log2);
                 }
             }
         }
@@ -79,8 +109,9 @@ fn version_1_output_is_unchanged() {
         },
     ]);
     assert_eq!(
-        h, 0x8da6_9022_aedc_f268,
-        "encoder output changed: {h:#018x}"
+        h,
+        [0x8da6_9022_aedc_f268, 0x0807_1c52_a951_0bc6],
+        "encoder output changed: {h:#018x?}"
     );
 }
 
@@ -90,8 +121,8 @@ fn version_1_output_is_unchanged() {
 #[test]
 fn encoder_output_is_unchanged() {
     for (compact_tables, pinned) in [
-        (false, 0x8eb4_ee0a_dc1e_1a43),
-        (true, 0xd268_e79b_b1b5_09fb),
+        (false, [0x8eb4_ee0a_dc1e_1a43, 0x6ce8_d06e_dd0a_59db]),
+        (true, [0xd268_e79b_b1b5_09fb, 0x9e28_576b_f353_21e4]),
     ] {
         let h = streams_hash(&[
             Rans {
@@ -113,7 +144,7 @@ fn encoder_output_is_unchanged() {
         ]);
         assert_eq!(
             h, pinned,
-            "encoder output changed (compact tables {compact_tables}): {h:#018x}"
+            "encoder output changed (compact tables {compact_tables}): {h:#018x?}"
         );
     }
 }
@@ -123,10 +154,10 @@ fn encoder_output_is_unchanged() {
 #[test]
 fn block_scaled_output_is_unchanged() {
     for (compact_tables, pinned) in [
-        (false, 0x8627_3435_cbbd_b999),
-        (true, 0x036e_cc63_1a41_caee),
+        (false, [0x8627_3435_cbbd_b999, 0x4c61_ac9d_def7_3b59]),
+        (true, [0x036e_cc63_1a41_caee, 0x14a4_4555_8e6e_9a24]),
     ] {
-        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        let mut h = [0xcbf2_9ce4_8422_2325u64; 2];
         for codec in [
             Rans {
                 compact_tables,
@@ -141,16 +172,17 @@ fn block_scaled_output_is_unchanged() {
         ] {
             for len in [4, 130, 4096, 3 * 4096 + 77, 100_000, 300_001] {
                 let data = planepack_testkit::block_scaled_f32(len, len as u64, 5);
-                fnv1a(&mut h, &codec.encode_to_vec(&data, ElemType::F32).unwrap());
+                let enc = codec.encode_to_vec(&data, ElemType::F32).unwrap();
+                hash_both(&mut h, &enc, codec.chunk_log2);
                 let rows = [&data[..data.len() / 128 * 128]; 3].concat();
                 let mut enc = Vec::new();
                 codec
                     .encode_shaped(&rows, ElemType::F32, &[rows.len() / 128, 32], &mut enc)
                     .unwrap();
-                fnv1a(&mut h, &enc);
+                hash_both(&mut h, &enc, codec.chunk_log2);
             }
         }
-        assert_eq!(h, pinned, "encoder output changed: {h:#018x}");
+        assert_eq!(h, pinned, "encoder output changed: {h:#018x?}");
     }
 }
 
