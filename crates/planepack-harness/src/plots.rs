@@ -5,7 +5,7 @@
 //! its Rust binding, square: zstd and LZ4, cross: peers measured through their PyPI packages),
 //! and formats log-axis ticks with enough digits that no two read the same.
 
-use crate::report::{categories, codecs, geomean_by, ratio_table, select};
+use crate::report::{categories, codecs, covers, geomean_by, ratio_table, select};
 use crate::Record;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
@@ -163,13 +163,15 @@ pub fn pareto(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 }
 
 /// Ratio against single-core decode speed, one point per codec (geomeans over the category's
-/// groups), with the Pareto front; names in the legend, not beside the points.
+/// groups), with the Pareto front; names in the legend, not beside the points. A codec that
+/// did not take every tensor of the category (the tables' `part`) has no point: a geomean over
+/// the tensors it chose would stand beside the others' over all of them.
 pub fn ratio_vs_decode(r: &[Record], category: &str, path: &Path) -> Result<()> {
     let cs = codecs(r);
     let mut pts = Vec::new();
     for (i, c) in cs.iter().enumerate() {
         let recs = select(r, Some(category), c);
-        if recs.is_empty() {
+        if recs.is_empty() || !covers(r, c, |x| x.category == category) {
             continue;
         }
         let ratio = geomean_by(&recs, |x| x.ratio);
@@ -315,14 +317,15 @@ pub fn ratio_by_codec(r: &[Record], path: &Path) -> Result<()> {
 /// Transfer-and-decode speed over raw, eq. (2), against the link speed, per codec, for one
 /// category (geomean ratio; B = the codec's all-core CPU decode measured here). A codec helps
 /// only where its line is above 1; at PCIe speeds a CPU decoder is slower than the link, so
-/// every line meets 1 there: the plot shows where that happens.
+/// every line meets 1 there: the plot shows where that happens. Codecs that did not take
+/// every tensor of the category have no line (as in [`ratio_vs_decode`]).
 pub fn effective_bandwidth(r: &[Record], category: &str, path: &Path) -> Result<()> {
     let cs = codecs(r);
     let links: Vec<f64> = (0..=48).map(|k| 0.25 * 2f64.powf(k as f64 / 6.0)).collect();
     let mut series = Vec::new();
     for (i, c) in cs.iter().enumerate() {
         let recs = select(r, Some(category), c);
-        if recs.is_empty() || c == "raw" {
+        if recs.is_empty() || c == "raw" || !covers(r, c, |x| x.category == category) {
             continue;
         }
         let ratio = geomean_by(&recs, |x| x.ratio);

@@ -330,6 +330,19 @@ fn a_codec_measured_on_part_of_a_category_is_not_ranked_there() {
         best.contains("whole 1.414x") && !best.contains("part 4"),
         "{best}"
     );
+    // Nor a point or a line in the category's plots (it once stood above every codec in the
+    // ratio-vs-decode plot of activations).
+    let dir = std::env::temp_dir().join(format!("planepack-part-plots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (points, lines) = (dir.join("points.svg"), dir.join("lines.svg"));
+    planepack_harness::plots::ratio_vs_decode(&records, "activations", &points).unwrap();
+    planepack_harness::plots::effective_bandwidth(&records, "activations", &lines).unwrap();
+    for svg in [&points, &lines] {
+        let text = std::fs::read_to_string(svg).unwrap();
+        assert!(text.contains("\nwhole\n"), "{}", svg.display());
+        assert!(!text.contains("\npart\n"), "{}", svg.display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The peer table says `rans` is ahead only where it is at least as fast both ways at a
