@@ -1026,20 +1026,16 @@ fn lay_out(
         chunks.extend(best);
     }
     let mut head = Vec::with_capacity(planepack_rans::HEADER_BYTES + 4 * n_chunks);
-    let short = planepack_rans::write_header(
+    planepack_rans::write_header(
         &mut head,
         1,
         g.width,
         rans.chunk_log2,
         flag,
         raw_len,
-        n_chunks,
+        &[],
+        &lens,
     );
-    if !short {
-        for len in lens {
-            head.extend_from_slice(&len.to_le_bytes());
-        }
-    }
     let body = g.n * g.width;
     let mut pieces = vec![Piece::Literal(head)];
     pieces.extend(chunks);

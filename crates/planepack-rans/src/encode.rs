@@ -968,22 +968,16 @@ impl Rans {
         }
         let mut head =
             Vec::with_capacity(HEADER_BYTES + row_map.len() + section.len() + 4 * n_chunks);
-        let short = crate::header::write_header(
+        crate::header::write_header(
             &mut head,
             version,
             width,
             self.chunk_log2,
             flags,
             input.len(),
-            n_chunks,
+            &[&row_map, &section],
+            &lens,
         );
-        head.extend_from_slice(&row_map);
-        head.extend_from_slice(&section);
-        if !short {
-            for len in &lens {
-                head.extend_from_slice(&len.to_le_bytes());
-            }
-        }
         out.splice(start..start, head);
         out.extend_from_slice(&input_body[body..]);
         debug_assert!(out.len() - start <= self.max_compressed_len(input.len(), elem));

@@ -265,9 +265,11 @@ pub fn chunk_spans(input: &[u8], h: &Header) -> Result<Vec<(usize, usize)>> {
     Ok(spans)
 }
 
-/// Append a stream's header: the short form (flag bit 7) when its body has at most one chunk,
-/// else the long one. The caller appends the row map, the sections and, in the long form
-/// (`false` returned), the chunk table.
+/// Append everything before a stream's chunks: the header, the short form (flag bit 7) when
+/// the body has at most one chunk (`chunk_lens.len() <= 1`), else the long one; then
+/// `sections` (the row map, the context and row tables), then, in the long form, the chunk
+/// table.
+#[allow(clippy::too_many_arguments)]
 pub fn write_header(
     out: &mut Vec<u8>,
     version: u8,
@@ -275,9 +277,10 @@ pub fn write_header(
     chunk_log2: u8,
     flags: u8,
     raw_len: usize,
-    chunks: usize,
-) -> bool {
-    let short = chunks <= 1;
+    sections: &[&[u8]],
+    chunk_lens: &[u32],
+) {
+    let short = chunk_lens.len() <= 1;
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&[version, width as u8]);
     if short {
@@ -287,7 +290,14 @@ pub fn write_header(
         out.extend_from_slice(&[chunk_log2, flags]);
         out.extend_from_slice(&(raw_len as u64).to_le_bytes());
     }
-    short
+    for s in sections {
+        out.extend_from_slice(s);
+    }
+    if !short {
+        for len in chunk_lens {
+            out.extend_from_slice(&len.to_le_bytes());
+        }
+    }
 }
 
 /// Append `v` as a LEB128 varint: 7 bits a byte, least significant first, bit 7 set on every
