@@ -1,4 +1,5 @@
-// Byte-plane rANS stream decoder (docs/format-rans.md), one workgroup per chunk.
+// Byte-plane rANS stream decoder (docs/format-rans.md), one workgroup per chunk, or on GPUs
+// one per chunk and plane (the phases, above `run`).
 //
 // The host prepends `const W: u32` (element width in bytes: 1, 2 or 4), so each width is its
 // own pipeline. It has checked the stream header (and row map) and located every chunk
@@ -211,14 +212,23 @@ fn advance(x: ptr<function, u32>, p: ptr<function, u32>, sym: u32, e: u32) -> u3
 // same arguments. `top`: where plane 0 of the same elements is in scratch if this plane may
 // be a context plane (plane 1 of a version-4 stream's dense or sparse chunk), ROW_PLANE if it
 // may be a row plane (plane 0 of a dense chunk), else NO_CONTEXT.
-fn plane(at: u32, m: u32, dst: u32, top: u32) -> u32 {
+//
+// `how`: DECODE, SKIP (parse only, to find the plane's end: the tables and lane headers are
+// checked, nothing is written to scratch), DEFER_CONTEXT (decode unless it is a context plane)
+// or ONLY_CONTEXT (decode only if it is one): the plane-parallel phases below.
+fn plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
     need(at, 1u);
     let kind = byte_at(at);
     let words = (m + 3u) / 4u;
     let dw = sbase + dst / 4u;
+    let rows = kind == PLANE_ROW_CONTEXT && top == ROW_PLANE && params.row_at != 0u;
+    let contexts = kind == PLANE_CONTEXT && top != NO_CONTEXT && top != ROW_PLANE
+        && params.ctx_at != 0u;
+    let decode = how == DECODE || (how == DEFER_CONTEXT && !contexts)
+        || (how == ONLY_CONTEXT && contexts);
     if (kind == PLANE_RAW) {
         need(at + 1u, m);
-        for (var q = slot; q < words; q = q + WG) {
+        for (var q = slot; q < words && decode; q = q + WG) {
             scratch[dw + q] = low_bytes(bytes4(at + 1u + 4u * q), m - 4u * q);
         }
         return at + 1u + m;
@@ -226,27 +236,31 @@ fn plane(at: u32, m: u32, dst: u32, top: u32) -> u32 {
     if (kind == PLANE_CONST) {
         need(at + 1u, 1u);
         let s = byte_at(at + 1u) * 0x01010101u;
-        for (var q = slot; q < words; q = q + WG) {
+        for (var q = slot; q < words && decode; q = q + WG) {
             scratch[dw + q] = low_bytes(s, m - 4u * q);
         }
         return at + 2u;
     }
-    let rows = kind == PLANE_ROW_CONTEXT && top == ROW_PLANE && params.row_at != 0u;
-    let contexts = kind == PLANE_CONTEXT && top != NO_CONTEXT && top != ROW_PLANE
-        && params.ctx_at != 0u;
     if (kind != PLANE_RANS && !contexts && !rows) {
         err = err | ERR_TAG;
         return cend;
     }
     var lh = at + 1u;
     if (contexts) {
-        // Plane 0, written by every invocation, is read below by the lanes.
+        // Plane 0, written by every invocation (or by an earlier dispatch), is read below by
+        // the lanes.
         storageBarrier();
     } else if (!rows) {
         lh = plane_table(at);
     }
-    return plane_lanes(lh, m, dst, top, contexts, rows);
+    return plane_lanes(lh, m, dst, top, contexts, rows, decode);
 }
+
+// `plane`'s `how`.
+const DECODE: u32 = 0u;
+const SKIP: u32 = 1u;
+const DEFER_CONTEXT: u32 = 2u;
+const ONLY_CONTEXT: u32 = 3u;
 
 // A rANS plane's frequency table at stream byte `at` (its kind byte) into the workgroup's
 // decode table (`slots`, `fc`); returns the byte after it. Every invocation takes up to 8
@@ -514,7 +528,8 @@ fn table_slots(p: u32, mine: u32, first_rank: u32, s8: array<u32, 8>, f8: array<
 // then the words) into scratch bytes [dst, dst + m), decoded with the workgroup's table or,
 // for a context plane, each symbol with its element's context table (plane 0 at `top`), or,
 // for a row plane, with the row table of the symbol U back. Returns the byte after the plane.
-fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool) -> u32 {
+// `decode` false: only the plane's end (its lane header checked).
+fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, decode: bool) -> u32 {
     need(lh, 1u);
     let k = byte_at(lh);
     if (k == 0u || k > MAX_LANES) {
@@ -542,6 +557,9 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool) 
     let words_at = lh + 1u + 6u * k;
     let end = words_at + 2u * lw.y;
     need(words_at, 2u * lw.y);
+    if (!decode) {
+        return end;
+    }
     lane_x[slot] = x;
     lane_pos[slot] = words_at + 2u * lw.x;
     workgroupBarrier();
@@ -918,7 +936,7 @@ fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
     }
     for (var p = 1u; p < W; p = p + 1u) {
         if (at < cend) {
-            at = plane(at, lits, p * K, NO_CONTEXT);
+            at = plane(at, lits, p * K, NO_CONTEXT, DECODE);
         } else {
             err = err | ERR_OVERRUN;
         }
@@ -1064,7 +1082,7 @@ fn scaled(at0: u32, n: u32, K: u32) -> u32 {
     var at = at0 + 1u;
     for (var p = 0u; p < 5u; p = p + 1u) {
         if (at < cend) {
-            at = plane(at, select(nb, n, p == 4u), select(p * qs, K, p == 4u), NO_CONTEXT);
+            at = plane(at, select(nb, n, p == 4u), select(p * qs, K, p == 4u), NO_CONTEXT, DECODE);
         } else {
             err = err | ERR_OVERRUN;
         }
@@ -1116,28 +1134,179 @@ fn put(w: u32, v: u32, owords: u32, nbytes: u32, last_chunk: bool) {
     }
 }
 
-fn run(wg: vec3<u32>) {
-    let c = wg.y * params.chunks_x + wg.x;
-    err = 0u;
-    let K = params.chunk_elems;
-    let body = params.elems * W;
-    // The tail: a word of its own (W = 4 or 1, or a body ending on a word boundary), else
-    // merged into the body's last word below.
-    if (c == 0u && slot == 0u && params.tail_len > 0u && body % 4u == 0u) {
-        out[body / 4u] = params.tail;
-    }
-    if (c >= params.n_chunks) {
-        return;
-    }
-    let at0 = chunk_off[c];
-    cend = chunk_off[c + 1u];
-    sbase = c * params.scratch_words;
-    let first = c * K;
-    let n = min(K, params.elems - first);
-    obase = first * W / 4u;
+// Join a dense or sparse chunk's planes (in scratch) into its `n` elements (`z` of them coded:
+// the nonzero ones of a sparse chunk) in `out`.
+fn join(n: u32, z: u32, sparse: bool, K: u32, last_chunk: bool) {
     let nbytes = n * W;
-    need(at0, 1u);
-    let mode = byte_at(at0);
+    let owords = (nbytes + 3u) / 4u;
+    if (!sparse) {
+        // Dense: element e's bytes are byte e of every plane. Four elements a step: one
+        // aligned word of each plane, transposed into W output words.
+        for (var g = slot; g < (n + 3u) / 4u; g = g + WG) {
+            var t = vec4<u32>(0u);
+            for (var p = 0u; p < W; p = p + 1u) {
+                let w = scratch[sbase + (p * K) / 4u + g];
+                t = (t << vec4<u32>(8u)) | ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
+            }
+            if (params.rotate != 0u) {
+                t = ((t >> vec4<u32>(1u)) | (t << vec4<u32>(8u * W - 1u))) & vec4<u32>(WMASK);
+            }
+            let ow = g * W;
+            if (ow + W < owords) {
+                // Not the chunk's last word: no tail, no bound to check.
+                if (W == 4u) {
+                    out[obase + ow] = t.x;
+                    out[obase + ow + 1u] = t.y;
+                    out[obase + ow + 2u] = t.z;
+                    out[obase + ow + 3u] = t.w;
+                } else if (W == 2u) {
+                    out[obase + ow] = t.x | (t.y << 16u);
+                    out[obase + ow + 1u] = t.z | (t.w << 16u);
+                } else {
+                    out[obase + ow] = t.x | (t.y << 8u) | (t.z << 16u) | (t.w << 24u);
+                }
+            } else {
+                // Elements past n in this group are bytes past the planes' ends: dropped
+                // by `put` (past the output) or masked off here.
+                let have = n - 4u * g;
+                let keep = vec4<u32>(select(0u, 0xffffffffu, have > 0u), select(0u, 0xffffffffu, have > 1u), select(0u, 0xffffffffu, have > 2u), select(0u, 0xffffffffu, have > 3u));
+                t = t & keep;
+                if (W == 4u) {
+                    put(ow, t.x, owords, nbytes, last_chunk);
+                    put(ow + 1u, t.y, owords, nbytes, last_chunk);
+                    put(ow + 2u, t.z, owords, nbytes, last_chunk);
+                    put(ow + 3u, t.w, owords, nbytes, last_chunk);
+                } else if (W == 2u) {
+                    put(ow, t.x | (t.y << 16u), owords, nbytes, last_chunk);
+                    put(ow + 1u, t.z | (t.w << 16u), owords, nbytes, last_chunk);
+                } else {
+                    put(ow, t.x | (t.y << 8u) | (t.z << 16u) | (t.w << 24u), owords, nbytes, last_chunk);
+                }
+            }
+        }
+    }
+    // Join: each invocation takes 32 elements a round (one mask word), in groups of four
+    // (whole output words): all four nonzero take four bytes of each plane at once, none
+    // nonzero are zeros, a mix goes element by element.
+    var seen = z;
+    for (var base = 0u; base < n && sparse; base = base + 32u * WG) {
+        if (base == 0u) {
+            seen = 0u;
+        }
+        let e0 = base + slot * 32u;
+        var valid = 0u;
+        if (e0 < n) {
+            valid = select(0xffffffffu, (1u << (n - e0)) - 1u, n - e0 < 32u);
+        }
+        var mw = valid;
+        if (sparse) {
+            mw = 0u;
+            if (e0 < n) {
+                mw = scratch[sbase + (params.mask_at + e0 / 8u) / 4u];
+            }
+            if ((mw & ~valid) != 0u) {
+                err = err | ERR_VALUE;
+            }
+            mw = mw & valid;
+        }
+        let sc = scan(countOneBits(mw));
+        var idx = seen + sc.x;
+        seen = seen + sc.y;
+        // (No `continue` here: the next round's scan must stay in uniform control flow.)
+        for (var q = 0u; q < 32u && e0 < n; q = q + 4u) {
+            let bits = (mw >> q) & 15u;
+            var v = vec4<u32>(0u);
+            if (bits == 15u) {
+                var t = vec4<u32>(0u);
+                for (var p = 0u; p < W; p = p + 1u) {
+                    let w = plane_word(p * K + min(idx, K - 4u));
+                    t = (t << vec4<u32>(8u)) | ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
+                }
+                idx = idx + 4u;
+                v = t;
+            } else if (bits != 0u) {
+                for (var i = 0u; i < 4u; i = i + 1u) {
+                    if (((bits >> i) & 1u) != 0u) {
+                        var t = 0u;
+                        for (var p = 0u; p < W; p = p + 1u) {
+                            t = (t << 8u) | sbyte(p * K + min(idx, K - 1u));
+                        }
+                        idx = idx + 1u;
+                        v[i] = t;
+                    }
+                }
+            }
+            if (params.rotate != 0u) {
+                v = ((v >> vec4<u32>(1u)) | (v << vec4<u32>(8u * W - 1u))) & vec4<u32>(WMASK);
+            }
+            // Four elements are W words of the chunk's output.
+            let ow = (e0 + q) * W / 4u;
+            if (W == 4u) {
+                put(ow, v.x, owords, nbytes, last_chunk);
+                put(ow + 1u, v.y, owords, nbytes, last_chunk);
+                put(ow + 2u, v.z, owords, nbytes, last_chunk);
+                put(ow + 3u, v.w, owords, nbytes, last_chunk);
+            } else if (W == 2u) {
+                put(ow, v.x | (v.y << 16u), owords, nbytes, last_chunk);
+                put(ow + 1u, v.z | (v.w << 16u), owords, nbytes, last_chunk);
+            } else {
+                put(ow, v.x | (v.y << 8u) | (v.z << 16u) | (v.w << 24u), owords, nbytes, last_chunk);
+            }
+        }
+    }
+    if (seen != z) {
+        err = err | ERR_VALUE;
+    }
+}
+
+// A difference chunk (version 5) from stream byte `at` (after its mode byte): returns the byte
+// after its planes.
+fn difference_chunk(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
+    var at = at0;
+    let nbytes = n * W;
+    for (var p = 0u; p < W; p = p + 1u) {
+        if (at < cend) {
+            at = plane(at, n, p * K, NO_CONTEXT, DECODE);
+        } else {
+            err = err | ERR_OVERRUN;
+        }
+    }
+    storageBarrier();
+    // The elements are a prefix sum of the steps: each invocation sums its block of
+    // elements (a multiple of 4, so its output words are its own), a scan over the
+    // invocations gives each block's start, then each block is summed again into the
+    // output (CPU twin: planepack-rans's difference::inverse).
+    let block = ((n + WG - 1u) / WG + 3u) / 4u * 4u;
+    let b0 = min(slot * block, n);
+    let b1 = min(b0 + block, n);
+    var sum = 0u;
+    for (var i = b0; i < b1; i = i + 1u) {
+        sum = sum + unzigzag(step_at(i, K));
+    }
+    var acc = scan(sum).x;
+    let owords = (nbytes + 3u) / 4u;
+    var word = 0u;
+    for (var i = b0; i < b1; i = i + 1u) {
+        acc = (acc + unzigzag(step_at(i, K))) & WMASK;
+        let v = unorder(acc);
+        // Four bytes an output word: W = 4 a word an element, W = 2 two.
+        if (W == 4u) {
+            put(i, v, owords, nbytes, last_chunk);
+        } else {
+            word = word | (v << (16u * (i % 2u)));
+            if (i % 2u == 1u || i + 1u == b1) {
+                put(i / 2u, word, owords, nbytes, last_chunk);
+                word = 0u;
+            }
+        }
+    }
+    return at;
+}
+
+// A chunk of any mode but dense and sparse (raw, modelled, scaled, difference; anything else
+// is an error) from its mode byte at `at0`: returns the byte after it.
+fn other_chunk(at0: u32, mode: u32, n: u32, K: u32, first: u32) -> u32 {
+    let nbytes = n * W;
     var at = at0 + 1u;
     if (mode == CHUNK_RAW) {
         need(at, nbytes);
@@ -1153,196 +1322,140 @@ fn run(wg: vec3<u32>) {
         at = modelled(at0, n, K, first + n == params.elems);
     } else if (mode == CHUNK_SCALED && W == 4u) {
         at = scaled(at, n, K);
-    } else if (mode == CHUNK_DENSE || mode == CHUNK_SPARSE) {
-        let sparse = mode == CHUNK_SPARSE;
-        var z = n;
-        if (sparse) {
-            need(at, 4u);
-            z = u32_at(at);
-            at = at + 4u;
-            if (z > n) {
-                err = err | ERR_VALUE;
-                z = n;
-            }
-            at = plane(at, (n + 7u) / 8u, params.mask_at, NO_CONTEXT);
-        }
-        for (var p = 0u; p < W; p = p + 1u) {
-            // (Past an error `plane` returns the chunk's end; a chunk that ends before its
-            // last plane is short, not complete.)
-            if (at < cend) {
-                var top = select(NO_CONTEXT, 0u, p == 1u);
-                if (p == 0u && !sparse) {
-                    top = ROW_PLANE;
-                }
-                at = plane(at, z, p * K, top);
-            } else {
-                err = err | ERR_OVERRUN;
-            }
-        }
-        storageBarrier();
-        let owords = (nbytes + 3u) / 4u;
-        let last_chunk = first + n == params.elems;
-        if (!sparse) {
-            // Dense: element e's bytes are byte e of every plane. Four elements a step: one
-            // aligned word of each plane, transposed into W output words.
-            for (var g = slot; g < (n + 3u) / 4u; g = g + WG) {
-                var t = vec4<u32>(0u);
-                for (var p = 0u; p < W; p = p + 1u) {
-                    let w = scratch[sbase + (p * K) / 4u + g];
-                    t = (t << vec4<u32>(8u)) | ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
-                }
-                if (params.rotate != 0u) {
-                    t = ((t >> vec4<u32>(1u)) | (t << vec4<u32>(8u * W - 1u))) & vec4<u32>(WMASK);
-                }
-                let ow = g * W;
-                if (ow + W < owords) {
-                    // Not the chunk's last word: no tail, no bound to check.
-                    if (W == 4u) {
-                        out[obase + ow] = t.x;
-                        out[obase + ow + 1u] = t.y;
-                        out[obase + ow + 2u] = t.z;
-                        out[obase + ow + 3u] = t.w;
-                    } else if (W == 2u) {
-                        out[obase + ow] = t.x | (t.y << 16u);
-                        out[obase + ow + 1u] = t.z | (t.w << 16u);
-                    } else {
-                        out[obase + ow] = t.x | (t.y << 8u) | (t.z << 16u) | (t.w << 24u);
-                    }
-                } else {
-                    // Elements past n in this group are bytes past the planes' ends: dropped
-                    // by `put` (past the output) or masked off here.
-                    let have = n - 4u * g;
-                    let keep = vec4<u32>(select(0u, 0xffffffffu, have > 0u), select(0u, 0xffffffffu, have > 1u), select(0u, 0xffffffffu, have > 2u), select(0u, 0xffffffffu, have > 3u));
-                    t = t & keep;
-                    if (W == 4u) {
-                        put(ow, t.x, owords, nbytes, last_chunk);
-                        put(ow + 1u, t.y, owords, nbytes, last_chunk);
-                        put(ow + 2u, t.z, owords, nbytes, last_chunk);
-                        put(ow + 3u, t.w, owords, nbytes, last_chunk);
-                    } else if (W == 2u) {
-                        put(ow, t.x | (t.y << 16u), owords, nbytes, last_chunk);
-                        put(ow + 1u, t.z | (t.w << 16u), owords, nbytes, last_chunk);
-                    } else {
-                        put(ow, t.x | (t.y << 8u) | (t.z << 16u) | (t.w << 24u), owords, nbytes, last_chunk);
-                    }
-                }
-            }
-        }
-        // Join: each invocation takes 32 elements a round (one mask word), in groups of four
-        // (whole output words): all four nonzero take four bytes of each plane at once, none
-        // nonzero are zeros, a mix goes element by element.
-        var seen = z;
-        for (var base = 0u; base < n && sparse; base = base + 32u * WG) {
-            if (base == 0u) {
-                seen = 0u;
-            }
-            let e0 = base + slot * 32u;
-            var valid = 0u;
-            if (e0 < n) {
-                valid = select(0xffffffffu, (1u << (n - e0)) - 1u, n - e0 < 32u);
-            }
-            var mw = valid;
-            if (sparse) {
-                mw = 0u;
-                if (e0 < n) {
-                    mw = scratch[sbase + (params.mask_at + e0 / 8u) / 4u];
-                }
-                if ((mw & ~valid) != 0u) {
-                    err = err | ERR_VALUE;
-                }
-                mw = mw & valid;
-            }
-            let sc = scan(countOneBits(mw));
-            var idx = seen + sc.x;
-            seen = seen + sc.y;
-            // (No `continue` here: the next round's scan must stay in uniform control flow.)
-            for (var q = 0u; q < 32u && e0 < n; q = q + 4u) {
-                let bits = (mw >> q) & 15u;
-                var v = vec4<u32>(0u);
-                if (bits == 15u) {
-                    var t = vec4<u32>(0u);
-                    for (var p = 0u; p < W; p = p + 1u) {
-                        let w = plane_word(p * K + min(idx, K - 4u));
-                        t = (t << vec4<u32>(8u)) | ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
-                    }
-                    idx = idx + 4u;
-                    v = t;
-                } else if (bits != 0u) {
-                    for (var i = 0u; i < 4u; i = i + 1u) {
-                        if (((bits >> i) & 1u) != 0u) {
-                            var t = 0u;
-                            for (var p = 0u; p < W; p = p + 1u) {
-                                t = (t << 8u) | sbyte(p * K + min(idx, K - 1u));
-                            }
-                            idx = idx + 1u;
-                            v[i] = t;
-                        }
-                    }
-                }
-                if (params.rotate != 0u) {
-                    v = ((v >> vec4<u32>(1u)) | (v << vec4<u32>(8u * W - 1u))) & vec4<u32>(WMASK);
-                }
-                // Four elements are W words of the chunk's output.
-                let ow = (e0 + q) * W / 4u;
-                if (W == 4u) {
-                    put(ow, v.x, owords, nbytes, last_chunk);
-                    put(ow + 1u, v.y, owords, nbytes, last_chunk);
-                    put(ow + 2u, v.z, owords, nbytes, last_chunk);
-                    put(ow + 3u, v.w, owords, nbytes, last_chunk);
-                } else if (W == 2u) {
-                    put(ow, v.x | (v.y << 16u), owords, nbytes, last_chunk);
-                    put(ow + 1u, v.z | (v.w << 16u), owords, nbytes, last_chunk);
-                } else {
-                    put(ow, v.x | (v.y << 8u) | (v.z << 16u) | (v.w << 24u), owords, nbytes, last_chunk);
-                }
-            }
-        }
-        if (seen != z) {
-            err = err | ERR_VALUE;
-        }
     } else if (mode == CHUNK_DIFFERENCE && W != 1u) {
-        for (var p = 0u; p < W; p = p + 1u) {
-            if (at < cend) {
-                at = plane(at, n, p * K, NO_CONTEXT);
-            } else {
-                err = err | ERR_OVERRUN;
-            }
-        }
-        storageBarrier();
-        // The elements are a prefix sum of the steps: each invocation sums its block of
-        // elements (a multiple of 4, so its output words are its own), a scan over the
-        // invocations gives each block's start, then each block is summed again into the
-        // output (CPU twin: planepack-rans's difference::inverse).
-        let block = ((n + WG - 1u) / WG + 3u) / 4u * 4u;
-        let b0 = min(slot * block, n);
-        let b1 = min(b0 + block, n);
-        var sum = 0u;
-        for (var i = b0; i < b1; i = i + 1u) {
-            sum = sum + unzigzag(step_at(i, K));
-        }
-        var acc = scan(sum).x;
-        let owords = (nbytes + 3u) / 4u;
-        let last_chunk = first + n == params.elems;
-        var word = 0u;
-        for (var i = b0; i < b1; i = i + 1u) {
-            acc = (acc + unzigzag(step_at(i, K))) & WMASK;
-            let v = unorder(acc);
-            // Four bytes an output word: W = 4 a word an element, W = 2 two.
-            if (W == 4u) {
-                put(i, v, owords, nbytes, last_chunk);
-            } else {
-                word = word | (v << (16u * (i % 2u)));
-                if (i % 2u == 1u || i + 1u == b1) {
-                    put(i / 2u, word, owords, nbytes, last_chunk);
-                    word = 0u;
-                }
-            }
-        }
+        at = difference_chunk(at, n, K, first + n == params.elems);
     } else {
         err = err | ERR_TAG;
     }
-    if (at != cend) {
-        err = err | ERR_LENGTH;
+    return at;
+}
+
+// A dense or sparse chunk's plane slots in order: the mask plane (slot 0, sparse chunks only),
+// then planes 0 .. W - 1 (slots 1 .. W). Walks them from the chunk's mode byte at `at0` up to
+// slot `pick` (ALL_SLOTS: every one), decoding slot `pick` as `how` says (every slot, for
+// ALL_SLOTS) and parsing the ones before it only; returns the byte after the last slot walked.
+// The chunk's coded element count (n, or a sparse chunk's nonzero count) goes to `coded`.
+const ALL_SLOTS: u32 = 0xffffffffu;
+var<private> coded: u32;
+fn planes_of(at0: u32, n: u32, sparse: bool, K: u32, pick: u32, how: u32) -> u32 {
+    var at = at0 + 1u;
+    var z = n;
+    if (sparse) {
+        need(at, 4u);
+        z = u32_at(at);
+        at = at + 4u;
+        if (z > n) {
+            err = err | ERR_VALUE;
+            z = n;
+        }
+        at = plane(at, (n + 7u) / 8u, params.mask_at, NO_CONTEXT, select(SKIP, how, pick == 0u || pick == ALL_SLOTS));
+    }
+    coded = z;
+    for (var p = 0u; p < W; p = p + 1u) {
+        if (pick != ALL_SLOTS && p + 1u > pick) {
+            break;
+        }
+        // (Past an error `plane` returns the chunk's end; a chunk that ends before its
+        // last plane is short, not complete.)
+        if (at < cend) {
+            var top = select(NO_CONTEXT, 0u, p == 1u);
+            if (p == 0u && !sparse) {
+                top = ROW_PLANE;
+            }
+            at = plane(at, z, p * K, top, select(SKIP, how, pick == p + 1u || pick == ALL_SLOTS));
+        } else {
+            err = err | ERR_OVERRUN;
+        }
+    }
+    return at;
+}
+
+// The kernel runs in one of four phases (`PHASE`, prepended by the host like `W`):
+//
+// PHASE_WHOLE: a workgroup per chunk decodes all its planes, one after the other, and joins
+// them (the shape for lavapipe, where every invocation is a CPU's time: no plane is parsed
+// twice).
+//
+// PHASE_PLANES, PHASE_CONTEXT, PHASE_JOIN (three dispatches, for GPUs): a chunk's planes are
+// independent streams, so a workgroup per chunk and plane slot (W + 1 of them a chunk) decodes
+// one plane, after parsing (not decoding) the ones before it to find where it starts; a
+// context plane (plane 1 coded with plane 0's byte as context) waits for the second dispatch,
+// when plane 0 is in scratch; the third joins the planes into elements. Chunks of the other
+// modes are decoded whole by their slot-0 workgroup in the first. On a GPU a chunk's planes
+// were a serial chain of lane steps, one workgroup of 32 invocations per chunk: a 3 MB tensor
+// of 64 KiB chunks kept 48 workgroups busy on a GPU of 132 multiprocessors.
+const PHASE_WHOLE: u32 = 0u;
+const PHASE_PLANES: u32 = 1u;
+const PHASE_CONTEXT: u32 = 2u;
+const PHASE_JOIN: u32 = 3u;
+const SLOTS: u32 = W + 1u;
+
+fn run(wg: vec3<u32>) {
+    let g = wg.y * params.chunks_x + wg.x;
+    var c = g;
+    var s = 0u;
+    if (PHASE == PHASE_PLANES) {
+        c = g / SLOTS;
+        s = g % SLOTS;
+    }
+    err = 0u;
+    let K = params.chunk_elems;
+    let body = params.elems * W;
+    // The tail: a word of its own (W = 4 or 1, or a body ending on a word boundary), else
+    // merged into the body's last word below.
+    if ((PHASE == PHASE_WHOLE || PHASE == PHASE_JOIN) && c == 0u && slot == 0u
+        && params.tail_len > 0u && body % 4u == 0u) {
+        out[body / 4u] = params.tail;
+    }
+    if (c >= params.n_chunks) {
+        return;
+    }
+    let at0 = chunk_off[c];
+    cend = chunk_off[c + 1u];
+    sbase = c * params.scratch_words;
+    let first = c * K;
+    let n = min(K, params.elems - first);
+    obase = first * W / 4u;
+    let last_chunk = first + n == params.elems;
+    need(at0, 1u);
+    let mode = byte_at(at0);
+    let sparse = mode == CHUNK_SPARSE;
+    let planar = mode == CHUNK_DENSE || sparse;
+    if (PHASE == PHASE_WHOLE) {
+        var at = 0u;
+        if (planar) {
+            at = planes_of(at0, n, sparse, K, ALL_SLOTS, DECODE);
+            storageBarrier();
+            join(n, coded, sparse, K, last_chunk);
+        } else {
+            at = other_chunk(at0, mode, n, K, first);
+        }
+        if (at != cend) {
+            err = err | ERR_LENGTH;
+        }
+    } else if (PHASE == PHASE_PLANES) {
+        if (planar && (sparse || s > 0u)) {
+            let at = planes_of(at0, n, sparse, K, s, DEFER_CONTEXT);
+            // The last slot's workgroup has walked the whole chunk.
+            if (s == W && at != cend) {
+                err = err | ERR_LENGTH;
+            }
+        } else if (!planar && s == 0u) {
+            if (other_chunk(at0, mode, n, K, first) != cend) {
+                err = err | ERR_LENGTH;
+            }
+        }
+    } else if (PHASE == PHASE_CONTEXT) {
+        if (planar && W > 1u) {
+            planes_of(at0, n, sparse, K, 2u, ONLY_CONTEXT);
+        }
+    } else if (planar) {
+        var z = n;
+        if (sparse) {
+            need(at0 + 1u, 4u);
+            z = min(u32_at(at0 + 1u), n);
+        }
+        join(n, z, sparse, K, last_chunk);
     }
     if (err != 0u) {
         atomicOr(&status[0], err);

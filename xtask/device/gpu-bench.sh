@@ -25,6 +25,11 @@
 #
 #   OUT=/tmp/devtest FILTER=kv RUNS=3 bash xtask/device/gpu-bench.sh
 #
+# NAME (default gpu) names the results folder and log under $OUT, CODECS limits the codecs
+# (`--codecs`), and the planepack-gpu variables pass through: e.g. a second run in the same call,
+# `NAME=gpu-whole CODECS=rans PLANEPACK_GPU_RANS_PLANES=0`, measures the rANS decoder with a
+# workgroup per chunk beside the GPU default (plane-parallel) on the same machine.
+#
 # Then one `run` with carry [".gl", ".devbin"], command `bash xtask/device/gpu-bench.sh`,
 # and a timeout that leaves room for a rerun. The datasets travel with the checkout.
 #
@@ -48,9 +53,11 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 export PLANEPACK_DATASETS="$PWD/datasets"
 bin=.devbin/xtask
 [ -x "$bin" ] || bin=target/release/xtask
-args=(gpu-bench --out "$OUT/gpu" --runs "${RUNS:-7}")
+name="${NAME:-gpu}"
+args=(gpu-bench --out "$OUT/$name" --runs "${RUNS:-7}")
 [ -n "${FILTER:-}" ] && args+=(--filter "$FILTER")
-"$bin" "${args[@]}" 2>&1 | tee "$OUT/log"
+[ -n "${CODECS:-}" ] && args+=(--codecs "$CODECS")
+"$bin" "${args[@]}" 2>&1 | tee "$OUT/$name.log"
 status=${PIPESTATUS[0]}
-echo "gpu-bench exit status $status" | tee -a "$OUT/log"
+echo "gpu-bench exit status $status" | tee -a "$OUT/$name.log"
 exit "$status"

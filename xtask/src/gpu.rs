@@ -283,10 +283,17 @@ pub fn bench(
     results: Option<PathBuf>,
     runs: usize,
     filter: &[String],
+    only: &[String],
     workloads: bool,
     root: &Path,
 ) -> Result<()> {
     let gpu = Gpu::new(&GpuOptions::from_env())?;
+    for name in only {
+        anyhow::ensure!(
+            GPU_CODECS.iter().any(|s| s.name() == *name),
+            "--codecs: no GPU codec {name}"
+        );
+    }
     let device = gpu.describe();
     println!("GPU: {device}");
     let out = out.unwrap_or_else(|| {
@@ -300,8 +307,11 @@ pub fn bench(
             d
         }
     });
-    let codecs: Vec<(Box<dyn Codec>, CodecSpec)> =
-        GPU_CODECS.iter().map(|&s| (s.codec(), s)).collect();
+    let codecs: Vec<(Box<dyn Codec>, CodecSpec)> = GPU_CODECS
+        .iter()
+        .filter(|s| only.is_empty() || only.contains(&s.name()))
+        .map(|&s| (s.codec(), s))
+        .collect();
     let mut paths = vec![ScanPath::Workgroup];
     if gpu.has_subgroups() {
         paths.insert(0, ScanPath::Subgroup);
@@ -437,7 +447,7 @@ pub fn bench(
     let md = markdown(&rows, &gathers, &device, runs, workloads);
     std::fs::write(out.join("gpu.md"), &md)?;
     // The summary goes into the README when every dataset was measured.
-    if filter.is_empty() && !workloads {
+    if filter.is_empty() && only.is_empty() && !workloads {
         // The decode summary, the encoders' summary table and the gathers' worst case; the
         // per-dataset tables stay in gpu.md.
         let end = md
@@ -836,9 +846,15 @@ fn markdown(
     let _ = writeln!(s, "## Summary\n");
     // Tensors per size class, from one codec's rows on one path (every codec but the
     // clustered IBP sees every tensor).
+    // (The bit-plane codec's rows when it was measured, else the first codec's.)
+    let census_codec = if rows.iter().any(|r| r.codec == "bitplane") {
+        "bitplane".to_owned()
+    } else {
+        rows.first().map(|r| r.codec.clone()).unwrap_or_default()
+    };
     let census: Vec<&Row> = rows
         .iter()
-        .filter(|r| r.codec == "bitplane" && r.path == rows[0].path)
+        .filter(|r| r.codec == census_codec && r.path == rows[0].path)
         .collect();
     let _ = writeln!(
         s,

@@ -158,6 +158,9 @@ enum Command {
         /// Only datasets whose name contains one of these (comma separated).
         #[arg(long, value_delimiter = ',')]
         filter: Vec<String>,
+        /// Only these codecs (comma separated: ibp, ibp-clusters-4, bitplane, rans).
+        #[arg(long, value_delimiter = ',')]
+        codecs: Vec<String>,
         /// Samples of the production-size workloads (first 16 MiB of each file's dtype and
         /// size class) instead of the corpus -> bench-results/gpu-<adapter>/workloads/.
         #[arg(long)]
@@ -266,12 +269,14 @@ fn main() -> Result<()> {
             results,
             runs,
             filter,
+            codecs,
             workloads,
         } => gpu::bench(
             out,
             results,
             runs,
             &filter,
+            &codecs,
             workloads,
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
         ),

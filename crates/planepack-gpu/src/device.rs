@@ -23,11 +23,15 @@ pub struct GpuOptions {
     /// Invocations per IBP row (a power of two, 1 to 64); default [`IBP_LANES_CPU`] or
     /// [`IBP_LANES_GPU`] by device type.
     pub ibp_lanes: Option<u32>,
+    /// Plane-parallel rANS decode ([`crate::KernelConfig::rans_planes`]); default by device
+    /// type.
+    pub rans_planes: Option<bool>,
 }
 
 impl GpuOptions {
     /// From `PLANEPACK_GPU_BACKEND` (vulkan, metal, dx12, gl, all), `PLANEPACK_GPU_ADAPTER`,
-    /// `PLANEPACK_GPU_NO_SUBGROUPS=1` and `PLANEPACK_GPU_IBP_LANES`.
+    /// `PLANEPACK_GPU_NO_SUBGROUPS=1`, `PLANEPACK_GPU_IBP_LANES` and
+    /// `PLANEPACK_GPU_RANS_PLANES` (0 or 1).
     pub fn from_env() -> GpuOptions {
         let backends = std::env::var("PLANEPACK_GPU_BACKEND").ok().map(|b| {
             match b.to_ascii_lowercase().as_str() {
@@ -45,6 +49,9 @@ impl GpuOptions {
             ibp_lanes: std::env::var("PLANEPACK_GPU_IBP_LANES")
                 .ok()
                 .and_then(|v| v.parse().ok()),
+            rans_planes: std::env::var("PLANEPACK_GPU_RANS_PLANES")
+                .ok()
+                .map(|v| v == "1"),
         }
     }
 }
@@ -63,6 +70,7 @@ pub struct Gpu {
     pub(crate) max_binding: u64,
     pub(crate) max_groups: u32,
     ibp_lanes: u32,
+    rans_planes: bool,
     /// Storage bindings at an offset must start at a multiple of this.
     offset_align: u32,
 }
@@ -115,6 +123,9 @@ impl Gpu {
             None if adapter.get_info().device_type == wgpu::DeviceType::Cpu => IBP_LANES_CPU,
             None => IBP_LANES_GPU,
         };
+        let rans_planes = opts
+            .rans_planes
+            .unwrap_or(adapter.get_info().device_type != wgpu::DeviceType::Cpu);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("planepack"),
             required_features: required,
@@ -135,6 +146,7 @@ impl Gpu {
                 .min(limits.max_buffer_size),
             max_groups: limits.max_compute_workgroups_per_dimension,
             ibp_lanes,
+            rans_planes,
             offset_align: limits.min_storage_buffer_offset_alignment,
         })
     }
@@ -142,7 +154,7 @@ impl Gpu {
     /// Adapter, backend, subgroup sizes and the scan path in use.
     pub fn describe(&self) -> String {
         format!(
-            "{} ({:?}, {:?}, driver {} {}; subgroups {}..{}{}; {} path{})",
+            "{} ({:?}, {:?}, driver {} {}; subgroups {}..{}{}; {} path; rANS {}{})",
             self.info.name,
             self.info.backend,
             self.info.device_type,
@@ -154,6 +166,11 @@ impl Gpu {
             match self.config().path {
                 ScanPath::Subgroup => "subgroup",
                 ScanPath::Workgroup => "workgroup-memory",
+            },
+            if self.rans_planes {
+                "plane-parallel"
+            } else {
+                "a workgroup per chunk"
             },
             if self.timestamps {
                 ", timestamp queries"
@@ -196,6 +213,7 @@ impl Gpu {
                 ScanPath::Workgroup
             },
             ibp_lanes: self.ibp_lanes,
+            rans_planes: self.rans_planes,
             loop_budget: crate::contract::LOOP_ITERATIONS_MAX,
         }
     }

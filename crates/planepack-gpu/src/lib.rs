@@ -50,7 +50,7 @@ pub use device::{Gpu, GpuOptions};
 pub use ibp_encode::{DeviceRows, EncodedRows, IbpPack};
 pub use launch::{DeviceTensor, Prepared};
 pub use rans_encode::{encode_rans_twin, EncodedRans, GPU_RANS};
-pub use shaders::{Kernel, ScanPath};
+pub use shaders::{Kernel, RansPhase, ScanPath};
 pub use timing::{Pipelined, Timing};
 
 /// Invocations that decode one IBP row together (at most; short rows take fewer), on a CPU
@@ -77,6 +77,11 @@ pub struct KernelConfig {
     /// together): [`contract::LOOP_ITERATIONS_MAX`] by default. A launch that would need more
     /// is refused as unsupported; a larger budget only serves to test the kernels' canary.
     pub loop_budget: u32,
+    /// Decode rANS streams plane-parallel (a workgroup per chunk and plane, three dispatches)
+    /// rather than a workgroup per chunk: more workgroups for a GPU's many multiprocessors, at
+    /// the cost of parsing earlier planes' tables again, which a CPU device (lavapipe) pays in
+    /// full. Default: on for GPUs, off for CPU devices; `PLANEPACK_GPU_RANS_PLANES=0|1`.
+    pub rans_planes: bool,
 }
 
 impl KernelConfig {
@@ -86,6 +91,13 @@ impl KernelConfig {
 
     pub fn with_ibp_lanes(self, ibp_lanes: u32) -> KernelConfig {
         KernelConfig { ibp_lanes, ..self }
+    }
+
+    pub fn with_rans_planes(self, rans_planes: bool) -> KernelConfig {
+        KernelConfig {
+            rans_planes,
+            ..self
+        }
     }
 
     pub fn with_loop_budget(self, loop_budget: u32) -> KernelConfig {

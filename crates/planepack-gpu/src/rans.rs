@@ -4,7 +4,7 @@
 
 use crate::contract::{RansParams, RansRowsParams};
 use crate::launch::{Pass, Prepared};
-use crate::shaders::{Kernel, ScanPath};
+use crate::shaders::{Kernel, RansPhase, ScanPath};
 use crate::{u32_of, Gpu, KernelConfig, Result};
 use planepack_rans::internals::TableForm;
 
@@ -146,15 +146,16 @@ impl Gpu {
         let mut tail = [0u8; 4];
         tail[..tail_len].copy_from_slice(&stream[stream.len() - tail_len..]);
         let body_len = h.elements() * h.width;
-        let kernel = Kernel::Rans { width };
-        let pipeline = self.pipeline(kernel, cfg.path)?;
-        let (gx, gy) = self.grid(n_chunks.max(1));
+        let kernel = Kernel::Rans {
+            width,
+            phase: RansPhase::Whole,
+        };
         let s = self.stream(stream)?;
         let c = self.storage(bytemuck::cast_slice(&offsets), "chunk offsets")?;
         let scratch = self.scratch(scratch_len)?;
-        let p = self.uniform(&RansParams {
+        let params = |chunks_x: u32| RansParams {
             n_chunks,
-            chunks_x: gx,
+            chunks_x,
             chunk_elems: k,
             elems,
             scratch_words,
@@ -170,28 +171,55 @@ impl Gpu {
             row_distance,
             row_first,
             ..Default::default()
-        });
+        };
+        // The phases to dispatch, each with its grid: a workgroup per chunk, or (plane-parallel)
+        // one per chunk and plane slot, then the context planes (where the stream has context
+        // tables), then the join.
+        let phases: Vec<(RansPhase, u32)> = if cfg.rans_planes {
+            let slots = n_chunks
+                .checked_mul(width + 1)
+                .ok_or_else(|| crate::GpuError::Unsupported("too many rANS chunks".into()))?;
+            let mut v = vec![(RansPhase::Planes, slots)];
+            if ctx_at != 0 && width > 1 {
+                v.push((RansPhase::Context, n_chunks));
+            }
+            v.push((RansPhase::Join, n_chunks));
+            v
+        } else {
+            vec![(RansPhase::Whole, n_chunks)]
+        };
         let status = self.status();
         let mut upload_bytes = stream.len() + offsets.len() * 4;
+        let decode = |out: &wgpu::Buffer, out_slot: Option<usize>| -> Result<Vec<Pass>> {
+            phases
+                .iter()
+                .map(|&(phase, groups)| {
+                    let (gx, gy) = self.grid(groups.max(1));
+                    Ok(Pass::new(
+                        self.pipeline(Kernel::Rans { width, phase }, cfg.path)?,
+                        vec![
+                            s.clone(),
+                            c.clone(),
+                            out.clone(),
+                            self.uniform(&params(gx)),
+                            status.clone(),
+                            scratch.clone(),
+                        ],
+                        out_slot,
+                        (gx, gy),
+                    ))
+                })
+                .collect()
+        };
         let (out, passes) = match &h.rows {
             None => {
                 let out = self.output(h.raw_len)?;
-                let decode = Pass::new(
-                    pipeline,
-                    vec![s.clone(), c, out.clone(), p, status.clone(), scratch],
-                    Some(2),
-                    (gx, gy),
-                );
-                (out, vec![decode])
+                let passes = decode(&out, Some(2))?;
+                (out, passes)
             }
             Some(m) => {
                 let body = self.output(body_len)?;
-                let decode = Pass::new(
-                    pipeline,
-                    vec![s.clone(), c, body.clone(), p, status.clone(), scratch],
-                    None,
-                    (gx, gy),
-                );
+                let mut passes = decode(&body, None)?;
                 let row_src = row_sources(m, h.raw_len);
                 upload_bytes += row_src.len() * 4;
                 let rows = self.pipeline(Kernel::RansRows, ScanPath::Workgroup)?;
@@ -212,7 +240,8 @@ impl Gpu {
                     Some(2),
                     if n_words == 0 { (0, 0) } else { (rx, ry) },
                 );
-                (out, vec![decode, place])
+                passes.push(place);
+                (out, passes)
             }
         };
         Ok(Prepared::new(

@@ -12,6 +12,27 @@
 
 use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 
+/// The rANS decoder's phases (`PHASE` in `shaders/rans.wgsl`, which says why): `Whole`, a
+/// workgroup per chunk decoding every plane (lavapipe's default), or `Planes`, `Context` and
+/// `Join`, three dispatches with a workgroup per plane (a GPU's default; see
+/// [`crate::KernelConfig::rans_planes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RansPhase {
+    Whole = 0,
+    Planes = 1,
+    Context = 2,
+    Join = 3,
+}
+
+impl RansPhase {
+    pub const ALL: [RansPhase; 4] = [
+        RansPhase::Whole,
+        RansPhase::Planes,
+        RansPhase::Context,
+        RansPhase::Join,
+    ];
+}
+
 /// A decoder kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
@@ -30,9 +51,11 @@ pub enum Kernel {
         width: u32,
         lanes: u32,
     },
-    /// The rANS byte-plane decoder for elements of `width` bytes (1, 2 or 4).
+    /// The rANS byte-plane decoder for elements of `width` bytes (1, 2 or 4), in one of its
+    /// phases (`shaders/rans.wgsl`): a chunk a workgroup, or the plane-parallel dispatches.
     Rans {
         width: u32,
+        phase: RansPhase,
     },
     /// The rANS row map's placement pass (no scan).
     RansRows,
@@ -134,7 +157,13 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
             ),
             IBP,
         ),
-        Kernel::Rans { width } => (format!("const W: u32 = {width}u;\n"), RANS),
+        Kernel::Rans { width, phase } => (
+            format!(
+                "const W: u32 = {width}u;\nconst PHASE: u32 = {}u;\n",
+                phase as u32
+            ),
+            RANS,
+        ),
         Kernel::RansRows => return RANS_ROWS.to_owned(),
         Kernel::RansCount { width } => {
             return with_width(width, &[RANS_ENCODE_COMMON, RANS_COUNT, scan_of(path)])
@@ -192,11 +221,14 @@ pub fn all() -> Vec<(String, String, bool)> {
                 )
             })
         }))
-        .chain(
-            RANS_WIDTHS
-                .iter()
-                .map(|&width| (Kernel::Rans { width }, format!("rans{width}"))),
-        )
+        .chain(RANS_WIDTHS.iter().flat_map(|&width| {
+            RansPhase::ALL.iter().map(move |&phase| {
+                (
+                    Kernel::Rans { width, phase },
+                    format!("rans{width}-{}", format!("{phase:?}").to_lowercase()),
+                )
+            })
+        }))
         .chain(
             RANS_WIDTHS
                 .iter()

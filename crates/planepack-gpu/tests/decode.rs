@@ -65,6 +65,30 @@ fn on_each_path(g: &Gpu, mut f: impl FnMut(Dec)) {
     }
 }
 
+/// Run `f` on each scan path with each rANS decode shape: a workgroup per chunk and
+/// plane-parallel (`KernelConfig::rans_planes`; lavapipe's default is the first, a GPU's the
+/// second, and both run here).
+fn on_each_rans_config(g: &Gpu, mut f: impl FnMut(Dec)) {
+    for path in paths(g) {
+        for planes in [false, true] {
+            f(Dec {
+                g,
+                cfg: g.config().with_path(path).with_rans_planes(planes),
+            });
+        }
+    }
+}
+
+impl Dec<'_> {
+    /// The same device and path with the other rANS decode shape.
+    fn other_rans(self) -> Self {
+        Dec {
+            cfg: self.cfg.with_rans_planes(!self.cfg.rans_planes),
+            ..self
+        }
+    }
+}
+
 #[test]
 fn bitplane_patterns_and_tails() {
     let Some(g) = gpu() else { return };
@@ -202,7 +226,7 @@ fn rans_patterns_tails_widths_and_rows() {
             })
         })
         .collect();
-    on_each_path(g, |d| {
+    on_each_rans_config(g, |d| {
         let p = d.cfg.path;
         for (i, b) in &streams {
             let (data, elem, shape) = &cases[*i];
@@ -290,7 +314,7 @@ fn modelled_chunks_decode_and_fail_like_the_cpu() {
         streams.len()
     );
     let mut rng = Rng(1234);
-    on_each_path(g, |d| {
+    on_each_rans_config(g, |d| {
         let p = d.cfg.path;
         for ((data, elem, shape, c), s) in cases.iter().zip(&streams) {
             decodes_to(
@@ -354,7 +378,7 @@ fn scaled_chunks_decode_and_fail_like_the_cpu() {
         })
         .collect();
     let mut rng = Rng(4321);
-    on_each_path(g, |d| {
+    on_each_rans_config(g, |d| {
         let p = d.cfg.path;
         for ((data, shape, c), s) in cases.iter().zip(&streams) {
             decodes_to(d, s, data, &format!("{p:?} scaled {shape:?} {c:?}"));
@@ -412,7 +436,7 @@ fn context_planes_decode_and_fail_like_the_cpu() {
         }
     }
     let mut rng = Rng(77);
-    on_each_path(g, |d| {
+    on_each_rans_config(g, |d| {
         let p = d.cfg.path;
         for (data, elem, c, s) in &cases {
             decodes_to(d, s, data, &format!("{p:?} context planes {elem} {c:?}"));
@@ -472,7 +496,7 @@ fn compact_tables_fail_like_the_cpu() {
         cases.push((data, s));
     }
     assert!(chunk_modes(&cases[2].1).contains(&modelled));
-    on_each_path(g, |d| {
+    on_each_rans_config(g, |d| {
         let p = d.cfg.path;
         for (data, s) in &cases {
             decodes_to(d, s, data, &format!("{p:?} compact tables"));
@@ -524,7 +548,7 @@ fn difference_chunks_decode_and_fail_like_the_cpu() {
         }
     }
     let mut rng = Rng(55);
-    on_each_path(g, |d| {
+    on_each_rans_config(g, |d| {
         let p = d.cfg.path;
         for (data, elem, c, s) in &cases {
             decodes_to(d, s, data, &format!("{p:?} difference chunks {elem} {c:?}"));
@@ -572,7 +596,7 @@ fn row_planes_decode_and_fail_like_the_cpu() {
         cases.push((data, elem, c, s));
     }
     let mut rng = Rng(66);
-    on_each_path(g, |d| {
+    on_each_rans_config(g, |d| {
         let p = d.cfg.path;
         for (data, elem, c, s) in &cases {
             decodes_to(d, s, data, &format!("{p:?} row planes {elem} {c:?}"));
@@ -620,7 +644,7 @@ fn a_chunk_ending_before_its_last_plane_is_refused() {
         planepack_rans::PLANE_CONST,
         0x3f,
     ]);
-    on_each_path(g, |d| {
+    on_each_rans_config(g, |d| {
         let mut out = vec![0u8; 2 * n];
         assert!(Rans::default().decode(&s, &mut out).is_err());
         assert!(d.decode_rans(&s).is_err(), "{:?}", d.cfg.path);
@@ -791,7 +815,9 @@ fn every_dataset_decodes_bit_identically() {
                 "{p:?} bit-plane {}",
                 t.name
             );
-            assert!(d.decode_rans(r).unwrap() == t.data, "{p:?} rANS {}", t.name);
+            for d in [d, d.other_rans()] {
+                assert!(d.decode_rans(r).unwrap() == t.data, "{p:?} rANS {}", t.name);
+            }
             match d.decode_ibp(ib) {
                 Ok(got) => assert!(got == t.data, "{p:?} IBP {}", t.name),
                 Err(GpuError::Unsupported(m)) => eprintln!("{}: IBP on the GPU: {m}", t.name),
@@ -872,12 +898,14 @@ fn mutations(g: &'static Gpu) {
             for m in Mutation::ALL {
                 for _ in 0..4 {
                     let bad = mutate(&r, m, &mut rng);
-                    agree(
-                        &Rans::default(),
-                        &bad,
-                        |s| d.decode_rans(s),
-                        &format!("{p:?} big rANS {m:?}"),
-                    );
+                    for d in [d, d.other_rans()] {
+                        agree(
+                            &Rans::default(),
+                            &bad,
+                            |s| d.decode_rans(s),
+                            &format!("{p:?} big rANS {m:?}"),
+                        );
+                    }
                 }
             }
         }
@@ -904,12 +932,14 @@ fn mutations(g: &'static Gpu) {
                     );
                     for (k, r) in rans_streams.iter().enumerate() {
                         let bad = mutate(r, m, &mut rng);
-                        agree(
-                            &rans_codecs()[k],
-                            &bad,
-                            |s| d.decode_rans(s),
-                            &format!("{p:?} rANS {m:?}"),
-                        );
+                        for d in [d, d.other_rans()] {
+                            agree(
+                                &rans_codecs()[k],
+                                &bad,
+                                |s| d.decode_rans(s),
+                                &format!("{p:?} rANS {m:?}"),
+                            );
+                        }
                     }
                     if shape[1] * elem.size() % 4 == 0 {
                         let bad = mutate(&i, m, &mut rng);
@@ -968,7 +998,15 @@ fn random_streams_with_valid_headers_are_rejected() {
                     r[at + 1] %= 3;
                 }
             }
-            agree(&Rans::default(), &r, |x| g.decode_rans(x), "random rANS");
+            for planes in [false, true] {
+                let cfg = g.config().with_rans_planes(planes);
+                agree(
+                    &Rans::default(),
+                    &r,
+                    |x| g.run(&g.prepare_rans(x, &cfg)?),
+                    "random rANS",
+                );
+            }
         }
     });
 }

@@ -72,7 +72,10 @@ fn uniform_structs_match_their_rust_twins() {
         width: 32,
         lanes: 1,
     });
-    check::<RansParams>(Kernel::Rans { width: 2 });
+    check::<RansParams>(Kernel::Rans {
+        width: 2,
+        phase: planepack_gpu::RansPhase::Whole,
+    });
     check::<RansRowsParams>(Kernel::RansRows);
     check::<CopyParams>(Kernel::Copy);
     check::<BitplaneEncodeParams>(Kernel::BitPlaneEncode { width: 8 });
