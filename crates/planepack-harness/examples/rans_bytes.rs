@@ -1,6 +1,8 @@
 //! Compressed bytes of `rans` per dataset group and per workload batch, for comparing two
 //! builds of the encoder: `cargo run --release -p planepack-harness --example rans_bytes`
-//! (`NO_ROW_CONTEXTS=1`: the default encoder without row planes, for what they buy).
+//! (`NO_ROW_CONTEXTS=1`: the default encoder without row planes, for what they buy;
+//! `MODES=1`: also each group's chunks by mode, and a dense chunk's plane 0 by kind, which
+//! say which path of the GPU decoder a group takes).
 use planepack_container::CodecSpec;
 use planepack_datasets::{datasets_dir, Manifest};
 use planepack_harness::input::{groups_of, Batches, BATCH_BYTES};
@@ -20,10 +22,26 @@ fn main() {
     for d in &manifest.datasets {
         for g in groups_of(&d.name, &d.category, &dir.join(&d.file)).unwrap() {
             let mut c = 0u64;
+            let mut modes = std::collections::BTreeMap::<String, usize>::new();
             for (shape, data) in &g.tensors {
                 let mut o = Vec::new();
                 codec.encode_shaped(data, g.elem, shape, &mut o).unwrap();
                 c += o.len() as u64;
+                if std::env::var_os("MODES").is_some() {
+                    let h = planepack_rans::parse_header(&o).unwrap();
+                    for (at, _) in planepack_rans::chunk_spans(&o, &h).unwrap() {
+                        let mode = o[at];
+                        let key = if mode == planepack_rans::CHUNK_DENSE {
+                            format!("dense/plane0-kind{}", o[at + 1])
+                        } else {
+                            format!("mode{mode}")
+                        };
+                        *modes.entry(key).or_default() += 1;
+                    }
+                }
+            }
+            if !modes.is_empty() {
+                println!("  chunks: {modes:?}");
             }
             total.0 += g.raw_bytes();
             total.1 += c;
