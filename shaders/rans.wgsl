@@ -113,47 +113,8 @@ var<private> sbase: u32;
 // A modelled chunk: the stream byte after its context tables (invocation 0 parses them).
 var<workgroup> model_next: u32;
 
-// A window of the stream in workgroup memory: `win_len` words from word `win_word` (the same
-// in every invocation), loaded at each plane's start (and a modelled chunk's), so that the
-// parse of its frequency table, a chain of dependent byte reads, reads workgroup memory: on a
-// GPU a device-memory read costs hundreds of cycles, and the tables' parse was most of a small
-// tensor's decode time (a plane-parallel decode, which parses earlier planes' tables again,
-// gained 0-40 % on the H200 where its lanes alone would have gained up to 4x).
-const WIN_WORDS: u32 = 256u;
-var<workgroup> win: array<u32, WIN_WORDS>;
-var<private> win_word: u32;
-var<private> win_len: u32;
-
-// Load the window from stream byte `b` on. Called by every invocation, with the same `b`.
-// Only in the plane-parallel phases, a GPU's: on a CPU device (lavapipe, PHASE_WHOLE by
-// default) workgroup memory is no faster than the stream, and the copy cost small tensors
-// about a sixth.
-fn load_window(b: u32) {
-    if (PHASE == PHASE_WHOLE) {
-        return;
-    }
-    workgroupBarrier();
-    let w0 = b >> 2u;
-    let len = arrayLength(&stream);
-    for (var i = slot; i < WIN_WORDS; i = i + WG) {
-        if (w0 + i < len) {
-            win[i] = stream[w0 + i];
-        }
-    }
-    workgroupBarrier();
-    win_word = w0;
-    win_len = select(0u, min(WIN_WORDS, len - w0), w0 < len);
-}
-
 fn byte_at(b: u32) -> u32 {
-    let i = b >> 2u;
-    var w = 0u;
-    if (i - win_word < win_len) {
-        w = win[i - win_word];
-    } else {
-        w = word(i);
-    }
-    return (w >> ((b & 3u) * 8u)) & 0xffu;
+    return (word(b >> 2u) >> ((b & 3u) * 8u)) & 0xffu;
 }
 
 // A little-endian u16 / u32 at byte `b`; a read past the chunk sets ERR_OVERRUN.
@@ -256,7 +217,6 @@ fn advance(x: ptr<function, u32>, p: ptr<function, u32>, sym: u32, e: u32) -> u3
 // checked, nothing is written to scratch), DEFER_CONTEXT (decode unless it is a context plane)
 // or ONLY_CONTEXT (decode only if it is one): the plane-parallel phases below.
 fn plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
-    load_window(at);
     need(at, 1u);
     let kind = byte_at(at);
     let words = (m + 3u) / 4u;
@@ -928,7 +888,6 @@ fn element(i: u32, acc: u32, accw: u32) -> u32 {
 // the plane decoder, then each lane by its own invocation, element by element, writing whole
 // output words (lanes start on word boundaries). Returns the byte after the chunk.
 fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
-    load_window(at0);
     let h = at0 + 1u;
     need(h, 6u + W);
     let u = u32_at(h);
