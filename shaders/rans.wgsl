@@ -578,9 +578,20 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
         }
         let rounds = (m + k - 1u) / k;
         for (var rb = 0u; rb < rounds; rb = rb + 128u) {
-            if (live) {
-                // Every lane has all 128 rounds of a block but the plane's last.
-                let full = (rb + 128u) * k <= m;
+            // Every lane has all 128 rounds of a block but the plane's last.
+            let full = (rb + 128u) * k <= m;
+            if (live && full && !contexts && !rows) {
+                // The common block: a plain plane's, whole. Its own loop, with no per-symbol
+                // bound or table choice (on lavapipe the general loop below made every plane
+                // pay for the row and context paths' code).
+                for (var t = 0u; t < 32u; t = t + 1u) {
+                    var w = step(&x, &pp);
+                    w = w | (step(&x, &pp) << 8u);
+                    w = w | (step(&x, &pp) << 16u);
+                    w = w | (step(&x, &pp) << 24u);
+                    stage[slot * 32u + t] = w;
+                }
+            } else if (live) {
                 for (var t = 0u; t < 32u; t = t + 1u) {
                     var w = 0u;
                     for (var b = 0u; b < 4u; b = b + 1u) {
