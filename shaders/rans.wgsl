@@ -591,6 +591,42 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
                     w = w | (step(&x, &pp) << 24u);
                     stage[slot * 32u + t] = w;
                 }
+            } else if (live && rows) {
+                // A row plane: its own loop too (its symbol's table is the row table of the
+                // symbol one row up).
+                for (var t = 0u; t < 32u; t = t + 1u) {
+                    var w = 0u;
+                    for (var b = 0u; b < 4u; b = b + 1u) {
+                        let i = (rb + 4u * t + b) * k + slot;
+                        if (full || i < m) {
+                            // Round rr of this lane; the symbol one row up is its round
+                            // rr - qrows: in this word (`w`), in an earlier stage word of
+                            // this block, or in scratch (an earlier block).
+                            let rr = rb + 4u * t + b;
+                            var tb = params.row_first;
+                            if (rr >= qrows && qrows > 0u) {
+                                let ru = rr - qrows;
+                                var up = 0u;
+                                if (ru >= rb + 4u * t) {
+                                    up = (w >> (8u * (ru - rb - 4u * t))) & 0xffu;
+                                } else if (ru >= rb) {
+                                    let sw = stage[slot * 32u + (ru - rb) / 4u];
+                                    up = (sw >> (8u * ((ru - rb) % 4u))) & 0xffu;
+                                } else {
+                                    up = sbyte(dst + i - params.row_distance);
+                                }
+                                tb = context_table(params.row_at, up);
+                            }
+                            if (tb == CTX_ABSENT) {
+                                err = err | ERR_VALUE;
+                                tb = 0u;
+                            }
+                            let s = step_in(&x, &pp, params.row_at, tb);
+                            w = w | (s << (8u * b));
+                        }
+                    }
+                    stage[slot * 32u + t] = w;
+                }
             } else if (live) {
                 for (var t = 0u; t < 32u; t = t + 1u) {
                     var w = 0u;
