@@ -628,6 +628,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
                     stage[slot * 32u + t] = w;
                 }
             } else if (live) {
+                // Context planes, and a plain plane's last block.
                 for (var t = 0u; t < 32u; t = t + 1u) {
                     var w = 0u;
                     for (var b = 0u; b < 4u; b = b + 1u) {
@@ -641,30 +642,6 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
                                     tb = 0u;
                                 }
                                 s = step_in(&x, &pp, params.ctx_at, tb);
-                            } else if (rows) {
-                                // Round rr of this lane; the symbol one row up is its round
-                                // rr - qrows: in this word (`w`), in an earlier stage word of
-                                // this block, or in scratch (an earlier block).
-                                let rr = rb + 4u * t + b;
-                                var tb = params.row_first;
-                                if (rr >= qrows && qrows > 0u) {
-                                    let ru = rr - qrows;
-                                    var up = 0u;
-                                    if (ru >= rb + 4u * t) {
-                                        up = (w >> (8u * (ru - rb - 4u * t))) & 0xffu;
-                                    } else if (ru >= rb) {
-                                        let sw = stage[slot * 32u + (ru - rb) / 4u];
-                                        up = (sw >> (8u * ((ru - rb) % 4u))) & 0xffu;
-                                    } else {
-                                        up = sbyte(dst + i - params.row_distance);
-                                    }
-                                    tb = context_table(params.row_at, up);
-                                }
-                                if (tb == CTX_ABSENT) {
-                                    err = err | ERR_VALUE;
-                                    tb = 0u;
-                                }
-                                s = step_in(&x, &pp, params.row_at, tb);
                             } else {
                                 s = step(&x, &pp);
                             }
@@ -1218,17 +1195,7 @@ fn join(n: u32, z: u32, sparse: bool, K: u32, last_chunk: bool) {
                 let have = n - 4u * g;
                 let keep = vec4<u32>(select(0u, 0xffffffffu, have > 0u), select(0u, 0xffffffffu, have > 1u), select(0u, 0xffffffffu, have > 2u), select(0u, 0xffffffffu, have > 3u));
                 t = t & keep;
-                if (W == 4u) {
-                    put(ow, t.x, owords, nbytes, last_chunk);
-                    put(ow + 1u, t.y, owords, nbytes, last_chunk);
-                    put(ow + 2u, t.z, owords, nbytes, last_chunk);
-                    put(ow + 3u, t.w, owords, nbytes, last_chunk);
-                } else if (W == 2u) {
-                    put(ow, t.x | (t.y << 16u), owords, nbytes, last_chunk);
-                    put(ow + 1u, t.z | (t.w << 16u), owords, nbytes, last_chunk);
-                } else {
-                    put(ow, t.x | (t.y << 8u) | (t.z << 16u) | (t.w << 24u), owords, nbytes, last_chunk);
-                }
+                put4(ow, t, owords, nbytes, last_chunk);
             }
         }
     }
@@ -1288,17 +1255,7 @@ fn join(n: u32, z: u32, sparse: bool, K: u32, last_chunk: bool) {
             }
             // Four elements are W words of the chunk's output.
             let ow = (e0 + q) * W / 4u;
-            if (W == 4u) {
-                put(ow, v.x, owords, nbytes, last_chunk);
-                put(ow + 1u, v.y, owords, nbytes, last_chunk);
-                put(ow + 2u, v.z, owords, nbytes, last_chunk);
-                put(ow + 3u, v.w, owords, nbytes, last_chunk);
-            } else if (W == 2u) {
-                put(ow, v.x | (v.y << 16u), owords, nbytes, last_chunk);
-                put(ow + 1u, v.z | (v.w << 16u), owords, nbytes, last_chunk);
-            } else {
-                put(ow, v.x | (v.y << 8u) | (v.z << 16u) | (v.w << 24u), owords, nbytes, last_chunk);
-            }
+            put4(ow, v, owords, nbytes, last_chunk);
         }
     }
     if (seen != z) {
@@ -1436,6 +1393,21 @@ const PHASE_PLANES: u32 = 1u;
 const PHASE_CONTEXT: u32 = 2u;
 const PHASE_JOIN: u32 = 3u;
 const SLOTS: u32 = W + 1u;
+
+// Four elements (`v`, one per component) as the W output words from word `ow` of the chunk.
+fn put4(ow: u32, v: vec4<u32>, owords: u32, nbytes: u32, last_chunk: bool) {
+    if (W == 4u) {
+        put(ow, v.x, owords, nbytes, last_chunk);
+        put(ow + 1u, v.y, owords, nbytes, last_chunk);
+        put(ow + 2u, v.z, owords, nbytes, last_chunk);
+        put(ow + 3u, v.w, owords, nbytes, last_chunk);
+    } else if (W == 2u) {
+        put(ow, v.x | (v.y << 16u), owords, nbytes, last_chunk);
+        put(ow + 1u, v.z | (v.w << 16u), owords, nbytes, last_chunk);
+    } else {
+        put(ow, v.x | (v.y << 8u) | (v.z << 16u) | (v.w << 24u), owords, nbytes, last_chunk);
+    }
+}
 
 fn run(wg: vec3<u32>) {
     let g = wg.y * params.chunks_x + wg.x;
