@@ -70,7 +70,7 @@ fn on_each_path(g: &Gpu, mut f: impl FnMut(Dec)) {
 /// second, and both run here).
 fn on_each_rans_config(g: &Gpu, mut f: impl FnMut(Dec)) {
     for path in paths(g) {
-        for planes in [false, true] {
+        for planes in rans_shapes(g) {
             f(Dec {
                 g,
                 cfg: g.config().with_path(path).with_rans_planes(planes),
@@ -79,13 +79,27 @@ fn on_each_rans_config(g: &Gpu, mut f: impl FnMut(Dec)) {
     }
 }
 
-impl Dec<'_> {
-    /// The same device and path with the other rANS decode shape.
-    fn other_rans(self) -> Self {
-        Dec {
-            cfg: self.cfg.with_rans_planes(!self.cfg.rans_planes),
-            ..self
-        }
+/// The rANS decode shapes to test: both, unless `PLANEPACK_TEST_RANS_SHAPES=default`, which
+/// keeps the device's default shape only (CI's GL run: one test thread, where each shape of
+/// these tests takes minutes; CI's Vulkan runs test both).
+fn rans_shapes(g: &Gpu) -> Vec<bool> {
+    if std::env::var("PLANEPACK_TEST_RANS_SHAPES").is_ok_and(|v| v == "default") {
+        vec![g.config().rans_planes]
+    } else {
+        vec![false, true]
+    }
+}
+
+impl<'a> Dec<'a> {
+    /// The same device and path in each rANS decode shape under test.
+    fn rans_shapes(self) -> Vec<Dec<'a>> {
+        rans_shapes(self.g)
+            .into_iter()
+            .map(|planes| Dec {
+                cfg: self.cfg.with_rans_planes(planes),
+                ..self
+            })
+            .collect()
     }
 }
 
@@ -815,7 +829,7 @@ fn every_dataset_decodes_bit_identically() {
                 "{p:?} bit-plane {}",
                 t.name
             );
-            for d in [d, d.other_rans()] {
+            for d in d.rans_shapes() {
                 assert!(d.decode_rans(r).unwrap() == t.data, "{p:?} rANS {}", t.name);
             }
             match d.decode_ibp(ib) {
@@ -898,7 +912,7 @@ fn mutations(g: &'static Gpu) {
             for m in Mutation::ALL {
                 for _ in 0..4 {
                     let bad = mutate(&r, m, &mut rng);
-                    for d in [d, d.other_rans()] {
+                    for d in d.rans_shapes() {
                         agree(
                             &Rans::default(),
                             &bad,
@@ -932,7 +946,7 @@ fn mutations(g: &'static Gpu) {
                     );
                     for (k, r) in rans_streams.iter().enumerate() {
                         let bad = mutate(r, m, &mut rng);
-                        for d in [d, d.other_rans()] {
+                        for d in d.rans_shapes() {
                             agree(
                                 &rans_codecs()[k],
                                 &bad,
@@ -998,7 +1012,7 @@ fn random_streams_with_valid_headers_are_rejected() {
                     r[at + 1] %= 3;
                 }
             }
-            for planes in [false, true] {
+            for planes in rans_shapes(g) {
                 let cfg = g.config().with_rans_planes(planes);
                 agree(
                     &Rans::default(),
