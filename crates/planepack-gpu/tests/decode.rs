@@ -65,9 +65,9 @@ fn on_each_path(g: &Gpu, mut f: impl FnMut(Dec)) {
     }
 }
 
-/// Run `f` on each scan path with each rANS decode shape: a workgroup per chunk and
-/// plane-parallel (`KernelConfig::rans_planes`; lavapipe's default is the first, a GPU's the
-/// second, and both run here).
+/// Run `f` on each scan path with each rANS decode shape under test ([`rans_shapes`]): a
+/// workgroup per chunk and plane-parallel (`KernelConfig::rans_planes`; lavapipe's default is
+/// the first, a GPU's the second).
 fn on_each_rans_config(g: &Gpu, mut f: impl FnMut(Dec)) {
     for path in paths(g) {
         for planes in rans_shapes(g) {
