@@ -256,6 +256,16 @@ fn plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
     return plane_lanes(lh, m, dst, top, contexts, rows, decode);
 }
 
+// `plane` where the chunk has bytes left; past its end (an earlier plane's error returns the
+// chunk's end) the chunk is short, not complete.
+fn next_plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
+    if (at >= cend) {
+        err = err | ERR_OVERRUN;
+        return at;
+    }
+    return plane(at, m, dst, top, how);
+}
+
 // `plane`'s `how`.
 const DECODE: u32 = 0u;
 const SKIP: u32 = 1u;
@@ -959,11 +969,7 @@ fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
         err = err | ERR_VALUE;
     }
     for (var p = 1u; p < W; p = p + 1u) {
-        if (at < cend) {
-            at = plane(at, lits, p * K, NO_CONTEXT, DECODE);
-        } else {
-            err = err | ERR_OVERRUN;
-        }
+        at = next_plane(at, lits, p * K, NO_CONTEXT, DECODE);
     }
     storageBarrier();
     workgroupBarrier();
@@ -1105,11 +1111,7 @@ fn scaled(at0: u32, n: u32, K: u32) -> u32 {
     let qs = K / 4u;
     var at = at0 + 1u;
     for (var p = 0u; p < 5u; p = p + 1u) {
-        if (at < cend) {
-            at = plane(at, select(nb, n, p == 4u), select(p * qs, K, p == 4u), NO_CONTEXT, DECODE);
-        } else {
-            err = err | ERR_OVERRUN;
-        }
+        at = next_plane(at, select(nb, n, p == 4u), select(p * qs, K, p == 4u), NO_CONTEXT, DECODE);
     }
     storageBarrier();
     for (var e = slot; e < n; e = e + WG) {
@@ -1269,11 +1271,7 @@ fn difference_chunk(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
     var at = at0;
     let nbytes = n * W;
     for (var p = 0u; p < W; p = p + 1u) {
-        if (at < cend) {
-            at = plane(at, n, p * K, NO_CONTEXT, DECODE);
-        } else {
-            err = err | ERR_OVERRUN;
-        }
+        at = next_plane(at, n, p * K, NO_CONTEXT, DECODE);
     }
     storageBarrier();
     // The elements are a prefix sum of the steps: each invocation sums its block of
@@ -1338,40 +1336,43 @@ fn other_chunk(at0: u32, mode: u32, n: u32, K: u32, first: u32) -> u32 {
 // then planes 0 .. W - 1 (slots 1 .. W). Walks them from the chunk's mode byte at `at0` up to
 // slot `pick` (ALL_SLOTS: every one), decoding slot `pick` as `how` says (every slot, for
 // ALL_SLOTS) and parsing the ones before it only; returns the byte after the last slot walked.
-// The chunk's coded element count (n, or a sparse chunk's nonzero count) goes to `coded`.
 const ALL_SLOTS: u32 = 0xffffffffu;
-var<private> coded: u32;
 fn planes_of(at0: u32, n: u32, sparse: bool, K: u32, pick: u32, how: u32) -> u32 {
     var at = at0 + 1u;
-    var z = n;
+    let z = coded_of(at0, n, sparse);
     if (sparse) {
-        need(at, 4u);
-        z = u32_at(at);
-        at = at + 4u;
-        if (z > n) {
-            err = err | ERR_VALUE;
-            z = n;
-        }
-        at = plane(at, (n + 7u) / 8u, params.mask_at, NO_CONTEXT, select(SKIP, how, pick == 0u || pick == ALL_SLOTS));
+        at = plane(at + 4u, (n + 7u) / 8u, params.mask_at, NO_CONTEXT, slot_how(pick, 0u, how));
     }
-    coded = z;
     for (var p = 0u; p < W; p = p + 1u) {
         if (pick != ALL_SLOTS && p + 1u > pick) {
             break;
         }
-        // (Past an error `plane` returns the chunk's end; a chunk that ends before its
-        // last plane is short, not complete.)
-        if (at < cend) {
-            var top = select(NO_CONTEXT, 0u, p == 1u);
-            if (p == 0u && !sparse) {
-                top = ROW_PLANE;
-            }
-            at = plane(at, z, p * K, top, select(SKIP, how, pick == p + 1u || pick == ALL_SLOTS));
-        } else {
-            err = err | ERR_OVERRUN;
+        var top = select(NO_CONTEXT, 0u, p == 1u);
+        if (p == 0u && !sparse) {
+            top = ROW_PLANE;
         }
+        at = next_plane(at, z, p * K, top, slot_how(pick, p + 1u, how));
     }
     return at;
+}
+
+// How `planes_of` takes slot `s` when it was asked for slot `pick` as `how`.
+fn slot_how(pick: u32, s: u32, how: u32) -> u32 {
+    return select(SKIP, how, pick == s || pick == ALL_SLOTS);
+}
+
+// The coded element count of the dense or sparse chunk whose mode byte is at `at0`: n, or a
+// sparse chunk's nonzero count (its u32 after the mode byte; more than n is an error).
+fn coded_of(at0: u32, n: u32, sparse: bool) -> u32 {
+    if (!sparse) {
+        return n;
+    }
+    need(at0 + 1u, 4u);
+    let z = u32_at(at0 + 1u);
+    if (z > n) {
+        err = err | ERR_VALUE;
+    }
+    return min(z, n);
 }
 
 // The kernel runs in one of four phases (`PHASE`, prepended by the host like `W`):
@@ -1445,7 +1446,7 @@ fn run(wg: vec3<u32>) {
         if (planar) {
             at = planes_of(at0, n, sparse, K, ALL_SLOTS, DECODE);
             storageBarrier();
-            join(n, coded, sparse, K, last_chunk);
+            join(n, coded_of(at0, n, sparse), sparse, K, last_chunk);
         } else {
             at = other_chunk(at0, mode, n, K, first);
         }
@@ -1469,12 +1470,7 @@ fn run(wg: vec3<u32>) {
             planes_of(at0, n, sparse, K, 2u, ONLY_CONTEXT);
         }
     } else if (planar) {
-        var z = n;
-        if (sparse) {
-            need(at0 + 1u, 4u);
-            z = min(u32_at(at0 + 1u), n);
-        }
-        join(n, z, sparse, K, last_chunk);
+        join(n, coded_of(at0, n, sparse), sparse, K, last_chunk);
     }
     if (err != 0u) {
         atomicOr(&status[0], err);

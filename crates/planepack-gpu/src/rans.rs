@@ -146,10 +146,6 @@ impl Gpu {
         let mut tail = [0u8; 4];
         tail[..tail_len].copy_from_slice(&stream[stream.len() - tail_len..]);
         let body_len = h.elements() * h.width;
-        let kernel = Kernel::Rans {
-            width,
-            phase: RansPhase::Whole,
-        };
         let s = self.stream(stream)?;
         let c = self.storage(bytemuck::cast_slice(&offsets), "chunk offsets")?;
         let scratch = self.scratch(scratch_len)?;
@@ -187,6 +183,11 @@ impl Gpu {
             v
         } else {
             vec![(RansPhase::Whole, n_chunks)]
+        };
+        // (The launch is named by its first phase's kernel in its errors.)
+        let kernel = Kernel::Rans {
+            width,
+            phase: phases[0].0,
         };
         let status = self.status();
         let mut upload_bytes = stream.len() + offsets.len() * 4;

@@ -40,9 +40,6 @@ fn main() {
                     }
                 }
             }
-            if !modes.is_empty() {
-                println!("  chunks: {modes:?}");
-            }
             total.0 += g.raw_bytes();
             total.1 += c;
             println!(
@@ -53,6 +50,9 @@ fn main() {
                 g.raw_bytes(),
                 c
             );
+            if !modes.is_empty() {
+                println!("  chunks: {modes:?}");
+            }
         }
     }
     println!("corpus {} {}", total.0, total.1);
