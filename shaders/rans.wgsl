@@ -74,6 +74,8 @@ struct Params {
     row_at: u32,
     row_distance: u32,
     row_first: u32,
+    // Version 7: 1 if a row plane's lane count may be any up to U (else it divides U).
+    row_across: u32,
 }
 
 @group(0) @binding(0) var<storage, read> stream: array<u32>;
@@ -547,12 +549,16 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
         return cend;
     }
     // A row plane's lanes divide its row distance (so a symbol's row-up symbol is its own
-    // lane's, qrows rounds back).
+    // lane's, qrows rounds back), or (version 7, `across`) are at most a quarter of it: then
+    // the symbol one row up is another lane's, and blocks of at most U / k rounds (a
+    // multiple of 4) between barriers put it in an earlier block, in scratch.
     let qrows = select(0u, params.row_distance / k, rows);
-    if (rows && params.row_distance % k != 0u) {
+    let across = rows && params.row_distance % k != 0u;
+    if (across && (params.row_across == 0u || 4u * k > params.row_distance)) {
         err = err | ERR_VALUE;
         return cend;
     }
+    let block = select(128u, min(128u, qrows & ~3u), across);
     need(lh + 1u, 6u * k);
     var n = 0u;
     var x = L;
@@ -587,9 +593,9 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
             pp = lane_pos[slot];
         }
         let rounds = (m + k - 1u) / k;
-        for (var rb = 0u; rb < rounds; rb = rb + 128u) {
-            // Every lane has all 128 rounds of a block but the plane's last.
-            let full = (rb + 128u) * k <= m;
+        for (var rb = 0u; rb < rounds; rb = rb + block) {
+            // Every lane has all `block` rounds of a block but the plane's last.
+            let full = (rb + block) * k <= m;
             if (live && full && !contexts && !rows) {
                 // The common block: a plain plane's, whole. Its own loop, with no per-symbol
                 // bound or table choice (on lavapipe the general loop below made every plane
@@ -599,6 +605,28 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
                     w = w | (step(&x, &pp) << 8u);
                     w = w | (step(&x, &pp) << 16u);
                     w = w | (step(&x, &pp) << 24u);
+                    stage[slot * 32u + t] = w;
+                }
+            } else if (live && across) {
+                // A row plane whose lanes do not divide U: the symbol one row up is in an
+                // earlier block, in scratch.
+                for (var t = 0u; t < block / 4u; t = t + 1u) {
+                    var w = 0u;
+                    for (var b = 0u; b < 4u; b = b + 1u) {
+                        let i = (rb + 4u * t + b) * k + slot;
+                        if (full || i < m) {
+                            var tb = params.row_first;
+                            if (i >= params.row_distance) {
+                                tb = context_table(params.row_at, sbyte(dst + i - params.row_distance));
+                            }
+                            if (tb == CTX_ABSENT) {
+                                err = err | ERR_VALUE;
+                                tb = 0u;
+                            }
+                            let s = step_in(&x, &pp, params.row_at, tb);
+                            w = w | (s << (8u * b));
+                        }
+                    }
                     stage[slot * 32u + t] = w;
                 }
             } else if (live && rows) {
@@ -663,13 +691,13 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
             }
             workgroupBarrier();
             let i0 = rb * k;
-            let i1 = min(i0 + 128u * k, m);
+            let i1 = min(i0 + block * k, m);
             if (k % 4u == 0u) {
                 // Lanes 4g..4g+3 over rounds 4t..4t+3 are four stage words (one per lane,
                 // a round per byte) and four plane words (one per round, a lane per byte): a
                 // 4x4 byte transpose, one stage read per plane word.
                 let groups = k / 4u;
-                let nt = (min(128u, rounds - rb) + 3u) / 4u;
+                let nt = (min(block, rounds - rb) + 3u) / 4u;
                 for (var bi = slot; bi < nt * groups; bi = bi + WG) {
                     let t = bi / groups;
                     let g = bi - t * groups;

@@ -267,7 +267,10 @@ kernel_params! {
         /// Version 6: the row distance `U`, and the table of the first row's context
         /// (`CTX_ABSENT` if none).
         row_distance, row_first,
-    } pad 1
+        /// Version 7: 1 if a row plane's lane count `k` may be any up to `U` (else it must
+        /// divide `U`).
+        row_across,
+    } pad 0
 }
 
 kernel_params! {

@@ -27,8 +27,11 @@ fn context_words(t: &planepack_rans::internals::contexts::ContextTables) -> Vec<
 
 /// The row tables (version 6) in the context tables' layout: the index by the plane-0 byte
 /// one row up, then the tables.
-fn row_words(t: &planepack_rans::internals::row_contexts::RowTables) -> Vec<u32> {
-    table_words(&t.decoder().table_of(), t.tables.iter().flatten())
+fn row_words(
+    dec: &planepack_rans::internals::row_contexts::RowDecoder,
+    t: &planepack_rans::internals::row_contexts::RowTables,
+) -> Vec<u32> {
+    table_words(&dec.table_of(), t.tables.iter().flatten())
 }
 
 /// [`CTX_INDEX_WORDS`] of `table_of` (a table index per plane-0 byte), then each table's
@@ -126,16 +129,19 @@ impl Gpu {
             None => 0,
         };
         // Version 6: the row tables after them (`row_at` > 0).
+        // Version 7: a row plane's lanes may be any count up to U (`row_across`).
         let (row_at, row_distance, row_first) = match &h.row_contexts {
             Some(t) => {
                 let at = u32_of(offsets.len(), "chunk count")?;
-                offsets.extend(row_words(t));
-                let first =
-                    t.decoder().by_context[planepack_rans::internals::row_contexts::ROW_FIRST];
+                let dec = t.decoder(h.version);
+                offsets.extend(row_words(&dec, t));
+                let first = dec.by_context[planepack_rans::internals::row_contexts::ROW_FIRST];
                 (at, t.distance, first as u32)
             }
             None => (0, 0, 0),
         };
+        let row_across =
+            u32::from(h.version >= planepack_rans::internals::row_contexts::VERSION_ROW_LANES);
         // Scratch per chunk: W planes of K bytes, then the mask plane, then (in a stream with
         // modelled chunks) the context tables.
         let mask_at = width * k;
@@ -166,6 +172,7 @@ impl Gpu {
             row_at,
             row_distance,
             row_first,
+            row_across,
             ..Default::default()
         };
         // The phases to dispatch, each with its grid: a workgroup per chunk, or (plane-parallel)

@@ -581,14 +581,17 @@ fn difference_chunks_decode_and_fail_like_the_cpu() {
 
 /// Row planes (stream version 6): channel-scaled matrices of BF16, FP16 and FP32 with rows of
 /// 64, 112, 28 and 7 (lane counts of 32, 16, 28 and 7: the gather's 4-lane and general paths;
-/// rows longer and shorter than a block of 128 rounds), in 4 KiB and 64 KiB chunks, decode as
-/// on the CPU on both scan paths; damaged ones (the row section, the first chunk's lane
-/// header, random damage) fail or decode as on the CPU; a row plane in a version-5 stream is
-/// refused by both.
+/// rows longer and shorter than a block of 128 rounds), in 4 KiB and 64 KiB chunks, and
+/// (version 7) rows of 1433 and 37 with eight lanes across rows (blocks of 128 and of 4
+/// rounds, 7 lanes in a last chunk), decode as on the CPU on both scan paths; damaged ones
+/// (the row section, the first chunk's lane header, random damage) fail or decode as on the
+/// CPU; a row plane in a version-5 stream, and lanes across rows in a version-6 stream or
+/// over a quarter of the row distance, are refused by both.
 #[test]
 fn row_planes_decode_and_fail_like_the_cpu() {
     let Some(g) = gpu() else { return };
     let v6 = planepack_rans::internals::row_contexts::VERSION_ROW_CONTEXT;
+    let v7 = planepack_rans::internals::row_contexts::VERSION_ROW_LANES;
     let mut cases: Vec<(Vec<u8>, ElemType, Rans, Vec<u8>)> = Vec::new();
     for (elem, cols, chunk_log2) in [
         (ElemType::BF16, 64usize, 16u8),
@@ -596,6 +599,8 @@ fn row_planes_decode_and_fail_like_the_cpu() {
         (ElemType::F32, 28, 16),
         (ElemType::BF16, 7, 12),
         (ElemType::F32, 4096, 16),
+        (ElemType::F32, 1433, 16),
+        (ElemType::F16, 37, 16),
     ] {
         // Just over the 64 KiB the encoder needs for row tables (GL in CI decodes slowly).
         let rows = (66 << 10) / (cols * elem.size()) + 1;
@@ -606,7 +611,9 @@ fn row_planes_decode_and_fail_like_the_cpu() {
         };
         let mut s = Vec::new();
         c.encode_shaped(&data, elem, &[rows, cols], &mut s).unwrap();
-        assert_eq!(s[4], v6, "{elem} rows of {cols}");
+        use planepack_rans::internals::row_contexts::{lanes_divide, row_lanes};
+        let across = !lanes_divide(row_lanes((1 << chunk_log2) / elem.size(), cols), cols);
+        assert_eq!(s[4], if across { v7 } else { v6 }, "{elem} rows of {cols}");
         cases.push((data, elem, c, s));
     }
     let mut rng = Rng(66);
@@ -637,6 +644,24 @@ fn row_planes_decode_and_fail_like_the_cpu() {
         let mut old = s.clone();
         old[4] = 5;
         agree(c, &old, |x| d.decode_rans(x), &format!("{p:?} version 5"));
+        // Eight lanes across rows of 37: refused in version 6 and with U = 31 (over a quarter
+        // of it), decoded alike with U = 36 (a quarter of it or less, not a divisor).
+        let (_, _, c, s) = cases.last().unwrap();
+        assert_eq!(s[4], v7);
+        assert_eq!(s[18], 37);
+        for (at, v, refused) in [(4, v6, true), (18, 31, true), (18, 36, false)] {
+            let mut bad = s.clone();
+            bad[at] = v;
+            if refused {
+                assert!(d.decode_rans(&bad).is_err(), "{p:?} byte {at}={v}");
+            }
+            agree(
+                c,
+                &bad,
+                |x| d.decode_rans(x),
+                &format!("{p:?} across, byte {at}={v}"),
+            );
+        }
     });
 }
 

@@ -243,7 +243,7 @@ impl Rans {
         let elems = &mut out[..body];
         let chunk_bytes = h.chunk_elements() * h.width;
         let ctx = h.contexts.as_ref().map(ContextTables::decoder);
-        let rows = h.row_contexts.as_ref().map(|r| r.decoder());
+        let rows = h.row_contexts.as_ref().map(|r| r.decoder(h.version));
         let work = |(span, o): (&(usize, usize), &mut [u8]), s: &mut DecScratch| {
             let chunk = &compressed[span.0..span.0 + span.1];
             decode_chunk(chunk, &h, ctx.as_ref(), rows.as_ref(), s, o)

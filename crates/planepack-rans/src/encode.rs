@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::contexts::{merged, ContextEncoder, PLANE_CONTEXT, VERSION_CONTEXT};
-use crate::row_contexts::{RowEncoder, PLANE_ROW_CONTEXT, VERSION_ROW_CONTEXT};
+use crate::row_contexts::{RowEncoder, PLANE_ROW_CONTEXT, VERSION_ROW_CONTEXT, VERSION_ROW_LANES};
 
 /// The stream-wide tables a chunk's planes may be coded with: plane 1's by the exponent
 /// (version 4) and plane 0's by the exponent one row up (version 6).
@@ -347,15 +347,16 @@ pub(crate) fn put_plane(
 }
 
 /// Append plane 0 of a dense chunk, `top`, as a row plane with the stream's row tables
-/// (raw if that comes out no smaller); `sel` is scratch. Returns whether it was written as
-/// a row plane.
+/// (raw if that comes out no smaller); `sel` is scratch. Returns the version the plane needs:
+/// [`VERSION_ROW_CONTEXT`], [`VERSION_ROW_LANES`] if its lanes do not divide the row
+/// distance, or 1 if it was written raw.
 pub(crate) fn put_row_plane(
     top: &[u8],
     rows: &RowEncoder,
     sel: &mut Vec<u8>,
     enc: &mut lanes::Encoder,
     out: &mut Vec<u8>,
-) -> Result<bool> {
+) -> Result<u8> {
     let u = rows.tables.distance as usize;
     crate::row_contexts::row_selectors(top, u, &rows.context_of, sel);
     let start = out.len();
@@ -363,12 +364,15 @@ pub(crate) fn put_row_plane(
     let k = crate::row_contexts::row_lanes(top.len(), u);
     enc.encode_selected_lanes(&rows.prepared, sel, top, k, out)?;
     if coded_plane_kept(out.len() - start, top.len()) {
-        return Ok(true);
+        return Ok(match crate::row_contexts::lanes_divide(k, u) {
+            true => VERSION_ROW_CONTEXT,
+            false => VERSION_ROW_LANES,
+        });
     }
     out.truncate(start);
     out.push(PLANE_RAW);
     out.extend_from_slice(top);
-    Ok(false)
+    Ok(1)
 }
 
 /// Append `planes` to `out`, each as planned (a context plane's contexts from the plane
@@ -388,9 +392,7 @@ pub(crate) fn put_planes(
     for (j, (p, plan)) in planes.iter().zip(plans).enumerate() {
         if let (PlanePlan::Row, Some((m, sel))) = (plan, &mut models) {
             let rows = m.rows.expect("a row plane is planned only with its tables");
-            if put_row_plane(p, rows, sel, enc, out)? {
-                version = version.max(VERSION_ROW_CONTEXT);
-            }
+            version = version.max(put_row_plane(p, rows, sel, enc, out)?);
             continue;
         }
         let c = match &mut models {

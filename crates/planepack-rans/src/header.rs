@@ -27,7 +27,8 @@ pub struct RowMap {
 /// The parsed stream header (and row map).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
-    /// Format version: 1; 2 (modelled chunks allowed); 3 (block-scaled chunks too).
+    /// Format version: 1; 2 (modelled chunks allowed); 3 (block-scaled chunks too); ...; 7
+    /// (`crate::VERSION`'s list).
     pub version: u8,
     /// Element width in bytes: 1, 2 or 4.
     pub width: usize,
@@ -72,7 +73,7 @@ impl Header {
 /// stream is long enough for the chunk table it implies (so a lying `raw_len` is refused
 /// before anything is allocated for it).
 pub fn parse_header(input: &[u8]) -> Result<Header> {
-    // Version 6 (row planes), 5 (difference chunks), 4 (context planes), 3 (scaled chunks),
+    // Version 7 (row planes' lanes across rows), 6 (row planes), 5 (difference chunks), 4 (context planes), 3 (scaled chunks),
     // 2 (modelled chunks) or 1; anything else
     // is refused as the newest would be.
     let version = match input.get(4) {

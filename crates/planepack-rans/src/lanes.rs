@@ -711,10 +711,11 @@ fn scalar_step(
     e as u8
 }
 
-/// Decode a row plane (kind 4, stream version 6) at `at` into `out`: symbol `i` with the
-/// table of context [`crate::row_contexts::ROW_FIRST`] if `i < U`, else of the row context of
-/// `out[i - U]` (decoded earlier by the same lane, since the lane count must divide `U`).
-/// `words` is scratch. Returns the offset after the lanes.
+/// Decode a row plane (kind 4, stream versions 6 and 7) at `at` into `out`: symbol `i` with
+/// the table of context [`crate::row_contexts::ROW_FIRST`] if `i < U`, else of the row context
+/// of `out[i - U]` (decoded in an earlier round: by the same lane where the lane count divides
+/// `U`, else, version 7, `k <= U`, by any lane). `words` is scratch. Returns the offset after
+/// the lanes.
 pub fn decode_rows(
     input: &[u8],
     at: usize,
@@ -736,9 +737,12 @@ pub fn decode_rows(
         next,
     } = LaneStart::read(input, at, words)?;
     let u = dec.distance;
-    if !u.is_multiple_of(k) {
+    if !crate::row_contexts::lanes_allowed(k, u, dec.version) {
         return Err(Error::corrupt_at(
-            format!("{k} lanes of a row plane do not divide its row distance {u}"),
+            format!(
+                "{k} lanes of a row plane with row distance {u} (version {})",
+                dec.version
+            ),
             at,
         ));
     }
@@ -754,8 +758,8 @@ pub fn decode_rows(
     #[cfg(target_arch = "x86_64")]
     if k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() {
         let full = n / k * k;
-        // SAFETY: the CPU has AVX2 (checked above); k (a multiple of 8, at most 32) divides
-        // u (checked above) and `full`; the kernel's loads stay inside `slots` (tables below
+        // SAFETY: the CPU has AVX2 (checked above); k (a multiple of 8, at most 32) is at
+        // most u (checked above) and divides `full`; the kernel's loads stay inside `slots` (tables below
         // `tables`, an absent context's clamped to the last), `out` (earlier rounds) and
         // `words` (indices <= last, two words after it), and it writes only `out[..full]`.
         let ok = with_u32_positions(&mut pos, |p32| unsafe {
@@ -774,7 +778,7 @@ pub fn decode_rows(
         done = full;
     }
     // The rest, a round of k symbols at a time (`done` is whole rounds): a round lies wholly
-    // in the first row or wholly after it, since k divides U.
+    // in the first row, wholly after it, or (where k does not divide U) across its end.
     let first_table = dec.by_context[ROW_FIRST];
     let first_base = first_table.min(last_table) as usize * PROB_SCALE as usize;
     let base_of: [usize; 256] =
@@ -785,11 +789,21 @@ pub fn decode_rows(
         let lanes = x.iter_mut().zip(pos.iter_mut());
         if start < u {
             absent |= first_table == ROW_ABSENT;
-            for (o, (x, p)) in rest[..end - start].iter_mut().zip(lanes) {
-                *o = scalar_step(x, p, slots, first_base, words, last);
+            for (i, (o, (x, p))) in rest[..end - start].iter_mut().zip(lanes).enumerate() {
+                // Past the first row (a round across its end): the element U back, in an
+                // earlier round since k <= U.
+                let base = match (start + i).checked_sub(u) {
+                    None => first_base,
+                    Some(j) => {
+                        absent |= table_of[before[j] as usize] == ROW_ABSENT;
+                        base_of[before[j] as usize]
+                    }
+                };
+                *o = scalar_step(x, p, slots, base, words, last);
             }
         } else {
-            // The element one row up, `U` symbols back: `U / k` rounds earlier in this lane.
+            // The element one row up, `U` symbols back: `U / k` rounds earlier in this lane,
+            // or (k not dividing U) in an earlier round of another.
             let up = &before[start - u..end - u];
             for ((o, &e), (x, p)) in rest[..end - start].iter_mut().zip(up).zip(lanes) {
                 absent |= table_of[e as usize] == ROW_ABSENT;
@@ -1169,7 +1183,7 @@ mod avx2 {
     }
 
     /// [`decode`] for a row plane's whole rounds (`out.len()` symbols, a multiple of the
-    /// lane count `8 groups`, which divides the row distance).
+    /// lane count `8 groups`, which is at most the row distance).
     ///
     /// # Safety
     /// As for [`decode`].
@@ -1213,8 +1227,9 @@ mod avx2 {
     /// to the last table and reported by returning false. The joined modes store
     /// `top[i] << 8 | symbol` (rotated right by one) as the element, so the planes need no
     /// join afterwards. `ROW` (a row plane) takes `e` from the symbol `ctx.distance` back in
-    /// `out` itself (the same lane's, decoded `distance / k` rounds earlier), and the table of
-    /// context 7 for the first `distance` symbols.
+    /// `out` itself (decoded in an earlier round: `distance >= k`; the same lane's
+    /// `distance / k` rounds earlier where `k` divides it), and the table of context 7 for the
+    /// first `distance` symbols (a round across the first row's end takes both).
     ///
     /// # Safety
     /// The CPU must have AVX2. `words` must hold at least `last + 2` words; `groups` must be
@@ -1252,9 +1267,13 @@ mod avx2 {
         let n = out.len() / unit;
         assert!(MODE == PLANE || MODE == ROW || top.len() == n);
         let k = 8 * groups;
-        // Rounds whose symbols have no element one row up (ROW): the first distance / k.
-        assert!(MODE != ROW || (distance.is_multiple_of(k) && n.is_multiple_of(k)));
+        // Rounds whose symbols have no element one row up (ROW): the first distance / k; then,
+        // where k does not divide the distance, one round across the first row's end.
+        assert!(MODE != ROW || (distance >= k && n.is_multiple_of(k)));
         let first_rounds = if MODE == ROW { distance / k } else { 0 };
+        let across = MODE == ROW && !distance.is_multiple_of(k);
+        let first_ctx = _mm256_set1_epi32(crate::row_contexts::ROW_FIRST as i32);
+        let lane_index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         let mask = _mm256_set1_epi32((PROB_SCALE - 1) as i32);
         let byte = _mm256_set1_epi32(0xff);
         let fmask = _mm256_set1_epi32(0xfff);
@@ -1309,9 +1328,22 @@ mod avx2 {
                 // The group's plane-0 bytes (unused by PLANE), a row plane's one row up.
                 let e = if MODE == PLANE || (MODE == ROW && r < first_rounds) {
                     zero
+                } else if MODE == ROW && across && r == first_rounds {
+                    // The round across the first row's end: its lanes from symbol `distance`
+                    // on take the symbol `distance` back (an earlier round), the rest none.
+                    let mut up = [0u8; 8];
+                    for (l, u) in up.iter_mut().enumerate() {
+                        if let Some(j) = (r * k + 8 * g + l).checked_sub(distance) {
+                            // SAFETY: j < r * k (distance >= k > 8 g + l): decoded, in `out`.
+                            *u = unsafe { *base.add(j) };
+                        }
+                    }
+                    // SAFETY: `up` is 8 bytes.
+                    _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(up.as_ptr() as *const __m128i) })
                 } else if MODE == ROW {
-                    // SAFETY: r >= distance / k, so r * k + 8 g - distance is at least 0, and
-                    // below r * k: eight bytes decoded in an earlier round, inside `out`.
+                    // SAFETY: r * k >= distance (r > distance / k where k does not divide it),
+                    // so r * k + 8 g - distance is at least 0, and below r * k + 8 g - k + 8 <=
+                    // r * k (distance >= k): eight bytes decoded in an earlier round, in `out`.
                     _mm256_cvtepu8_epi32(unsafe {
                         _mm_loadl_epi64(base.add(r * k + 8 * g - distance) as *const __m128i)
                     })
@@ -1325,13 +1357,24 @@ mod avx2 {
                     slot
                 } else {
                     let c = if MODE == ROW && r < first_rounds {
-                        _mm256_set1_epi32(crate::row_contexts::ROW_FIRST as i32)
+                        first_ctx
                     } else {
                         let es = _mm256_srl_epi32(e, shiftv);
-                        _mm256_sub_epi32(
+                        let c = _mm256_sub_epi32(
                             _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(es, e0v), lo), hi),
                             lo,
-                        )
+                        );
+                        if MODE == ROW && across && r == first_rounds {
+                            // Lanes whose symbol is before `distance`: the first row's context.
+                            let i = _mm256_add_epi32(
+                                _mm256_set1_epi32((r * k + 8 * g) as i32),
+                                lane_index,
+                            );
+                            let first = _mm256_cmpgt_epi32(_mm256_set1_epi32(distance as i32), i);
+                            _mm256_blendv_epi8(c, first_ctx, first)
+                        } else {
+                            c
+                        }
                     };
                     let t = _mm256_permutevar8x32_epi32(by, c);
                     bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(t, absent));

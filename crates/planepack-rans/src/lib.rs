@@ -32,6 +32,8 @@
 //!   0 of a dense chunk coded with one of eight stream-wide tables chosen by the plane-0 byte
 //!   of the element one row (`U`, the shape's last dimension) back, which the same lane
 //!   decoded earlier: KV caches and feature maps keep a channel's magnitude from row to row.
+//!   Where `U` has no divisor of 8 or more (a prime row length), eight lanes across rows that
+//!   decode round by round (stream version 7) instead of one lane a chunk.
 //!
 //! The stream format is `docs/format-rans.md`. Every decoder rule there is checked here:
 //! a damaged stream is an error, never a panic, an out-of-bounds access or a hang.
@@ -112,11 +114,12 @@ pub mod internals {
             PLANE_CONTEXT, VERSION_CONTEXT,
         };
     }
-    /// The row planes' constants and tables (stream version 6).
+    /// The row planes' constants and tables (stream versions 6 and 7).
     pub mod row_contexts {
         pub use crate::row_contexts::{
-            row_context, row_lanes, RowDecoder, RowTables, MAX_SHIFT, PLANE_ROW_CONTEXT,
-            ROW_ABSENT, ROW_CONTEXTS, ROW_CTX_ABOVE, ROW_CTX_BELOW, ROW_FIRST, VERSION_ROW_CONTEXT,
+            lanes_allowed, lanes_divide, row_context, row_lanes, RowDecoder, RowTables, MAX_SHIFT,
+            PLANE_ROW_CONTEXT, ROW_ABSENT, ROW_CONTEXTS, ROW_CTX_ABOVE, ROW_CTX_BELOW, ROW_FIRST,
+            VERSION_ROW_CONTEXT, VERSION_ROW_LANES,
         };
     }
     /// The difference chunk's constants and its transform (stream version 5).
@@ -141,12 +144,13 @@ use rayon::prelude::*;
 
 /// Stream magic.
 pub const MAGIC: [u8; 4] = *b"PPRA";
-/// Format version: 6 when a plane 0 is coded with the stream's row tables, else 5 when a
+/// Format version: 7 when a row plane's lane count does not divide the row distance, else 6
+/// when a plane 0 is coded with the stream's row tables, else 5 when a
 /// chunk is a difference chunk (mode 5), else 4 when a plane is coded with the stream's
 /// context tables, else 3 when a chunk is block-scaled (mode 4), else 2 when a chunk is
 /// modelled (mode 3), else 1 (the streams of the first version, byte for byte but for the
-/// header flags added since: compact tables, the short header). Decoders read all six.
-pub const VERSION: u8 = row_contexts::VERSION_ROW_CONTEXT;
+/// header flags added since: compact tables, the short header). Decoders read all seven.
+pub const VERSION: u8 = row_contexts::VERSION_ROW_LANES;
 /// The version that allows modelled chunks (mode 3).
 pub const VERSION_MODELLED: u8 = 2;
 /// Bytes of the stream header.

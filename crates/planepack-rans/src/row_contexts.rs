@@ -8,9 +8,14 @@
 //! raw tensor, tables included; on production-size transformer activations and KV caches
 //! 0.7-1.1 % of raw, on CNN activations 2 % (`bench-results/activation-study-workloads.md`).
 //!
-//! What keeps decoding parallel: a row plane's lane count `k` divides `U`, so the element `U`
-//! positions back is `U / k` symbols earlier in the same lane, already decoded by that lane:
-//! the lanes stay independent, each symbol one table lookup (from one of eight tables). A
+//! What keeps decoding parallel: where a row plane's lane count `k` divides `U`, the element
+//! `U` positions back is `U / k` symbols earlier in the same lane, already decoded by that
+//! lane: the lanes stay independent, each symbol one table lookup (from one of eight tables).
+//! Where `U` has no divisor of 8 or more up to the plane's lane count (a prime row length, as
+//! a 1433-word vocabulary), one lane would decode the whole plane serially: from version 7 a
+//! row plane may then have any `k <= U / 4` lanes, and decoders go round by round (symbol
+//! `i - U` is at least four rounds before symbol `i`); a GPU decoder takes up to `U / k`
+//! rounds, a multiple of four, between barriers. A
 //! chunk's first `U` elements have no element above them in the chunk and use a context of
 //! their own, so chunks stay independent too. The eight tables are stored once per stream, and
 //! a chunk's plane 0 uses them only where that is smaller than its own order-0 table.
@@ -25,6 +30,9 @@ use planepack_core::{Error, Result};
 
 /// The stream version that allows row-context planes (kind [`PLANE_ROW_CONTEXT`]).
 pub const VERSION_ROW_CONTEXT: u8 = 6;
+/// The stream version that allows a row plane whose lane count does not divide `U` (at most
+/// `U` lanes, decoded round by round).
+pub const VERSION_ROW_LANES: u8 = 7;
 /// The plane kind of a chunk's plane 0 coded with the stream's row tables.
 pub const PLANE_ROW_CONTEXT: u8 = 4;
 /// Row tables a stream may hold: seven by the exponent one row up, one for the first row.
@@ -53,12 +61,33 @@ pub fn row_context(up: u8, e0: u8, shift: u8) -> usize {
 /// Lanes the encoder gives a row plane of `m` symbols with row distance `u`: a divisor of `u`
 /// (so that the element one row up is in the same lane) of at most [`lanes_for`]`(m)`, the
 /// largest multiple of 8 among them where there is one (the SIMD decoders take lanes in
-/// eights), else the largest.
+/// eights), else the largest, unless that is below `min(8, lanes_for(m))` and `u` is at
+/// least four times that: then that many lanes, which do not divide `u` (version 7; four
+/// rounds or more between a GPU decoder's barriers). [`lanes_divide`] says which.
 pub fn row_lanes(m: usize, u: usize) -> usize {
     let most = lanes_for(m);
     let divisors = (1..=most).filter(|d| u.is_multiple_of(*d));
     let eights = divisors.clone().filter(|d| d % 8 == 0).max();
-    eights.or_else(|| divisors.max()).unwrap_or(1)
+    let divisor = eights.or_else(|| divisors.max()).unwrap_or(1);
+    let across = most.min(8);
+    if divisor < across && u >= 4 * across {
+        across
+    } else {
+        divisor
+    }
+}
+
+/// Whether `k` lanes of a row plane with row distance `u` are independent (`k` divides `u`);
+/// else the plane needs [`VERSION_ROW_LANES`].
+pub fn lanes_divide(k: usize, u: usize) -> bool {
+    u.is_multiple_of(k)
+}
+
+/// Whether a row plane may have `k` lanes with row distance `u` in a stream of `version`: `k`
+/// divides `u`, or (from [`VERSION_ROW_LANES`]) is at most a quarter of it (so a decoder may
+/// take four rounds, a 32-bit word of each lane's symbols, between synchronisations).
+pub fn lanes_allowed(k: usize, u: usize, version: u8) -> bool {
+    lanes_divide(k, u) || (version >= VERSION_ROW_LANES && 4 * k <= u)
 }
 
 /// A stream's row section: the row distance `U`, the shift `S`, and a table per context that
@@ -135,9 +164,10 @@ impl RowTables {
         Ok((tables, pos))
     }
 
-    /// The decoder's form: every present table's 4096 decode slots back to back, and per
-    /// context the index of its table's slots ([`ROW_ABSENT`] where it has none).
-    pub fn decoder(&self) -> RowDecoder {
+    /// The decoder's form for a stream of `version`: every present table's 4096 decode slots
+    /// back to back, and per context the index of its table's slots ([`ROW_ABSENT`] where it
+    /// has none).
+    pub fn decoder(&self, version: u8) -> RowDecoder {
         let (slots, by_context) = Table::stacked_slots(&self.tables, ROW_ABSENT);
         RowDecoder {
             slots,
@@ -145,6 +175,7 @@ impl RowTables {
             shift: self.shift,
             distance: self.distance as usize,
             by_context,
+            version,
         }
     }
 }
@@ -160,6 +191,8 @@ pub struct RowDecoder {
     pub distance: usize,
     /// Per context, its table's index in `slots` (in units of 4096), or [`ROW_ABSENT`].
     pub by_context: [u8; ROW_CONTEXTS],
+    /// The stream's version: which lane counts a row plane may have ([`lanes_allowed`]).
+    pub version: u8,
 }
 
 impl RowDecoder {
@@ -394,22 +427,35 @@ pub(crate) fn plan_tables(
 mod tests {
     use super::*;
 
-    /// Every lane count the encoder picks divides the distance and is within the plane's.
+    /// Every lane count the encoder picks is within the plane's and divides the distance, or
+    /// is `min(8, lanes_for(m))`, a quarter of the distance or less, where no divisor of 8
+    /// or more (or of the plane's count, if smaller) is.
     #[test]
-    fn row_lanes_divide_the_distance() {
+    fn row_lanes_divide_the_distance_or_take_eight_across() {
         for m in [1usize, 100, 1024, 5000, 8192, 32768, 65536] {
             for u in 1..300usize {
                 let k = row_lanes(m, u);
-                assert!(
-                    u % k == 0 && (1..=lanes_for(m)).contains(&k),
-                    "m {m} u {u} k {k}"
-                );
+                let most = lanes_for(m);
+                assert!((1..=most).contains(&k), "m {m} u {u} k {k}");
+                if !lanes_divide(k, u) {
+                    assert_eq!(k, most.min(8), "m {m} u {u}");
+                    assert!(u >= 4 * k, "m {m} u {u}");
+                    assert!((1..=most).all(|d| u % d != 0 || d < k), "m {m} u {u}");
+                    assert!(lanes_allowed(k, u, VERSION_ROW_LANES));
+                    assert!(!lanes_allowed(k, u, VERSION_ROW_CONTEXT));
+                }
             }
         }
         assert_eq!(row_lanes(32768, 64), 32);
         assert_eq!(row_lanes(32768, 112), 16);
         assert_eq!(row_lanes(32768, 28), 28);
         assert_eq!(row_lanes(32768, 7), 7);
+        // A prime row length (a 1433-word vocabulary): eight lanes across rows, not one.
+        assert_eq!(row_lanes(40960, 1433), 8);
+        assert_eq!(row_lanes(4096, 1433), 4);
+        assert_eq!(row_lanes(32768, 31), 31);
+        assert!(!lanes_allowed(9, 35, VERSION_ROW_LANES));
+        assert!(lanes_allowed(9, 36, VERSION_ROW_LANES));
     }
 
     /// The section reads back as written, and its rules are enforced.

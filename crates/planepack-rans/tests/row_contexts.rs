@@ -1,11 +1,14 @@
 //! Row planes (stream version 6): plane 0 coded with the exponent of the element one row up.
 //! They round-trip for every width and row length (lane counts that are and are not multiples
-//! of 8, rows longer than a lane's share of a chunk), they are what the encoder writes where
-//! columns keep their magnitude, their bytes are pinned, and every rule of the format a damaged
-//! stream can break is refused without a panic.
+//! of 8, rows longer than a lane's share of a chunk, lanes across rows of a prime length:
+//! version 7), they are what the encoder writes where columns keep their magnitude, their
+//! bytes are pinned, and every rule of the format a damaged stream can break is refused
+//! without a panic.
 
 use planepack_core::{Codec, ElemType};
-use planepack_rans::internals::row_contexts::{row_lanes, PLANE_ROW_CONTEXT, VERSION_ROW_CONTEXT};
+use planepack_rans::internals::row_contexts::{
+    lanes_divide, row_lanes, PLANE_ROW_CONTEXT, VERSION_ROW_CONTEXT, VERSION_ROW_LANES,
+};
 use planepack_rans::{chunk_spans, parse_header, Rans};
 use planepack_testkit::{channel_scaled, mutate, Mutation, Rng};
 
@@ -121,6 +124,17 @@ fn first_row_plane(enc: &[u8]) -> (usize, usize) {
     (at + 1, at + 2)
 }
 
+/// The lane count of every dense chunk's row plane.
+fn row_plane_lanes(enc: &[u8]) -> Vec<usize> {
+    let h = parse_header(enc).unwrap();
+    let spans = chunk_spans(enc, &h).unwrap();
+    spans
+        .iter()
+        .filter(|&&(at, _)| enc[at] == 1 && enc[at + 1] == PLANE_ROW_CONTEXT)
+        .map(|&(at, _)| enc[at + 2] as usize)
+        .collect()
+}
+
 /// Every rule a damaged row-plane stream can break is an error: a lane count that does not
 /// divide the row distance, a distance of 0, a shift past 7, an empty table set, a row plane
 /// where none may be (a stream of an older version), and random damage never panics.
@@ -169,6 +183,100 @@ fn damaged_row_planes_are_refused() {
         let mut out = vec![0u8; data.len()];
         if codec.decode(&bad, &mut out).is_ok() {
             // Damage that leaves a valid stream must decode to what it says.
+            let mut again = vec![0u8; data.len()];
+            codec.decode_parallel(&bad, &mut again).unwrap();
+            assert!(out == again);
+        }
+    }
+}
+
+/// Rows of a prime length (a 1433-word vocabulary, 37, 41), and of 4 x 37 = 148: no divisor
+/// of 8 or more, so the encoder's row planes take eight lanes (fewer in a short chunk) across
+/// rows (version 7), with rounds across the first row's end and, for 37, only four rounds of
+/// a lane per row. They round-trip on every decoder path (AVX2 and scalar: the last chunks'
+/// and the 4 KiB chunks' planes have fewer lanes), and their bytes are pinned.
+#[test]
+fn lanes_across_rows_round_trip_and_are_pinned() {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for (elem, cols, chunk_log2) in [
+        (ElemType::F32, 1433usize, 16u8),
+        (ElemType::F16, 37, 16),
+        (ElemType::F16, 41, 16),
+        (ElemType::F32, 148, 16),
+        (ElemType::BF16, 37, 12),
+    ] {
+        let rows = (200 << 10) / (cols * elem.size()) + 5;
+        let data = channel_scaled(rows, cols, elem, cols as u64 * 7 + elem.size() as u64);
+        let codec = Rans {
+            chunk_log2,
+            ..Rans::default()
+        };
+        let enc = shaped(&codec, &data, elem, cols);
+        assert_eq!(enc[4], VERSION_ROW_LANES, "{elem} rows of {cols}");
+        let m = (1usize << chunk_log2) / elem.size();
+        let lanes = row_plane_lanes(&enc);
+        // Chunks that are not row planes are modelled; the last chunk's planes are shorter.
+        assert!(
+            lanes.contains(&row_lanes(m, cols)) || chunk_log2 == 12,
+            "{elem} rows of {cols}: {lanes:?}"
+        );
+        assert!(
+            lanes.iter().any(|&k| !lanes_divide(k, cols)),
+            "rows of {cols}"
+        );
+        for k in lanes {
+            assert!(
+                lanes_divide(k, cols) || 4 * k <= cols,
+                "{k} lanes, rows of {cols}"
+            );
+        }
+        round_trips(&codec, &enc, &data);
+        fnv1a(&mut h, &enc);
+    }
+    assert_eq!(
+        h, 0x2f52_8353_fb95_9830,
+        "encoder output changed: {h:#018x}"
+    );
+}
+
+/// A row plane whose lanes do not divide the row distance is refused in a version-6 stream,
+/// and in a version-7 one where they are more than a quarter of it; damage to such a stream
+/// never panics, and what decodes, decodes alike sequentially and in parallel.
+#[test]
+fn lanes_across_rows_keep_their_rules() {
+    let data = channel_scaled(2000, 35, ElemType::F16, 3);
+    let codec = Rans::default();
+    let enc = shaped(&codec, &data, ElemType::F16, 35);
+    assert_eq!(enc[4], VERSION_ROW_LANES);
+    let (_, lanes_at) = first_row_plane(&enc);
+    assert_eq!(enc[lanes_at], 8);
+    let mut out = vec![0u8; data.len()];
+    codec.decode(&enc, &mut out).unwrap();
+    assert!(out == data);
+    let refused = |bad: &[u8], what: &str| {
+        let mut out = vec![0u8; data.len()];
+        let e = codec.decode(bad, &mut out).expect_err(what);
+        assert!(
+            e.to_string().contains("lanes of a row plane"),
+            "{what}: {e}"
+        );
+        assert!(codec.decode_parallel(bad, &mut out).is_err(), "{what}");
+    };
+    let mut v6 = enc.clone();
+    v6[4] = VERSION_ROW_CONTEXT;
+    refused(&v6, "eight lanes across rows in a version-6 stream");
+    // U = 31: eight lanes are more than a quarter of it.
+    let section = 16 + 2;
+    assert_eq!(enc[section], 35);
+    let mut short = enc.clone();
+    short[section] = 31;
+    refused(&short, "eight lanes with U = 31");
+    let mut rng = Rng(7);
+    for i in 0..3000 {
+        let m = Mutation::ALL[i % Mutation::ALL.len()];
+        let bad = mutate(&enc, m, &mut rng);
+        let mut out = vec![0u8; data.len()];
+        if codec.decode(&bad, &mut out).is_ok() {
             let mut again = vec![0u8; data.len()];
             codec.decode_parallel(&bad, &mut again).unwrap();
             assert!(out == again);
