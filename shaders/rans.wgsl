@@ -217,16 +217,20 @@ fn advance(x: ptr<function, u32>, p: ptr<function, u32>, sym: u32, e: u32) -> u3
 //
 // `how`: DECODE, SKIP (parse only, to find the plane's end: the tables and lane headers are
 // checked, nothing is written to scratch), DEFER_CONTEXT (decode unless it is a context plane)
-// or ONLY_CONTEXT (decode only if it is one): the plane-parallel phases below.
+// or ONLY_CONTEXT (decode only if it is one): the plane-parallel phases below; HOLD: as
+// DECODE, but a constant plane is not written: its byte is left in `held` (0x100 | byte) for
+// the join, which then reads no scratch for it (planes 1 to 3 of a sparse tensor's chunks are
+// often constant, and the join is most of their decode).
 fn plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
     need(at, 1u);
+    held = 0u;
     let kind = byte_at(at);
     let words = (m + 3u) / 4u;
     let dw = sbase + dst / 4u;
     let rows = kind == PLANE_ROW_CONTEXT && top == ROW_PLANE && params.row_at != 0u;
     let contexts = kind == PLANE_CONTEXT && top != NO_CONTEXT && top != ROW_PLANE
         && params.ctx_at != 0u;
-    let decode = how == DECODE || (how == DEFER_CONTEXT && !contexts)
+    let decode = how == DECODE || how == HOLD || (how == DEFER_CONTEXT && !contexts)
         || (how == ONLY_CONTEXT && contexts);
     if (kind == PLANE_RAW) {
         need(at + 1u, m);
@@ -237,6 +241,10 @@ fn plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
     }
     if (kind == PLANE_CONST) {
         need(at + 1u, 1u);
+        if (how == HOLD) {
+            held = 0x100u | byte_at(at + 1u);
+            return at + 2u;
+        }
         let s = byte_at(at + 1u) * 0x01010101u;
         for (var q = slot; q < words && decode; q = q + WG) {
             scratch[dw + q] = low_bytes(s, m - 4u * q);
@@ -273,6 +281,30 @@ const DECODE: u32 = 0u;
 const SKIP: u32 = 1u;
 const DEFER_CONTEXT: u32 = 2u;
 const ONLY_CONTEXT: u32 = 3u;
+const HOLD: u32 = 4u;
+
+// `plane`'s constant byte under HOLD (0x100 | byte; 0: none), and per plane of the chunk being
+// joined (`planes_of`; all 0 where the join is a dispatch of its own: the planes are then in
+// scratch).
+var<private> held: u32;
+var<private> held_planes: array<u32, 4>;
+
+// 4 bytes of plane `p` (which starts at scratch byte `p * K`) from its byte `b` (any
+// alignment): from scratch, or the held constant.
+fn plane_word_at(p: u32, K: u32, b: u32) -> u32 {
+    if (held_planes[p] != 0u) {
+        return (held_planes[p] & 0xffu) * 0x01010101u;
+    }
+    return plane_word(p * K + b);
+}
+
+// Byte `i` of plane `p` (as `plane_word_at`).
+fn plane_byte_at(p: u32, K: u32, i: u32) -> u32 {
+    if (held_planes[p] != 0u) {
+        return held_planes[p] & 0xffu;
+    }
+    return sbyte(p * K + i);
+}
 
 // A rANS plane's frequency table at stream byte `at` (its kind byte) into the workgroup's
 // decode table (`slots`, `fc`); returns the byte after it. Every invocation takes up to 8
@@ -1199,7 +1231,7 @@ fn join(n: u32, z: u32, sparse: bool, K: u32, last_chunk: bool) {
         for (var g = slot; g < (n + 3u) / 4u; g = g + WG) {
             var t = vec4<u32>(0u);
             for (var p = 0u; p < W; p = p + 1u) {
-                let w = scratch[sbase + (p * K) / 4u + g];
+                let w = plane_word_at(p, K, 4u * g);
                 t = (t << vec4<u32>(8u)) | ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
             }
             if (params.rotate != 0u) {
@@ -1263,7 +1295,7 @@ fn join(n: u32, z: u32, sparse: bool, K: u32, last_chunk: bool) {
             if (bits == 15u) {
                 var t = vec4<u32>(0u);
                 for (var p = 0u; p < W; p = p + 1u) {
-                    let w = plane_word(p * K + min(idx, K - 4u));
+                    let w = plane_word_at(p, K, min(idx, K - 4u));
                     t = (t << vec4<u32>(8u)) | ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
                 }
                 idx = idx + 4u;
@@ -1273,7 +1305,7 @@ fn join(n: u32, z: u32, sparse: bool, K: u32, last_chunk: bool) {
                     if (((bits >> i) & 1u) != 0u) {
                         var t = 0u;
                         for (var p = 0u; p < W; p = p + 1u) {
-                            t = (t << 8u) | sbyte(p * K + min(idx, K - 1u));
+                            t = (t << 8u) | plane_byte_at(p, K, min(idx, K - 1u));
                         }
                         idx = idx + 1u;
                         v[i] = t;
@@ -1379,7 +1411,12 @@ fn planes_of(at0: u32, n: u32, sparse: bool, K: u32, pick: u32, how: u32) -> u32
         if (p == 0u && !sparse) {
             top = ROW_PLANE;
         }
-        at = next_plane(at, z, p * K, top, slot_how(pick, p + 1u, how));
+        // Planes 1 to 3 are read by the join only (plane 0 may be a context plane's `top`):
+        // a whole chunk's join takes their constants as held.
+        let h = slot_how(pick, p + 1u, how);
+        held = 0u;
+        at = next_plane(at, z, p * K, top, select(h, HOLD, h == DECODE && pick == ALL_SLOTS && p > 0u));
+        held_planes[p] = held;
     }
     return at;
 }

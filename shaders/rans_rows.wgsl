@@ -24,13 +24,27 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (q >= params.n_words) {
         return;
     }
+    // One division a word (four were most of this pass's time on lavapipe, which has no
+    // vector integer division).
+    let o0 = 4u * q;
+    var row = o0 / params.row_bytes;
+    var at = o0 - row * params.row_bytes;
+    if (params.row_bytes % 4u == 0u) {
+        // Rows of whole words (every FP32 tensor's, and most): a word lies in one row, and
+        // that row starts on a word in `body` too.
+        out[q] = body[(row_src[row] * params.row_bytes + at) >> 2u];
+        return;
+    }
     var v = 0u;
     for (var b = 0u; b < 4u; b = b + 1u) {
-        let o = 4u * q + b;
-        if (o < params.len) {
-            let row = o / params.row_bytes;
-            let i = row_src[row] * params.row_bytes + o % params.row_bytes;
+        if (o0 + b < params.len) {
+            let i = row_src[row] * params.row_bytes + at;
             v = v | (((body[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu) << (8u * b));
+        }
+        at = at + 1u;
+        if (at == params.row_bytes) {
+            at = 0u;
+            row = row + 1u;
         }
     }
     out[q] = v;
