@@ -218,12 +218,13 @@ fn advance(x: ptr<function, u32>, p: ptr<function, u32>, sym: u32, e: u32) -> u3
 // `how`: DECODE, SKIP (parse only, to find the plane's end: the tables and lane headers are
 // checked, nothing is written to scratch), DEFER_CONTEXT (decode unless it is a context plane)
 // or ONLY_CONTEXT (decode only if it is one): the plane-parallel phases below; HOLD: as
-// DECODE, but a constant plane is not written: its byte is left in `held` (0x100 | byte) for
-// the join, which then reads no scratch for it (planes 1 to 3 of a sparse tensor's chunks are
-// often constant, and the join is most of their decode).
+// DECODE, but a constant or raw plane is not written: `held` says where the join finds it
+// (its byte, or its bytes in the stream), and the join then reads no scratch for it (planes 1
+// to 3 of a sparse tensor's chunks are often constant, an embedding's mantissa planes raw; the
+// join and the copies were most of their decode).
 fn plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
     need(at, 1u);
-    held = 0u;
+    held = vec2<u32>(HELD_NONE, 0u);
     let kind = byte_at(at);
     let words = (m + 3u) / 4u;
     let dw = sbase + dst / 4u;
@@ -234,6 +235,10 @@ fn plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
         || (how == ONLY_CONTEXT && contexts);
     if (kind == PLANE_RAW) {
         need(at + 1u, m);
+        if (how == HOLD) {
+            held = vec2<u32>(HELD_RAW, at + 1u);
+            return at + 1u + m;
+        }
         for (var q = slot; q < words && decode; q = q + WG) {
             scratch[dw + q] = low_bytes(bytes4(at + 1u + 4u * q), m - 4u * q);
         }
@@ -242,7 +247,7 @@ fn plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
     if (kind == PLANE_CONST) {
         need(at + 1u, 1u);
         if (how == HOLD) {
-            held = 0x100u | byte_at(at + 1u);
+            held = vec2<u32>(HELD_CONST, byte_at(at + 1u) * 0x01010101u);
             return at + 2u;
         }
         let s = byte_at(at + 1u) * 0x01010101u;
@@ -283,25 +288,37 @@ const DEFER_CONTEXT: u32 = 2u;
 const ONLY_CONTEXT: u32 = 3u;
 const HOLD: u32 = 4u;
 
-// `plane`'s constant byte under HOLD (0x100 | byte; 0: none), and per plane of the chunk being
-// joined (`planes_of`; all 0 where the join is a dispatch of its own: the planes are then in
-// scratch).
-var<private> held: u32;
-var<private> held_planes: array<u32, 4>;
+// `plane` under HOLD: (HELD_NONE, 0) for a plane it wrote to scratch, (HELD_CONST, the byte
+// four times) or (HELD_RAW, the stream byte where its symbols start); per plane of the chunk
+// being joined, as `planes_of` left them (all HELD_NONE where the join is a dispatch of its
+// own: every plane is then in scratch).
+const HELD_NONE: u32 = 0u;
+const HELD_CONST: u32 = 1u;
+const HELD_RAW: u32 = 2u;
+var<private> held: vec2<u32>;
+var<private> held_planes: array<vec2<u32>, 4>;
 
 // 4 bytes of plane `p` (which starts at scratch byte `p * K`) from its byte `b` (any
-// alignment): from scratch, or the held constant.
+// alignment): from scratch, the held constant, or the stream.
 fn plane_word_at(p: u32, K: u32, b: u32) -> u32 {
-    if (held_planes[p] != 0u) {
-        return (held_planes[p] & 0xffu) * 0x01010101u;
+    let h = held_planes[p];
+    if (h.x == HELD_CONST) {
+        return h.y;
+    }
+    if (h.x == HELD_RAW) {
+        return bytes4(h.y + b);
     }
     return plane_word(p * K + b);
 }
 
 // Byte `i` of plane `p` (as `plane_word_at`).
 fn plane_byte_at(p: u32, K: u32, i: u32) -> u32 {
-    if (held_planes[p] != 0u) {
-        return held_planes[p] & 0xffu;
+    let h = held_planes[p];
+    if (h.x == HELD_CONST) {
+        return h.y & 0xffu;
+    }
+    if (h.x == HELD_RAW) {
+        return byte_at(h.y + i);
     }
     return sbyte(p * K + i);
 }
@@ -1412,9 +1429,9 @@ fn planes_of(at0: u32, n: u32, sparse: bool, K: u32, pick: u32, how: u32) -> u32
             top = ROW_PLANE;
         }
         // Planes 1 to 3 are read by the join only (plane 0 may be a context plane's `top`):
-        // a whole chunk's join takes their constants as held.
+        // a whole chunk's join takes their constant or raw symbols where `plane` held them.
         let h = slot_how(pick, p + 1u, how);
-        held = 0u;
+        held = vec2<u32>(HELD_NONE, 0u);
         at = next_plane(at, z, p * K, top, select(h, HOLD, h == DECODE && pick == ALL_SLOTS && p > 0u));
         held_planes[p] = held;
     }
