@@ -1,11 +1,28 @@
 //! Compressed bytes of `rans` per dataset group and per workload batch, for comparing two
 //! builds of the encoder: `cargo run --release -p planepack-harness --example rans_bytes`
 //! (`NO_ROW_CONTEXTS=1`: the default encoder without row planes, for what they buy;
-//! `MODES=1`: also each group's chunks by mode, and a dense chunk's plane 0 by kind, which
+//! `MODES=1`: also each group's (and workload batch's) chunks by mode, and a dense chunk's plane 0 by kind, which
 //! say which path of the GPU decoder a group takes).
 use planepack_container::CodecSpec;
 use planepack_datasets::{datasets_dir, Manifest};
 use planepack_harness::input::{groups_of, Batches, BATCH_BYTES};
+
+/// With `MODES` set, count `stream`'s chunks by mode (a dense chunk by its plane 0's kind).
+fn census(stream: &[u8], modes: &mut std::collections::BTreeMap<String, usize>) {
+    if std::env::var_os("MODES").is_none() {
+        return;
+    }
+    let h = planepack_rans::parse_header(stream).unwrap();
+    for (at, _) in planepack_rans::chunk_spans(stream, &h).unwrap() {
+        let mode = stream[at];
+        let key = if mode == planepack_rans::CHUNK_DENSE {
+            format!("dense/plane0-kind{}", stream[at + 1])
+        } else {
+            format!("mode{mode}")
+        };
+        *modes.entry(key).or_default() += 1;
+    }
+}
 
 fn main() {
     let codec: Box<dyn planepack_core::Codec> = if std::env::var_os("NO_ROW_CONTEXTS").is_some() {
@@ -27,18 +44,7 @@ fn main() {
                 let mut o = Vec::new();
                 codec.encode_shaped(data, g.elem, shape, &mut o).unwrap();
                 c += o.len() as u64;
-                if std::env::var_os("MODES").is_some() {
-                    let h = planepack_rans::parse_header(&o).unwrap();
-                    for (at, _) in planepack_rans::chunk_spans(&o, &h).unwrap() {
-                        let mode = o[at];
-                        let key = if mode == planepack_rans::CHUNK_DENSE {
-                            format!("dense/plane0-kind{}", o[at + 1])
-                        } else {
-                            format!("mode{mode}")
-                        };
-                        *modes.entry(key).or_default() += 1;
-                    }
-                }
+                census(&o, &mut modes);
             }
             total.0 += g.raw_bytes();
             total.1 += c;
@@ -72,12 +78,14 @@ fn main() {
         for i in (0..b.len()).step_by(8) {
             let g = b.load(i).unwrap();
             let mut c = 0u64;
+            let mut modes = std::collections::BTreeMap::<String, usize>::new();
             for (shape, data) in &g.tensors {
                 let mut o = Vec::new();
                 codec
                     .encode_shaped_parallel(data, g.elem, shape, &mut o)
                     .unwrap();
                 c += o.len() as u64;
+                census(&o, &mut modes);
             }
             println!(
                 "{stem} batch {i} {:?} {} {}",
@@ -85,6 +93,9 @@ fn main() {
                 g.raw_bytes(),
                 c
             );
+            if !modes.is_empty() {
+                println!("  chunks: {modes:?}");
+            }
         }
     }
 }
