@@ -182,10 +182,9 @@ fn context_table(tables: u32, e: u32) -> u32 {
 
 // `step` with table `t` of the stream's tables at `tables` (a context or row plane).
 fn step_in(x: ptr<function, u32>, p: ptr<function, u32>, tables: u32, t: u32) -> u32 {
-    let base = tables + CTX_INDEX_WORDS + t * CTX_TABLE_WORDS;
-    let sl = *x & 4095u;
-    let sym = (chunk_off[base + (sl >> 2u)] >> ((sl & 3u) * 8u)) & 0xffu;
-    return advance(x, p, sym, chunk_off[base + 1024u + sym]);
+    // The slot's entry: symbol | (freq - 1) << 8 | cum << 20.
+    let e = chunk_off[tables + CTX_INDEX_WORDS + t * CTX_TABLE_WORDS + (*x & 4095u)];
+    return advance(x, p, e & 0xffu, (((e >> 8u) & 0xfffu) + 1u) | ((e >> 20u) << 16u));
 }
 
 // The state after symbol `sym` of slot `x mod 4096` with `e` = its frequency | cumulative <<

@@ -9,7 +9,9 @@
 //! `PLANEPACK_GPU_NO_SUBGROUPS=1` the workgroup-memory path, `CODECS=ibp`, `=bitplane` or `=rans` one
 //! codec.
 //!
-//! `cargo run --release -p planepack-gpu --example gpu_probe [name ...]`
+//! `cargo run --release -p planepack-gpu --example gpu_probe [name ...] [path.safetensors ...]`
+//! (`PROBE_MAX_MB`: skip tensors larger than that; `PROBE_TENSOR`: only tensors whose name
+//! contains it).
 use planepack_core::Codec;
 use planepack_datasets::{datasets_dir, load, Manifest};
 use planepack_gpu::{Gpu, GpuOptions};
@@ -25,13 +27,26 @@ fn main() {
     let codecs = std::env::var("CODECS").unwrap_or_else(|_| "ibp,bitplane".into());
     let dir = datasets_dir();
     let manifest = Manifest::read(&dir).expect("datasets/manifest.toml");
-    for d in &manifest.datasets {
-        if !which.is_empty() && !which.iter().any(|w| d.file.contains(w.as_str())) {
-            continue;
-        }
-        for t in load(&dir.join(&d.file)).expect("dataset") {
+    // Files named as arguments (a path ending in .safetensors, such as a workload in
+    // target/workloads), then the manifest's datasets whose file name contains an argument.
+    let files: Vec<(String, std::path::PathBuf)> = which
+        .iter()
+        .filter(|w| w.ends_with(".safetensors"))
+        .map(|w| (w.clone(), std::path::PathBuf::from(w)))
+        .chain(
+            manifest
+                .datasets
+                .iter()
+                .filter(|d| which.is_empty() || which.iter().any(|w| d.file.contains(w.as_str())))
+                .map(|d| (d.name.clone(), dir.join(&d.file))),
+        )
+        .collect();
+    let max_mb: usize = std::env::var("PROBE_MAX_MB").map_or(usize::MAX, |v| v.parse().unwrap());
+    let tensor = std::env::var("PROBE_TENSOR").unwrap_or_default();
+    for (name, path) in &files {
+        for t in load(path).expect("dataset") {
             let Some(elem) = t.elem() else { continue };
-            if t.data.len() < 1 << 20 {
+            if t.data.len() < 1 << 20 || t.data.len() > max_mb << 20 || !t.name.contains(&tensor) {
                 continue;
             }
             let copy = g.prepare_copy(&t.data).unwrap();
@@ -69,7 +84,7 @@ fn main() {
                 let s = times[0].median();
                 println!(
                     "{:<48} {:<8} {:?} ratio {:.2}: decode {:.3} GB/s, decode / copy {:.3}",
-                    format!("{}/{}", d.name, t.name),
+                    format!("{}/{}", name, t.name),
                     codec,
                     t.shape,
                     t.data.len() as f64 / enc.len() as f64,

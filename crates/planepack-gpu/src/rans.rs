@@ -16,9 +16,12 @@ pub const MODEL_TABLE_WORDS: u32 = planepack_rans::internals::modelled::CONTEXTS
 /// A version-4 stream's context tables as the kernel reads them, after the chunk offsets:
 /// first `CTX_INDEX_WORDS` words of table indices (byte `e`: the table of a plane-0 byte `e`,
 /// `ABSENT` where its context has none), then per table `CTX_TABLE_WORDS` words: the 4096
-/// slots' symbols (four to a word) and each symbol's `freq | cum << 16`.
+/// slots, each the CPU decoder's entry `symbol | (freq - 1) << 8 | cum << 20`
+/// (`Table::decode_slots`). One storage read a symbol: a slot's symbol and its symbol's
+/// frequency in separate arrays were two, and made a row plane's step a third slower than a
+/// plain plane's on lavapipe (whose plain planes' tables are in workgroup memory).
 pub const CTX_INDEX_WORDS: u32 = 64;
-pub const CTX_TABLE_WORDS: u32 = 1024 + 256;
+pub const CTX_TABLE_WORDS: u32 = 4096;
 
 /// [`CTX_INDEX_WORDS`] and the tables' words for `t`.
 fn context_words(t: &planepack_rans::internals::contexts::ContextTables) -> Vec<u32> {
@@ -35,7 +38,7 @@ fn row_words(
 }
 
 /// [`CTX_INDEX_WORDS`] of `table_of` (a table index per plane-0 byte), then each table's
-/// decode slots (a symbol per byte) and frequency | cumulative << 16 per symbol.
+/// decode slots.
 fn table_words<'a>(
     table_of: &[u8; 256],
     tables: impl Iterator<Item = &'a planepack_rans::internals::plan::Table>,
@@ -44,15 +47,10 @@ fn table_words<'a>(
         .chunks_exact(4)
         .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
         .collect();
+    let mut slots = Vec::new();
     for table in tables {
-        let mut slots = Vec::new();
         table.decode_slots(&mut slots);
-        w.extend(slots.chunks_exact(4).map(|q| {
-            q.iter()
-                .enumerate()
-                .fold(0u32, |acc, (i, &e)| acc | (e & 0xff) << (8 * i))
-        }));
-        w.extend((0..256).map(|s| table.freq[s] as u32 | (table.cum[s] as u32) << 16));
+        w.extend_from_slice(&slots);
     }
     w
 }
