@@ -187,6 +187,15 @@ fn step_in(x: ptr<function, u32>, p: ptr<function, u32>, tables: u32, t: u32) ->
     return advance(x, p, e & 0xffu, (((e >> 8u) & 0xfffu) + 1u) | ((e >> 20u) << 16u));
 }
 
+// `step_in` with row table `tb` (`context_table` of the symbol one row up, or the first row's);
+// a context without a table (CTX_ABSENT) is an error, decoded with table 0.
+fn row_step(x: ptr<function, u32>, p: ptr<function, u32>, tb: u32) -> u32 {
+    if (tb == CTX_ABSENT) {
+        err = err | ERR_VALUE;
+    }
+    return step_in(x, p, params.row_at, select(tb, 0u, tb == CTX_ABSENT));
+}
+
 // The state after symbol `sym` of slot `x mod 4096` with `e` = its frequency | cumulative <<
 // 16, and the lane's next word read if the state fell below L.
 fn advance(x: ptr<function, u32>, p: ptr<function, u32>, sym: u32, e: u32) -> u32 {
@@ -667,12 +676,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
                             if (i >= params.row_distance) {
                                 tb = context_table(params.row_at, sbyte(dst + i - params.row_distance));
                             }
-                            if (tb == CTX_ABSENT) {
-                                err = err | ERR_VALUE;
-                                tb = 0u;
-                            }
-                            let s = step_in(&x, &pp, params.row_at, tb);
-                            w = w | (s << (8u * b));
+                            w = w | (row_step(&x, &pp, tb) << (8u * b));
                         }
                     }
                     stage[slot * 32u + t] = w;
@@ -703,12 +707,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
                                 }
                                 tb = context_table(params.row_at, up);
                             }
-                            if (tb == CTX_ABSENT) {
-                                err = err | ERR_VALUE;
-                                tb = 0u;
-                            }
-                            let s = step_in(&x, &pp, params.row_at, tb);
-                            w = w | (s << (8u * b));
+                            w = w | (row_step(&x, &pp, tb) << (8u * b));
                         }
                     }
                     stage[slot * 32u + t] = w;
