@@ -232,7 +232,6 @@ fn advance(x: ptr<function, u32>, p: ptr<function, u32>, sym: u32, e: u32) -> u3
 // join and the copies were most of their decode).
 fn plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
     need(at, 1u);
-    held = vec2<u32>(HELD_NONE, 0u);
     let kind = byte_at(at);
     let words = (m + 3u) / 4u;
     let dw = sbase + dst / 4u;
@@ -296,9 +295,9 @@ const DEFER_CONTEXT: u32 = 2u;
 const ONLY_CONTEXT: u32 = 3u;
 const HOLD: u32 = 4u;
 
-// `plane` under HOLD: (HELD_NONE, 0) for a plane it wrote to scratch, (HELD_CONST, the byte
-// four times) or (HELD_RAW, the stream byte where its symbols start); per plane of the chunk
-// being joined, as `planes_of` left them (all HELD_NONE where the join is a dispatch of its
+// `plane` under HOLD: (HELD_CONST, the byte four times) or (HELD_RAW, the stream byte where
+// its symbols start), left as the caller set it, (HELD_NONE, 0), for a plane written to
+// scratch; per plane of the chunk being joined, as `planes_of` left them (all HELD_NONE where the join is a dispatch of its
 // own: every plane is then in scratch).
 const HELD_NONE: u32 = 0u;
 const HELD_CONST: u32 = 1u;

@@ -41,12 +41,14 @@ fn main() {
                 .map(|d| (d.name.clone(), dir.join(&d.file))),
         )
         .collect();
-    let max_mb: usize = std::env::var("PROBE_MAX_MB").map_or(usize::MAX, |v| v.parse().unwrap());
+    let max_bytes = std::env::var("PROBE_MAX_MB").map_or(usize::MAX, |v| {
+        v.parse::<usize>().unwrap().saturating_mul(1 << 20)
+    });
     let tensor = std::env::var("PROBE_TENSOR").unwrap_or_default();
     for (name, path) in &files {
         for t in load(path).expect("dataset") {
             let Some(elem) = t.elem() else { continue };
-            if t.data.len() < 1 << 20 || t.data.len() > max_mb << 20 || !t.name.contains(&tensor) {
+            if t.data.len() < 1 << 20 || t.data.len() > max_bytes || !t.name.contains(&tensor) {
                 continue;
             }
             let copy = g.prepare_copy(&t.data).unwrap();

@@ -777,8 +777,7 @@ pub fn decode_rows(
         absent |= !ok;
         done = full;
     }
-    // The rest, a round of k symbols at a time (`done` is whole rounds): a round lies wholly
-    // in the first row, wholly after it, or (where k does not divide U) across its end.
+    // The rest, a round of k symbols at a time (`done` is whole rounds).
     let first_table = dec.by_context[ROW_FIRST];
     let first_base = first_table.min(last_table) as usize * PROB_SCALE as usize;
     let base_of: [usize; 256] =
@@ -787,28 +786,21 @@ pub fn decode_rows(
         let end = (start + k).min(n);
         let (before, rest) = out.split_at_mut(start);
         let lanes = x.iter_mut().zip(pos.iter_mut());
-        if start < u {
-            absent |= first_table == ROW_ABSENT;
-            for (i, (o, (x, p))) in rest[..end - start].iter_mut().zip(lanes).enumerate() {
-                // Past the first row (a round across its end): the element U back, in an
-                // earlier round since k <= U.
-                let base = match (start + i).checked_sub(u) {
-                    None => first_base,
-                    Some(j) => {
-                        absent |= table_of[before[j] as usize] == ROW_ABSENT;
-                        base_of[before[j] as usize]
-                    }
-                };
-                *o = scalar_step(x, p, slots, base, words, last);
-            }
-        } else {
-            // The element one row up, `U` symbols back: `U / k` rounds earlier in this lane,
-            // or (k not dividing U) in an earlier round of another.
-            let up = &before[start - u..end - u];
-            for ((o, &e), (x, p)) in rest[..end - start].iter_mut().zip(up).zip(lanes) {
-                absent |= table_of[e as usize] == ROW_ABSENT;
-                *o = scalar_step(x, p, slots, base_of[e as usize], words, last);
-            }
+        for (i, (o, (x, p))) in rest[..end - start].iter_mut().zip(lanes).enumerate() {
+            // The first row's table, else that of the element U back: in an earlier round
+            // (k <= U), the same lane's where k divides U, another's where not.
+            let base = match (start + i).checked_sub(u) {
+                None => {
+                    absent |= first_table == ROW_ABSENT;
+                    first_base
+                }
+                Some(j) => {
+                    let e = before[j] as usize;
+                    absent |= table_of[e] == ROW_ABSENT;
+                    base_of[e]
+                }
+            };
+            *o = scalar_step(x, p, slots, base, words, last);
         }
     }
     if absent {

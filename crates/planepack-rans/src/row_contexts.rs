@@ -31,7 +31,7 @@ use planepack_core::{Error, Result};
 /// The stream version that allows row-context planes (kind [`PLANE_ROW_CONTEXT`]).
 pub const VERSION_ROW_CONTEXT: u8 = 6;
 /// The stream version that allows a row plane whose lane count does not divide `U` (at most
-/// `U` lanes, decoded round by round).
+/// `U / 4` lanes, decoded round by round: [`lanes_allowed`]).
 pub const VERSION_ROW_LANES: u8 = 7;
 /// The plane kind of a chunk's plane 0 coded with the stream's row tables.
 pub const PLANE_ROW_CONTEXT: u8 = 4;
