@@ -622,7 +622,14 @@ impl Rans {
         // With context tables, plane 1's histogram is the sum of its per-context ones (every
         // element is counted in its context), which the plan needs anyway and which the
         // tables' count kept for chunk `index`: one or two passes fewer.
-        let top_counts = histogram(&s.planes[0]);
+        // So is plane 0's, with row tables: the sum of the chunk's row-context counts.
+        let top_counts = match models.rows.and_then(|r| r.chunk_top_counts(index, n)) {
+            Some(counts) => {
+                debug_assert_eq!(counts, histogram(&s.planes[0]), "chunk {index}");
+                counts
+            }
+            None => histogram(&s.planes[0]),
+        };
         if let Some(c) = contexts {
             c.chunk_histograms(
                 index,
@@ -1008,26 +1015,42 @@ const REFERENCE_BITS: f64 = 32.0;
 /// Rows are keyed by their 64-bit XXH3 (SipHash over whole rows took an eighth of the
 /// encoder's time) and a match is confirmed byte for byte; a row whose hash collides with a
 /// different earlier row is simply kept as an original, so the map is always exact.
-pub(crate) fn find_copies(input: &[u8], row_bytes: usize, width: usize) -> Vec<(u32, u32)> {
+pub(crate) fn find_copies(
+    input: &[u8],
+    row_bytes: usize,
+    width: usize,
+    parallel: bool,
+) -> Vec<(u32, u32)> {
     use std::collections::hash_map::{Entry, HashMap};
     let elements = input.len() / width;
-    // Each row's zero elements, counted once: the tensor's fraction and each row's cost.
-    let row_zeros: Vec<usize> = input
-        .chunks_exact(row_bytes)
-        .map(|row| count_zeros(row, width))
-        .collect();
-    let zeros: usize = row_zeros.iter().sum();
+    // Each row's zero elements and hash, in one pass over the row (on rayon's threads if
+    // `parallel`, in tasks of whole rows): the tensor's zero fraction, each row's cost, the
+    // map's keys.
+    let per_row = |row: &[u8]| (count_zeros(row, width), xxhash_rust::xxh3::xxh3_64(row));
+    let rows: Vec<(usize, u64)> = if parallel {
+        let task = row_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(row_bytes);
+        input
+            .par_chunks(task)
+            .flat_map_iter(|part| part.chunks_exact(row_bytes).map(per_row))
+            .collect()
+    } else {
+        input.chunks_exact(row_bytes).map(per_row).collect()
+    };
+    let zeros: usize = rows.iter().map(|r| r.0).sum();
     let p = (zeros.max(1) as f64 / elements as f64).min(1.0 - 1.0 / elements as f64);
     let (zero_bits, nonzero_bits) = (-p.log2(), -(1.0 - p).log2() + 4.0 * width as f64);
-    let mut first: HashMap<u64, u32> = HashMap::new();
+    // Keyed by the hash itself: it is already uniform, so hashing it again (SipHash) would
+    // only cost time.
+    let mut first: HashMap<u64, u32, std::hash::BuildHasherDefault<HashedKey>> =
+        HashMap::with_capacity_and_hasher(rows.len(), Default::default());
     let mut copies = Vec::new();
     let mut saved_bits = 0.0;
-    for (i, (row, &z)) in input.chunks_exact(row_bytes).zip(&row_zeros).enumerate() {
+    for (i, (row, &(z, hash))) in input.chunks_exact(row_bytes).zip(&rows).enumerate() {
         let bits = z as f64 * zero_bits + (row_bytes / width - z) as f64 * nonzero_bits;
         if bits < MIN_COPY_BITS {
             continue;
         }
-        match first.entry(xxhash_rust::xxh3::xxh3_64(row)) {
+        match first.entry(hash) {
             Entry::Occupied(e) => {
                 let src = *e.get();
                 if input[src as usize * row_bytes..][..row_bytes] == *row {
@@ -1046,5 +1069,25 @@ pub(crate) fn find_copies(input: &[u8], row_bytes: usize, width: usize) -> Vec<(
         copies
     } else {
         Vec::new()
+    }
+}
+
+/// A [`std::hash::Hasher`] for keys that are already hashes ([`find_copies`]' XXH3 of a row):
+/// the key is the hash.
+#[derive(Default)]
+struct HashedKey(u64);
+
+impl std::hash::Hasher for HashedKey {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u64 keys are hashed with it; any other input folds in all the same.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, key: u64) {
+        self.0 = key;
     }
 }

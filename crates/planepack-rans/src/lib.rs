@@ -337,7 +337,7 @@ impl Rans {
             && input.len().is_multiple_of(row_bytes)
             && input.len() > row_bytes
         {
-            let copies = find_copies(input, row_bytes, elem.size());
+            let copies = find_copies(input, row_bytes, elem.size(), parallel);
             if !copies.is_empty() {
                 let map = RowMap { row_bytes, copies };
                 let row = row_bytes / elem.size();

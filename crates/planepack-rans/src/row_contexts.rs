@@ -251,6 +251,16 @@ impl RowEncoder {
         }
     }
 
+    /// Chunk `index`'s plane-0 histogram, from the counts kept for it (every element is
+    /// counted in one context), if they were kept and count `n` elements.
+    pub fn chunk_top_counts(&self, index: usize, n: usize) -> Option<[u32; 256]> {
+        let kept = self
+            .chunk_counts
+            .get(index * ROW_CONTEXTS..(index + 1) * ROW_CONTEXTS)?;
+        let sum = merged(kept);
+        (sum.iter().map(|&c| c as usize).sum::<usize>() == n).then_some(sum)
+    }
+
     /// Bits chunk `index`'s plane 0 costs coded with the tables (infinite where a symbol has
     /// no frequency in its context's table: then it is not a row plane), if its counts were
     /// kept and agree with `top_counts`, its plane-0 histogram; else `None`.
@@ -312,6 +322,46 @@ fn count_chunk(top: &[u8], u: usize, context_of: &[u8; 256], h: &mut [[u32; 256]
     for (&s, &up) in top[first..].iter().zip(top) {
         h[context_of[up as usize] as usize][s as usize] += 1;
     }
+}
+
+/// [`count_chunk`] straight from a chunk's whole elements of `W` bytes (rotated if `R`), as
+/// the counting pass over the whole tensor takes them: no plane-0 copy, and four interleaved
+/// sets of the eight histograms, so that runs of one exponent (most of a float tensor's
+/// plane 0) do not make each increment wait on the store before it; folded at the end.
+fn count_elements<const W: usize, const R: bool>(
+    chunk: &[u8],
+    u: usize,
+    context_of: &[u8; 256],
+    h: &mut Vec<[u32; 256]>,
+) {
+    const SET: usize = ROW_CONTEXTS * 256;
+    let elems: &[[u8; W]] = chunk.as_chunks::<W>().0;
+    let top = |e: &[u8; W]| crate::contexts::top_two(e, W, R).0 as usize;
+    // Each context's first counter; every context is below ROW_FIRST (at most 7 * 256 +
+    // 255 < SET below).
+    let offset: [u16; 256] =
+        std::array::from_fn(|e| ((context_of[e] as usize).min(ROW_FIRST) * 256) as u16);
+    let mut sets = [[0u32; SET]; 4];
+    let first = u.min(elems.len());
+    for (i, e) in elems[..first].iter().enumerate() {
+        sets[i % 4][ROW_FIRST * 256 + top(e)] += 1;
+    }
+    let (quads, rest) = elems[first..].as_chunks::<4>();
+    let (up_quads, up_rest) = elems[..elems.len() - first].as_chunks::<4>();
+    for (q, up) in quads.iter().zip(up_quads) {
+        for (set, (e, a)) in sets.iter_mut().zip(q.iter().zip(up)) {
+            set[offset[top(a)] as usize | top(e)] += 1;
+        }
+    }
+    for (e, a) in rest.iter().zip(up_rest) {
+        sets[0][offset[top(a)] as usize | top(e)] += 1;
+    }
+    let [mut all, b, c, d] = sets;
+    for (((x, y), z), w) in all.iter_mut().zip(&b).zip(&c).zip(&d) {
+        *x += y + z + w;
+    }
+    h.clear();
+    h.extend(all.as_chunks::<256>().0.iter().copied());
 }
 
 fn entropy(counts: &[u32; 256]) -> f64 {
@@ -391,10 +441,13 @@ pub(crate) fn plan_tables(
     };
     let table = context_table(shift);
     let (chunk_counts, all) =
-        count_chunks::<ROW_CONTEXTS>(body, chunk_bytes, parallel, |chunk, top, h| {
-            top_bytes(chunk, width, rotate, top);
-            h.resize(ROW_CONTEXTS, [0; 256]);
-            count_chunk(top, row, &table, h);
+        count_chunks::<ROW_CONTEXTS>(body, chunk_bytes, parallel, |chunk, _, h| {
+            match (width, rotate) {
+                (2, false) => count_elements::<2, false>(chunk, row, &table, h),
+                (2, true) => count_elements::<2, true>(chunk, row, &table, h),
+                (_, false) => count_elements::<4, false>(chunk, row, &table, h),
+                (_, true) => count_elements::<4, true>(chunk, row, &table, h),
+            }
         });
     let tables: [Option<Table>; ROW_CONTEXTS] = std::array::from_fn(|c| {
         all[c]
