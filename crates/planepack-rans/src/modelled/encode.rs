@@ -32,6 +32,8 @@ pub(crate) struct Scratch {
     rcp: Vec<[u64; SYMBOLS]>,
     words: Vec<u16>,
     counter: ValueCounter,
+    /// The literals [`classify`] samples for the dictionary.
+    sampled: Vec<u32>,
 }
 
 /// Occurrences of nonzero values (the dictionary candidates): an open-addressing table with
@@ -140,8 +142,9 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     let u = if row > 0 && row < n { row } else { 0 };
     // Pass 1: zero, left and up (D is not known yet); the dictionary is the most frequent
     // value among what is left, the reference exponent the most frequent top byte of it.
-    // The symbol is picked without branches (which element is a repeat follows the data, so
-    // a branch would be mispredicted often); only the dictionary's sampled count branches.
+    // Nothing here branches on the data (which element is a repeat follows the data, so a
+    // branch would be mispredicted often): the symbols by selects, the dictionary's samples
+    // gathered at a cursor.
     c.symbols.clear();
     c.symbols.resize(n, SYM_LITERAL);
     let rest = &mut s.counter;
@@ -154,13 +157,15 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     // Counted in COUNT_COPIES copies in turn, so that a run of repeats (or of one exponent)
     // does not make each increment wait for the last.
     let mut tops = [[0u32; 257]; COUNT_COPIES];
+    // The symbols lane by lane, without the dictionary: a loop with no stores but the
+    // symbols', which the compiler vectorises (the lane's first element has no left
+    // neighbour, its first `u` none one row up).
     for j in 0..k {
         let r = lane_range(j, n, k);
-        for i in r.clone() {
-            let x = v[i];
-            let left = i > r.start && x == v[i - 1];
-            let up = u > 0 && i >= r.start + u && x == v[i - u];
-            let sym = if x == 0 {
+        let lane = &v[r.clone()];
+        let syms = &mut c.symbols[r];
+        let sym = |x: u32, left: bool, up: bool| {
+            if x == 0 {
                 SYM_ZERO
             } else if left {
                 SYM_LEFT
@@ -168,15 +173,52 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
                 SYM_UP
             } else {
                 SYM_LITERAL
-            };
-            let literal = sym == SYM_LITERAL;
-            if literal && i & sample == 0 {
-                rest.add(x);
             }
-            let top = (rotated(x, W, R) >> (8 * (W - 1))) as usize;
-            tops[i % COUNT_COPIES][if literal { top } else { 256 }] += 1;
-            c.symbols[i] = sym;
+        };
+        let edge = if u > 0 { u.max(1) } else { 1 }.min(lane.len());
+        for t in 0..edge {
+            let x = lane[t];
+            let left = t > 0 && x == lane[t - 1];
+            let up = u > 0 && t >= u && x == lane[t - u];
+            syms[t] = sym(x, left, up);
         }
+        if edge == lane.len() {
+            // (A lane no longer than a row: every element was taken above.)
+        } else if u > 0 {
+            for ((s, &x), (&l, &a)) in syms[edge..]
+                .iter_mut()
+                .zip(&lane[edge..])
+                .zip(lane[edge - 1..].iter().zip(&lane[edge - u..]))
+            {
+                *s = sym(x, x == l, x == a);
+            }
+        } else {
+            for ((s, &x), &l) in syms[edge..]
+                .iter_mut()
+                .zip(&lane[edge..])
+                .zip(&lane[edge - 1..])
+            {
+                *s = sym(x, x == l, false);
+            }
+        }
+    }
+    // The literals' top bytes (slot 256 takes the repeats' uncounted increments).
+    for (i, (&x, &sy)) in v.iter().zip(&c.symbols).enumerate() {
+        let top = (rotated(x, W, R) >> (8 * (W - 1))) as usize;
+        tops[i % COUNT_COPIES][if sy == SYM_LITERAL { top } else { 256 }] += 1;
+    }
+    // The dictionary candidates, the sampled literals: gathered without a branch (which
+    // element is a literal follows the data), then counted in element order.
+    let lits = &mut s.sampled;
+    lits.clear();
+    lits.resize(n.div_ceil(sample + 1), 0);
+    let mut m = 0usize;
+    for (&x, &sy) in v.iter().zip(&c.symbols).step_by(sample + 1) {
+        lits[m] = x;
+        m += usize::from(sy == SYM_LITERAL);
+    }
+    for &x in &lits[..m] {
+        rest.add(x);
     }
     let dict = rest.most_frequent();
     let e0 = (0..256)
@@ -373,4 +415,97 @@ pub(crate) fn encode(
         put_plane(p, plan, form, None, planes, out)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The symbols, dictionary and literal planes [`classify`] leaves, against a plain
+    /// element-by-element reference of the rule (docs/format-rans.md, "Modelled chunk"), for
+    /// lanes shorter and longer than a row, with and without rows, every width and rotation,
+    /// on values with many repeats (so that every class occurs).
+    #[test]
+    fn classify_matches_a_plain_reference() {
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        for (width, rotate) in [(1, false), (2, false), (2, true), (4, false), (4, true)] {
+            for n in [1usize, 5, 63, 64, 200, 4095, 4096, 5000] {
+                for row in [0usize, 1, 3, 7, 64, 300, 5000] {
+                    let vals: Vec<u32> = (0..n)
+                        .map(|_| match next() % 6 {
+                            0 => 0,
+                            1 | 2 => 0x3c00 + next() % 3,
+                            _ => next(),
+                        })
+                        .collect();
+                    let mask = if width == 4 {
+                        u32::MAX
+                    } else {
+                        (1 << (8 * width)) - 1
+                    };
+                    let elems: Vec<u8> = vals
+                        .iter()
+                        .flat_map(|&x| (x & mask).to_le_bytes()[..width].to_vec())
+                        .collect();
+                    let mut s = Scratch::default();
+                    classify(&elems, width, rotate, row, &mut s);
+                    let v: Vec<u32> = (0..n).map(|i| load(&elems, i, width)).collect();
+                    let k = lanes_for(n);
+                    let u = if row > 0 && row < n { row } else { 0 };
+                    let sample = if n >= 4096 { 4 } else { 1 };
+                    // The dictionary: the most frequent sampled literal seen twice or more.
+                    let mut seen = std::collections::BTreeMap::<u32, u32>::new();
+                    let mut first = vec![SYM_LITERAL; n];
+                    for j in 0..k {
+                        let r = lane_range(j, n, k);
+                        for i in r.clone() {
+                            let x = v[i];
+                            first[i] = if x == 0 {
+                                SYM_ZERO
+                            } else if i > r.start && x == v[i - 1] {
+                                SYM_LEFT
+                            } else if u > 0 && i >= r.start + u && x == v[i - u] {
+                                SYM_UP
+                            } else {
+                                SYM_LITERAL
+                            };
+                            if first[i] == SYM_LITERAL && i % sample == 0 {
+                                *seen.entry(x).or_default() += 1;
+                            }
+                        }
+                    }
+                    let dict = seen
+                        .iter()
+                        .filter(|e| *e.1 > 1)
+                        .max_by_key(|e| (*e.1, std::cmp::Reverse(*e.0)))
+                        .map_or(0, |e| *e.0);
+                    let c = &s.c;
+                    let case = format!("width {width} rotate {rotate} n {n} row {row}");
+                    assert_eq!(c.dict, dict, "{case}");
+                    let mut planes = vec![Vec::new(); width - 1];
+                    for i in 0..n {
+                        let t = rotated(v[i], width, rotate && width > 1);
+                        let want = match first[i] {
+                            SYM_LITERAL if dict != 0 && v[i] == dict => SYM_DICT,
+                            SYM_LITERAL => {
+                                for (p, plane) in planes.iter_mut().enumerate() {
+                                    plane.push((t >> (8 * (width - 2 - p))) as u8);
+                                }
+                                SYM_LITERAL + (t >> (8 * (width - 1))) as u16
+                            }
+                            other => other,
+                        };
+                        assert_eq!(c.symbols[i], want, "{case}, element {i}");
+                    }
+                    assert_eq!(c.literal_planes[..width - 1], planes[..], "{case}");
+                }
+            }
+        }
+    }
 }
