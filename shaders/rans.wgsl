@@ -76,6 +76,9 @@ struct Params {
     row_first: u32,
     // Version 7: 1 if a row plane's lane count may be any up to U (else it divides U).
     row_across: u32,
+    // 1 if a modelled chunk's scratch has room for its decode slots (`model_slots`), else
+    // its lanes search the context tables' ranks.
+    model_slots: u32,
 }
 
 @group(0) @binding(0) var<storage, read> stream: array<u32>;
@@ -93,6 +96,8 @@ const MODEL_SCALE: u32 = 1u << MODEL_PROB_BITS;
 // A context table in scratch: its symbol count, then 260 rank entries (end of the symbol's
 // slot range | symbol << 16, by increasing symbol).
 const MT_CTX_WORDS: u32 = 1u + MODEL_SYMBOLS;
+// After the rank tables (MODEL_RANK_WORDS = MODEL_CONTEXTS * MT_CTX_WORDS), each context's
+// MODEL_SCALE decode slots (`model_slots`), where `params.model_slots` says they fit.
 // Where a literal's plane-1 byte goes: byte W - 2 of its rotated value (for W = 2 and 4; the
 // modulus keeps the constant a valid shift for W = 1, where no literal has planes).
 const LIT_SHIFT_1: u32 = (8u * W + 16u) % 32u;
@@ -980,6 +985,62 @@ fn find_rank(tb: u32, p: u32, sl: u32) -> u32 {
     return lh.x;
 }
 
+// A decode slot: symbol | (frequency - 1) << 9 | cumulative frequency << 20 (the CPU
+// decoder's entry) of the symbol whose rank entry is `ent` and whose slot range starts at
+// `lo` (a broken table's garbage stays in its fields; the chunk is refused).
+fn slot_word(ent: u32, lo: u32) -> u32 {
+    let f = (ent & 0xffffu) - lo;
+    return (ent >> 16u) | (((f - 1u) & 0x7ffu) << 9u) | ((lo & 0x7ffu) << 20u);
+}
+
+// The decode slot `sl` of the context table at scratch word `tb` with `p` symbols, found by
+// searching its ranks (`find_rank`).
+fn search_slot(tb: u32, p: u32, sl: u32) -> u32 {
+    let r = find_rank(tb, p, sl);
+    var lo = 0u;
+    if (r > 0u) {
+        lo = scratch[tb + r] & 0xffffu;
+    }
+    return slot_word(scratch[tb + 1u + r], lo);
+}
+
+// Which contexts have a table (their symbol count; 0: none, and the lane refuses a symbol in
+// that context), from the parsed tables.
+var<workgroup> model_used: array<u32, MODEL_CONTEXTS>;
+
+// Where `params.model_slots` says there is room: every used context table's MODEL_SCALE
+// decode slots, after the rank tables in this chunk's scratch, so that a lane reads one word a
+// symbol where searching the ranks took ten. Invocation `slot` fills slots slot, slot + WG,
+// ... of each table (neighbouring invocations write neighbouring words), walking the ranks up
+// from the one its first slot falls in (a table the parse found broken still fills every
+// slot). With or without them, `model_used` from the tables.
+fn model_tables_ready() {
+    for (var c = 0u; c < MODEL_CONTEXTS; c = c + 1u) {
+        let tb = sbase + params.model_at + c * MT_CTX_WORDS;
+        let sb = sbase + params.model_at + MODEL_RANK_WORDS + c * MODEL_SCALE;
+        let p = scratch[tb];
+        if (slot == 0u) {
+            model_used[c] = p;
+        }
+        if (p != 0u && params.model_slots != 0u) {
+            var r = find_rank(tb, p, slot);
+            var lo = 0u;
+            if (r > 0u) {
+                lo = scratch[tb + r] & 0xffffu;
+            }
+            var ent = scratch[tb + 1u + r];
+            for (var sl = slot; sl < MODEL_SCALE; sl = sl + WG) {
+                // (At most p - 1 steps over a table: ranks only increase.)
+                for (; (ent & 0xffffu) <= sl && r + 1u < p; r = r + 1u) {
+                    lo = ent & 0xffffu;
+                    ent = scratch[tb + 2u + r];
+                }
+                scratch[sb + sl] = slot_word(ent, lo);
+            }
+        }
+    }
+}
+
 // Element `i` of this chunk's output: from the word being filled (`acc`, word `accw`) or from
 // `out`.
 fn element(i: u32, acc: u32, accw: u32) -> u32 {
@@ -989,6 +1050,114 @@ fn element(i: u32, acc: u32, accw: u32) -> u32 {
         w = out[obase + b / 4u];
     }
     return (w >> ((b & 3u) * 8u)) & WMASK;
+}
+
+// A modelled lane's state (`modelled`'s lane loops, `model_element`): the rANS state and the
+// next word `pos` (up to `wend`), the next literal `lit` (up to `lit_end`, and `lits` in the
+// chunk), the left neighbour's value and context, the output word being filled (`acc`, word
+// `accw`), whether no rule was broken (`ok`); and the lane's constants.
+struct ModelLane {
+    x: u32,
+    pos: u32,
+    wend: u32,
+    lit: u32,
+    lit_end: u32,
+    lits: u32,
+    left: u32,
+    // The left neighbour's context: 0 none or zero, 1 a repeat, else a literal's
+    // 4 + clamp(e - E0, -2, 3) (a function of its symbol alone).
+    ctx: u32,
+    has_left: bool,
+    acc: u32,
+    accw: u32,
+    ok: bool,
+    start: u32,
+    end: u32,
+    u: u32,
+    dict: u32,
+    e0: i32,
+    K: u32,
+    owords: u32,
+    nbytes: u32,
+    last_chunk: bool,
+}
+
+// Element `i` of lane `l`, whose symbol's decode slot (`slot_word`) is `e`: the state step,
+// the value by the symbol's class, into the output word. A broken rule sets `err` and clears
+// `l.ok` (no `break`: a lane stops through `ok`, which llvmpipe handles where it mishandled a
+// break out of this divergent loop).
+fn model_element(l: ptr<function, ModelLane>, i: u32, e: u32) {
+    if (model_used[(*l).ctx] == 0u) {
+        err = err | ERR_SYMBOL;
+        (*l).ok = false;
+    }
+    let sl = (*l).x & (MODEL_SCALE - 1u);
+    let sym = e & 0x1ffu;
+    var x = (((e >> 9u) & 0x7ffu) + 1u) * ((*l).x >> MODEL_PROB_BITS) + sl - (e >> 20u);
+    if (x < L) {
+        let pos = (*l).pos;
+        if (pos + 2u > (*l).wend) {
+            err = err | ERR_VALUE;
+            (*l).ok = false;
+        }
+        x = (x << 16u) | u16_at(min(pos, (*l).wend));
+        (*l).pos = pos + 2u;
+    }
+    (*l).x = x;
+    var v = 0u;
+    if (sym == SYM_LEFT) {
+        if (!(*l).has_left) {
+            err = err | ERR_SYMBOL;
+            (*l).ok = false;
+        }
+        v = (*l).left;
+    } else if (sym == SYM_UP) {
+        let u = (*l).u;
+        if (u == 0u || i < (*l).start + u) {
+            err = err | ERR_SYMBOL;
+            (*l).ok = false;
+        } else {
+            v = element(i - u, (*l).acc, (*l).accw);
+        }
+    } else if (sym == SYM_DICT) {
+        v = (*l).dict;
+    } else if (sym >= SYM_LITERAL) {
+        let lit = (*l).lit;
+        if (sym >= MODEL_SYMBOLS || lit >= (*l).lit_end || lit >= (*l).lits) {
+            err = err | ERR_SYMBOL;
+            (*l).ok = false;
+        } else {
+            // (The planes' bytes without a loop: see find_rank.)
+            let K = (*l).K;
+            var t = (sym - SYM_LITERAL) << (8u * (W - 1u));
+            if (W >= 2u) {
+                t = t | (sbyte(K + lit) << LIT_SHIFT_1);
+            }
+            if (W == 4u) {
+                t = t | (sbyte(2u * K + lit) << 8u) | sbyte(3u * K + lit);
+            }
+            (*l).lit = lit + 1u;
+            v = t;
+            if (params.rotate != 0u) {
+                v = ((t >> 1u) | (t << (8u * W - 1u))) & WMASK;
+            }
+        }
+    }
+    // Into the word being filled; a full word (or the lane's last) goes out.
+    let b = i * W;
+    (*l).acc = (*l).acc | (v << ((b & 3u) * 8u));
+    if (((b + W) & 3u) == 0u || i + 1u == (*l).end) {
+        put(b / 4u, (*l).acc, (*l).owords, (*l).nbytes, (*l).last_chunk);
+        (*l).acc = 0u;
+        (*l).accw = (b + W) / 4u;
+    }
+    (*l).left = v;
+    (*l).has_left = true;
+    var ctx = min(sym, 1u);
+    if (sym >= SYM_LITERAL) {
+        ctx = u32(CTX_LITERAL + clamp(i32(sym - SYM_LITERAL) - (*l).e0, CTX_LOW, CTX_HIGH));
+    }
+    (*l).ctx = ctx;
 }
 
 // A modelled chunk (docs/format-rans.md, "Modelled chunk") of `n` elements whose mode byte is
@@ -1016,6 +1185,7 @@ fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
     }
     let lh = workgroupUniformLoad(&model_next);
     storageBarrier();
+    model_tables_ready();
     if (k == 0u || k > MAX_LANES) {
         err = err | ERR_TAG;
     }
@@ -1052,97 +1222,46 @@ fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
     if (slot < kk && (err & (ERR_OVERRUN | ERR_TAG | ERR_BOUNDS)) == 0u) {
         let start = min(slot * per, n);
         let end = min(start + per, n);
-        var pos = words_at + 2u * ws.x;
-        let wend = pos + 2u * nw;
-        var lit = zs.x;
-        let lit_end = zs.x + z;
-        var left = 0u;
-        // The left neighbour's context: 0 none or zero, 1 a repeat, else a literal's
-        // 4 + clamp(e - E0, -2, 3) (a function of its symbol alone).
-        var ctx = 0u;
-        var has_left = false;
-        var acc = 0u;
-        var accw = (start * W) / 4u;
-        // (No `break`: a lane that meets a broken rule stops through `ok`, which llvmpipe
-        // handles where it mishandled a break out of this divergent loop.)
-        var ok = true;
-        for (var i = start; i < end && ok; i = i + 1u) {
-            let tb = sbase + params.model_at + ctx * MT_CTX_WORDS;
-            let p = max(scratch[tb], 1u);
-            if (scratch[tb] == 0u) {
-                err = err | ERR_SYMBOL;
-                ok = false;
+        let pos = words_at + 2u * ws.x;
+        var l: ModelLane;
+        l.x = x;
+        l.pos = pos;
+        l.wend = pos + 2u * nw;
+        l.lit = zs.x;
+        l.lit_end = zs.x + z;
+        l.lits = lits;
+        l.left = 0u;
+        l.ctx = 0u;
+        l.has_left = false;
+        l.acc = 0u;
+        l.accw = (start * W) / 4u;
+        l.ok = true;
+        l.start = start;
+        l.end = end;
+        l.u = u;
+        l.dict = dict;
+        l.e0 = e0;
+        l.K = K;
+        l.owords = owords;
+        l.nbytes = n * W;
+        l.last_chunk = last_chunk;
+        // Two loops, one per way to a symbol's decode slot, so that neither pays for the
+        // other's code (a branch between them in one loop cost lavapipe most of the slots'
+        // gain).
+        if (params.model_slots != 0u) {
+            let slots_at = sbase + params.model_at + MODEL_RANK_WORDS;
+            for (var i = start; i < end && l.ok; i = i + 1u) {
+                let sl = l.x & (MODEL_SCALE - 1u);
+                model_element(&l, i, scratch[slots_at + l.ctx * MODEL_SCALE + sl]);
             }
-            let sl = x & (MODEL_SCALE - 1u);
-            let r = find_rank(tb, p, sl);
-            let ent = scratch[tb + 1u + r];
-            var lo = 0u;
-            if (r > 0u) {
-                lo = scratch[tb + r] & 0xffffu;
-            }
-            let hi = ent & 0xffffu;
-            let sym = ent >> 16u;
-            x = (hi - lo) * (x >> MODEL_PROB_BITS) + sl - lo;
-            if (x < L) {
-                if (pos + 2u > wend) {
-                    err = err | ERR_VALUE;
-                    ok = false;
-                }
-                x = (x << 16u) | u16_at(min(pos, wend));
-                pos = pos + 2u;
-            }
-            var v = 0u;
-            if (sym == SYM_LEFT) {
-                if (!has_left) {
-                    err = err | ERR_SYMBOL;
-                    ok = false;
-                }
-                v = left;
-            } else if (sym == SYM_UP) {
-                if (u == 0u || i < start + u) {
-                    err = err | ERR_SYMBOL;
-                    ok = false;
-                } else {
-                    v = element(i - u, acc, accw);
-                }
-            } else if (sym == SYM_DICT) {
-                v = dict;
-            } else if (sym >= SYM_LITERAL) {
-                if (sym >= MODEL_SYMBOLS || lit >= lit_end || lit >= lits) {
-                    err = err | ERR_SYMBOL;
-                    ok = false;
-                } else {
-                    // (The planes' bytes without a loop: see find_rank.)
-                    var t = (sym - SYM_LITERAL) << (8u * (W - 1u));
-                    if (W >= 2u) {
-                        t = t | (sbyte(K + lit) << LIT_SHIFT_1);
-                    }
-                    if (W == 4u) {
-                        t = t | (sbyte(2u * K + lit) << 8u) | sbyte(3u * K + lit);
-                    }
-                    lit = lit + 1u;
-                    v = t;
-                    if (params.rotate != 0u) {
-                        v = ((t >> 1u) | (t << (8u * W - 1u))) & WMASK;
-                    }
-                }
-            }
-            // Into the word being filled; a full word (or the lane's last) goes out.
-            let b = i * W;
-            acc = acc | (v << ((b & 3u) * 8u));
-            if (((b + W) & 3u) == 0u || i + 1u == end) {
-                put(b / 4u, acc, owords, n * W, last_chunk);
-                acc = 0u;
-                accw = (b + W) / 4u;
-            }
-            left = v;
-            has_left = true;
-            ctx = min(sym, 1u);
-            if (sym >= SYM_LITERAL) {
-                ctx = u32(CTX_LITERAL + clamp(i32(sym - SYM_LITERAL) - e0, CTX_LOW, CTX_HIGH));
+        } else {
+            for (var i = start; i < end && l.ok; i = i + 1u) {
+                let tb = sbase + params.model_at + l.ctx * MT_CTX_WORDS;
+                let sl = l.x & (MODEL_SCALE - 1u);
+                model_element(&l, i, search_slot(tb, max(model_used[l.ctx], 1u), sl));
             }
         }
-        if (ok && (x != L || pos != wend || lit != lit_end)) {
+        if (l.ok && (l.x != L || l.pos != l.wend || l.lit != l.lit_end)) {
             err = err | ERR_VALUE;
         }
     }

@@ -170,7 +170,7 @@ fn rans_constants() -> String {
         ("SYM_UP", m::SYM_UP as u32),
         ("SYM_DICT", m::SYM_DICT as u32),
         ("SYM_LITERAL", m::SYM_LITERAL as u32),
-        ("MODEL_TABLE_WORDS", crate::rans::MODEL_TABLE_WORDS),
+        ("MODEL_RANK_WORDS", crate::rans::MODEL_RANK_WORDS),
         ("PLANE_CONTEXT", cx::PLANE_CONTEXT as u32),
         (
             "PLANE_ROW_CONTEXT",
@@ -270,7 +270,10 @@ kernel_params! {
         /// Version 7: 1 if a row plane's lane count `k` may be any up to `U` (else it must
         /// divide `U`).
         row_across,
-    } pad 0
+        /// 1 if a modelled chunk's scratch holds its decode slots after its rank tables
+        /// ([`crate::rans::MODEL_SLOT_WORDS`]); 0: the lanes search the ranks.
+        model_slots,
+    } pad 3
 }
 
 kernel_params! {

@@ -214,6 +214,7 @@ impl Gpu {
             },
             ibp_lanes: self.ibp_lanes,
             rans_planes: self.rans_planes,
+            model_slots: true,
             loop_budget: crate::contract::LOOP_ITERATIONS_MAX,
         }
     }

@@ -82,9 +82,20 @@ pub struct KernelConfig {
     /// the cost of parsing earlier planes' tables again, which a CPU device (lavapipe) pays in
     /// full. Default: on for GPUs, off for CPU devices; `PLANEPACK_GPU_RANS_PLANES=0|1`.
     pub rans_planes: bool,
+    /// Give a modelled rANS chunk's lanes decode slots (a table read a symbol; 64 KiB of
+    /// scratch a chunk), where the tensor's scratch then fits the device's storage binding;
+    /// else, or when false (to test that path), they search the context tables' ranks.
+    pub model_slots: bool,
 }
 
 impl KernelConfig {
+    pub fn with_model_slots(self, model_slots: bool) -> KernelConfig {
+        KernelConfig {
+            model_slots,
+            ..self
+        }
+    }
+
     pub fn with_path(self, path: ScanPath) -> KernelConfig {
         KernelConfig { path, ..self }
     }

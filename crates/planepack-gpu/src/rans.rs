@@ -8,10 +8,15 @@ use crate::shaders::{Kernel, RansPhase, ScanPath};
 use crate::{u32_of, Gpu, KernelConfig, Result};
 use planepack_rans::internals::TableForm;
 
-/// Scratch words a modelled chunk's context tables take (`shaders/rans.wgsl`,
-/// `MODEL_TABLE_WORDS`: per context its symbol count and 260 rank entries).
-pub const MODEL_TABLE_WORDS: u32 = planepack_rans::internals::modelled::CONTEXTS as u32
+/// Scratch words a modelled chunk's parsed context tables take (`shaders/rans.wgsl`,
+/// `MODEL_RANK_WORDS`): per context its symbol count and 260 rank entries.
+pub const MODEL_RANK_WORDS: u32 = planepack_rans::internals::modelled::CONTEXTS as u32
     * (1 + planepack_rans::internals::modelled::SYMBOLS as u32);
+/// Scratch words a modelled chunk's decode slots take after its rank tables, where they fit
+/// the device's storage binding (`shaders/rans.wgsl`, `model_slots`): per context 2048 slots,
+/// the CPU decoder's entries, so a lane reads one word a symbol instead of searching the ranks.
+pub const MODEL_SLOT_WORDS: u32 = planepack_rans::internals::modelled::CONTEXTS as u32
+    * planepack_rans::internals::modelled::MODEL_SCALE;
 
 /// A version-4 stream's context tables as the kernel reads them, after the chunk offsets:
 /// first `CTX_INDEX_WORDS` words of table indices (byte `e`: the table of a plane-0 byte `e`,
@@ -141,10 +146,23 @@ impl Gpu {
         let row_across =
             u32::from(h.version >= planepack_rans::internals::row_contexts::VERSION_ROW_LANES);
         // Scratch per chunk: W planes of K bytes, then the mask plane, then (in a stream with
-        // modelled chunks) the context tables.
+        // modelled chunks) the context tables, and their decode slots where all chunks' scratch
+        // still fits one storage binding (64 KiB more a chunk: a 96 MiB tensor of 64 KiB
+        // chunks would not on lavapipe, whose binding limit is 128 MiB; its lanes then search
+        // the ranks).
         let mask_at = width * k;
         let model_at = (mask_at + k.div_ceil(8).div_ceil(4) * 4) / 4;
-        let scratch_words = model_at + if modelled { MODEL_TABLE_WORDS } else { 0 };
+        let with_ranks = model_at as usize
+            + if modelled {
+                MODEL_RANK_WORDS as usize
+            } else {
+                0
+            };
+        let with_slots = with_ranks + MODEL_SLOT_WORDS as usize;
+        let model_slots = modelled
+            && cfg.model_slots
+            && (n_chunks as usize * with_slots * 4) as u64 <= self.max_binding;
+        let scratch_words = u32_of(if model_slots { with_slots } else { with_ranks }, "scratch")?;
         let scratch_len = n_chunks as usize * scratch_words as usize * 4;
         let tail_len = h.tail_len();
         let mut tail = [0u8; 4];
@@ -171,6 +189,7 @@ impl Gpu {
             row_distance,
             row_first,
             row_across,
+            model_slots: u32::from(model_slots),
             ..Default::default()
         };
         // The phases to dispatch, each with its grid: a workgroup per chunk, or (plane-parallel)

@@ -328,20 +328,34 @@ fn modelled_chunks_decode_and_fail_like_the_cpu() {
         streams.len()
     );
     let mut rng = Rng(1234);
-    on_each_rans_config(g, |d| {
+    let mut each = |d: Dec| {
         let p = d.cfg.path;
+        let slots = d.cfg.model_slots;
         for ((data, elem, shape, c), s) in cases.iter().zip(&streams) {
             decodes_to(
                 d,
                 s,
                 data,
-                &format!("{p:?} modelled {elem:?} {shape:?} {c:?}"),
+                &format!("{p:?} slots {slots} modelled {elem:?} {shape:?} {c:?}"),
             );
             if !chunk_modes(s).contains(&modelled) {
                 continue;
             }
-            damaged_rans_agree(d, c, s, &mut rng, &format!("modelled {elem:?}"));
+            damaged_rans_agree(
+                d,
+                c,
+                s,
+                &mut rng,
+                &format!("slots {slots} modelled {elem:?}"),
+            );
         }
+    };
+    on_each_rans_config(g, &mut each);
+    // The lanes' other way to a symbol, searching the ranks (where the decode slots would not
+    // fit the device's storage binding), in the device's default configuration.
+    each(Dec {
+        g,
+        cfg: g.config().with_model_slots(false),
     });
     // 1 MiB chunks: 8 lanes of 131072 elements, past the kernel's lane limit.
     let data = planepack_testkit::activation_like(1 << 20, 2, 0, 9);
