@@ -427,13 +427,8 @@ mod tests {
     /// on values with many repeats (so that every class occurs).
     #[test]
     fn classify_matches_a_plain_reference() {
-        let mut seed = 7u64;
-        let mut next = move || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as u32
-        };
+        let mut rng = planepack_testkit::Rng(7);
+        let mut next = move || (rng.next_u64() >> 32) as u32;
         for (width, rotate) in [(1, false), (2, false), (2, true), (4, false), (4, true)] {
             for n in [1usize, 5, 63, 64, 200, 4095, 4096, 5000] {
                 for row in [0usize, 1, 3, 7, 64, 300, 5000] {
