@@ -457,34 +457,32 @@ pub(crate) fn plan_tables(
     // The whole body, counted by context a chunk at a time: the chunks' counts are kept for
     // their plans (which would otherwise count each chunk again).
     let table = context_table(e0);
-    let (chunk_counts, ctx) =
-        count_chunks::<CONTEXTS>(body, chunk_bytes, parallel, |chunk, _, h| {
-            if width == 2 {
-                count_elements::<2>(chunk, rotate, &table, h);
-            } else {
-                count_elements::<4>(chunk, rotate, &table, h);
-            }
-        });
+    let (chunk_counts, ctx) = count_chunks::<CONTEXTS>(body, chunk_bytes, parallel, |chunk, h| {
+        if width == 2 {
+            count_elements::<2>(chunk, rotate, &table, h);
+        } else {
+            count_elements::<4>(chunk, rotate, &table, h);
+        }
+    });
     let tables = ContextTables::from_counts(e0, &ctx)?;
     (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len(form) as f64)
         .then_some((tables, chunk_counts))
 }
 
-/// Each chunk's `N` histograms, as `count(chunk, bytes, h)` puts them in `h` (`bytes` is
-/// scratch), chunk after chunk of `body` (on rayon's threads, in tasks of whole chunks, if
-/// `parallel`), and their sums over the body: the counting pass of the context and row
-/// tables.
+/// Each chunk's `N` histograms, as `count(chunk, h)` puts them in `h`, chunk after chunk of
+/// `body` (on rayon's threads, in tasks of whole chunks, if `parallel`), and their sums over
+/// the body: the counting pass of the context and row tables.
 pub(crate) fn count_chunks<const N: usize>(
     body: &[u8],
     chunk_bytes: usize,
     parallel: bool,
-    count: impl Fn(&[u8], &mut Vec<u8>, &mut Vec<[u32; 256]>) + Sync,
+    count: impl Fn(&[u8], &mut Vec<[u32; 256]>) + Sync,
 ) -> (Vec<[u32; 256]>, [[u32; 256]; N]) {
     let count_part = |part: &[u8]| {
         let mut counts = Vec::with_capacity(part.len().div_ceil(chunk_bytes) * N);
-        let (mut bytes, mut h) = (Vec::new(), Vec::new());
+        let mut h = Vec::new();
         for chunk in part.chunks(chunk_bytes) {
-            count(chunk, &mut bytes, &mut h);
+            count(chunk, &mut h);
             debug_assert_eq!(h.len(), N);
             counts.extend_from_slice(&h);
         }

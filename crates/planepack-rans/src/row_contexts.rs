@@ -300,34 +300,30 @@ const TABLES_PAY_TIMES: f64 = 2.0;
 #[cfg(fuzzing)]
 const TABLES_PAY_TIMES: f64 = f64::NEG_INFINITY;
 
-/// Plane-0 bytes of the (rotated) elements of `width` bytes in `part`, into `top`.
-fn top_bytes(part: &[u8], width: usize, rotate: bool, top: &mut Vec<u8>) {
-    top.clear();
-    top.extend(
-        part.chunks_exact(width)
-            .map(|e| crate::contexts::top_two(e, width, rotate).0),
-    );
-}
-
-/// Count chunk plane `top`'s symbols by row context (distance `u`) into `h` (eight
-/// histograms, zeroed first).
-fn count_chunk(top: &[u8], u: usize, context_of: &[u8; 256], h: &mut [[u32; 256]]) {
-    for c in h.iter_mut() {
-        c.fill(0);
-    }
-    let first = u.min(top.len());
-    for &s in &top[..first] {
-        h[ROW_FIRST][s as usize] += 1;
-    }
-    for (&s, &up) in top[first..].iter().zip(top) {
-        h[context_of[up as usize] as usize][s as usize] += 1;
+/// Count the plane-0 bytes of the whole (rotated) elements of `width` bytes (2 or 4) in
+/// `part`, a chunk or a sample, by row context (distance `u`) into `h` (eight histograms): an
+/// element's context is `context_of` the plane-0 byte `u` elements back in `part`, the first
+/// `u` elements' [`ROW_FIRST`].
+fn count_rows(
+    part: &[u8],
+    width: usize,
+    rotate: bool,
+    u: usize,
+    context_of: &[u8; 256],
+    h: &mut Vec<[u32; 256]>,
+) {
+    match (width, rotate) {
+        (2, false) => count_elements::<2, false>(part, u, context_of, h),
+        (2, true) => count_elements::<2, true>(part, u, context_of, h),
+        (_, false) => count_elements::<4, false>(part, u, context_of, h),
+        (_, true) => count_elements::<4, true>(part, u, context_of, h),
     }
 }
 
-/// [`count_chunk`] straight from a chunk's whole elements of `W` bytes (rotated if `R`), as
-/// the counting pass over the whole tensor takes them: no plane-0 copy, and four interleaved
-/// sets of the eight histograms, so that runs of one exponent (most of a float tensor's
-/// plane 0) do not make each increment wait on the store before it; folded at the end.
+/// [`count_rows`] for elements of `W` bytes (rotated if `R`), read straight from `part` (no
+/// plane-0 copy), in four interleaved sets of the eight histograms, so that runs of one
+/// exponent (most of a float tensor's plane 0) do not make each increment wait on the store
+/// before it; folded at the end.
 fn count_elements<const W: usize, const R: bool>(
     chunk: &[u8],
     u: usize,
@@ -401,14 +397,12 @@ pub(crate) fn plan_tables(
         return None;
     }
     let samples = crate::encode::rotation_samples(body.len(), width);
-    let mut top = Vec::new();
     let e0 = e0.unwrap_or_else(|| {
         let mut h = [0u64; 256];
         for r in &samples {
             for e in body[r.clone()].chunks_exact(width) {
                 if e.iter().any(|&b| b != 0) {
-                    top_bytes(e, width, rotate, &mut top);
-                    h[top[0] as usize] += 1;
+                    h[crate::contexts::top_two(e, width, rotate).0 as usize] += 1;
                 }
             }
         }
@@ -420,13 +414,12 @@ pub(crate) fn plan_tables(
         |shift: u8| -> [u8; 256] { std::array::from_fn(|e| row_context(e as u8, e0, shift) as u8) };
     let shift = if width == 2 {
         // The shift whose contexts leave the samples' planes 0 the fewest bits.
-        let mut bits = |shift: u8| {
+        let bits = |shift: u8| {
             let table = context_table(shift);
-            let mut h = vec![[0u32; 256]; ROW_CONTEXTS];
+            let mut h = Vec::new();
             let mut all = vec![[0u32; 256]; ROW_CONTEXTS];
             for r in &samples {
-                top_bytes(&body[r.clone()], width, rotate, &mut top);
-                count_chunk(&top, row, &table, &mut h);
+                count_rows(&body[r.clone()], width, rotate, row, &table, &mut h);
                 add_histograms(&mut all, &h);
             }
             all.iter().map(entropy).sum::<f64>()
@@ -441,13 +434,8 @@ pub(crate) fn plan_tables(
     };
     let table = context_table(shift);
     let (chunk_counts, all) =
-        count_chunks::<ROW_CONTEXTS>(body, chunk_bytes, parallel, |chunk, _, h| {
-            match (width, rotate) {
-                (2, false) => count_elements::<2, false>(chunk, row, &table, h),
-                (2, true) => count_elements::<2, true>(chunk, row, &table, h),
-                (_, false) => count_elements::<4, false>(chunk, row, &table, h),
-                (_, true) => count_elements::<4, true>(chunk, row, &table, h),
-            }
+        count_chunks::<ROW_CONTEXTS>(body, chunk_bytes, parallel, |chunk, h| {
+            count_rows(chunk, width, rotate, row, &table, h)
         });
     let tables: [Option<Table>; ROW_CONTEXTS] = std::array::from_fn(|c| {
         all[c]
