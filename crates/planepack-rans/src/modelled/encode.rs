@@ -175,30 +175,23 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
                 SYM_LITERAL
             }
         };
-        let edge = if u > 0 { u.max(1) } else { 1 }.min(lane.len());
+        // Up to `edge` an element may lack a neighbour; past it the left one and the one
+        // `back` elements back exist (the latter one row up where the chunk has rows).
+        let back = u.max(1);
+        let edge = back.min(lane.len());
         for t in 0..edge {
             let x = lane[t];
             let left = t > 0 && x == lane[t - 1];
             let up = u > 0 && t >= u && x == lane[t - u];
             syms[t] = sym(x, left, up);
         }
-        if edge == lane.len() {
-            // (A lane no longer than a row: every element was taken above.)
-        } else if u > 0 {
+        if lane.len() > edge {
             for ((s, &x), (&l, &a)) in syms[edge..]
                 .iter_mut()
                 .zip(&lane[edge..])
-                .zip(lane[edge - 1..].iter().zip(&lane[edge - u..]))
+                .zip(lane[edge - 1..].iter().zip(&lane[edge - back..]))
             {
-                *s = sym(x, x == l, x == a);
-            }
-        } else {
-            for ((s, &x), &l) in syms[edge..]
-                .iter_mut()
-                .zip(&lane[edge..])
-                .zip(&lane[edge - 1..])
-            {
-                *s = sym(x, x == l, false);
+                *s = sym(x, x == l, u > 0 && x == a);
             }
         }
     }
