@@ -1012,8 +1012,8 @@ var<workgroup> model_used: array<u32, MODEL_CONTEXTS>;
 // decode slots, after the rank tables in this chunk's scratch, so that a lane reads one word a
 // symbol where searching the ranks took ten. Invocation `slot` fills slots slot, slot + WG,
 // ... of each table (neighbouring invocations write neighbouring words), walking the ranks up
-// from the one its first slot falls in (a table the parse found broken still fills every
-// slot). With or without them, `model_used` from the tables.
+// from the first (a table the parse found broken still fills every slot). With or without
+// them, `model_used` from the tables.
 fn model_tables_ready() {
     for (var c = 0u; c < MODEL_CONTEXTS; c = c + 1u) {
         let tb = sbase + params.model_at + c * MT_CTX_WORDS;
@@ -1023,12 +1023,9 @@ fn model_tables_ready() {
             model_used[c] = p;
         }
         if (p != 0u && params.model_slots != 0u) {
-            var r = find_rank(tb, p, slot);
+            var r = 0u;
             var lo = 0u;
-            if (r > 0u) {
-                lo = scratch[tb + r] & 0xffffu;
-            }
-            var ent = scratch[tb + 1u + r];
+            var ent = scratch[tb + 1u];
             for (var sl = slot; sl < MODEL_SCALE; sl = sl + WG) {
                 // (At most p - 1 steps over a table: ranks only increase.)
                 for (; (ent & 0xffffu) <= sl && r + 1u < p; r = r + 1u) {
