@@ -1495,8 +1495,39 @@ fn difference_chunk(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
     return at;
 }
 
-// A chunk of any mode but dense and sparse (raw, modelled, scaled, difference; anything else
-// is an error) from its mode byte at `at0`: returns the byte after it.
+// A tail-dictionary chunk (W = 4, header flag T, which the host checks) from stream byte
+// `at0` (after its mode byte): the dictionary's size, its 3-byte entries, the exponent plane
+// and the index plane (in scratch at 0 and K), then an element per invocation step: the
+// exponent byte over the entry. An index past the dictionary sets ERR_VALUE. Returns the byte
+// after the planes. CPU twin: planepack-rans's tails::decode.
+fn tails_chunk(at0: u32, n: u32, K: u32) -> u32 {
+    need(at0, 1u);
+    let d = byte_at(at0) + 1u;
+    let dict = at0 + 1u;
+    need(dict, 3u * d);
+    var at = dict + 3u * d;
+    for (var p = 0u; p < 2u; p = p + 1u) {
+        at = next_plane(at, n, p * K, NO_CONTEXT, DECODE);
+    }
+    storageBarrier();
+    for (var e = slot; e < n; e = e + WG) {
+        let i = sbyte(K + e);
+        if (i >= d) {
+            err = err | ERR_VALUE;
+        }
+        // (The planes follow the dictionary, so its last entry's fourth byte is in the chunk.)
+        let tail = bytes4(dict + 3u * min(i, d - 1u)) & 0xffffffu;
+        var t = (sbyte(e) << 24u) | tail;
+        if (params.rotate != 0u) {
+            t = (t >> 1u) | (t << 31u);
+        }
+        out[obase + e] = t;
+    }
+    return at;
+}
+
+// A chunk of any mode but dense and sparse (raw, modelled, scaled, difference, tail
+// dictionary; anything else is an error) from its mode byte at `at0`: returns the byte after it.
 fn other_chunk(at0: u32, mode: u32, n: u32, K: u32, first: u32) -> u32 {
     let nbytes = n * W;
     var at = at0 + 1u;
@@ -1516,6 +1547,8 @@ fn other_chunk(at0: u32, mode: u32, n: u32, K: u32, first: u32) -> u32 {
         at = scaled(at, n, K);
     } else if (mode == CHUNK_DIFFERENCE && W != 1u) {
         at = difference_chunk(at, n, K, first + n == params.elems);
+    } else if (mode == CHUNK_TAILS && W == 4u) {
+        at = tails_chunk(at, n, K);
     } else {
         err = err | ERR_TAG;
     }

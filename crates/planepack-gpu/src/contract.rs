@@ -137,7 +137,7 @@ fn rans_constants() -> String {
     use planepack_rans::internals::contexts as cx;
     use planepack_rans::internals::modelled as m;
     use planepack_rans::internals::scaled as sc;
-    let consts: [(&str, u32); 32] = [
+    let consts: [(&str, u32); 33] = [
         ("CHUNK_RAW", planepack_rans::CHUNK_RAW as u32),
         ("CHUNK_DENSE", planepack_rans::CHUNK_DENSE as u32),
         ("CHUNK_SPARSE", planepack_rans::CHUNK_SPARSE as u32),
@@ -146,6 +146,10 @@ fn rans_constants() -> String {
         (
             "CHUNK_DIFFERENCE",
             planepack_rans::internals::difference::CHUNK_DIFFERENCE as u32,
+        ),
+        (
+            "CHUNK_TAILS",
+            planepack_rans::internals::tails::CHUNK_TAILS as u32,
         ),
         (
             "SCALED_BLOCK_LOG2_MIN",

@@ -98,6 +98,14 @@ impl Gpu {
                 .into());
             }
         }
+        // Tail-dictionary chunks only in a stream with the flag that allows them.
+        let tails = planepack_rans::internals::tails::CHUNK_TAILS;
+        if !h.tails && spans.iter().any(|&(o, _)| stream[o] == tails) {
+            return Err(planepack_core::Error::corrupt(
+                "a tail-dictionary chunk in a stream without flag T",
+            )
+            .into());
+        }
         let long_lanes = spans.iter().enumerate().any(|(i, &(o, _))| {
             let n = h
                 .chunk_elements()

@@ -51,7 +51,7 @@ use planepack_rans::internals::TableForm;
 use planepack_rans::Rans;
 
 /// The settings the GPU encoder writes: the default's, without the modelled and block-scaled
-/// chunks, the context planes and the row map (see the module docs).
+/// chunks, the context planes, the tail dictionaries and the row map (see the module docs).
 pub const GPU_RANS: Rans = Rans {
     chunk_log2: planepack_rans::DEFAULT_CHUNK_LOG2,
     zero_mask: true,
@@ -63,6 +63,7 @@ pub const GPU_RANS: Rans = Rans {
     differences: false,
     row_contexts: false,
     compact_tables: true,
+    tails: false,
 };
 
 /// A stream encoded on the device, with what crossed the link for it.

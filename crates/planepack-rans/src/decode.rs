@@ -218,6 +218,9 @@ pub(crate) fn decode_chunk(
             difference::inverse(out, h.width);
             end
         }
+        crate::tails::CHUNK_TAILS if h.tails && h.width == 4 => {
+            crate::tails::decode(chunk, h.rotate, h.tables, s, out)?
+        }
         m => return Err(Error::corrupt_at(format!("chunk mode {m}"), 0)),
     };
     if end != chunk.len() {

@@ -98,6 +98,7 @@ pub(crate) struct EncScratch {
     sel: Vec<u8>,
     context_counts: Vec<[u32; 256]>,
     difference: crate::difference::Scratch,
+    tails: crate::tails::Scratch,
 }
 
 /// What the encoder decided once for the whole tensor, with which it codes every chunk.
@@ -117,9 +118,16 @@ pub(crate) struct TensorPlan<'a> {
     pub models: Models<'a>,
     /// Whether chunks try the difference form ([`Rans::differences_may_pay`]).
     pub try_differences: bool,
+    /// Whether chunks try a tail dictionary (FP32 only).
+    pub try_tails: bool,
 }
 
-/// One parallel task's chunks: their bytes, each chunk's length, the stream version they need.
+/// Set in what [`Rans::encode_chunk`] returns when the chunk is a tail-dictionary chunk: the
+/// stream needs header flag `T` ([`FLAG_TAILS`]); the other bits are the version it needs.
+pub(crate) const TAILS_USED: u8 = 0x80;
+
+/// One parallel task's chunks: their bytes, each chunk's length, the stream version they need
+/// (with [`TAILS_USED`] where a chunk has a tail dictionary).
 type CodedTask = (Vec<u8>, Vec<u32>, u8);
 
 /// How a plane will be written, chosen from its histogram alone.
@@ -507,7 +515,8 @@ impl Rans {
 
     /// Encode one chunk of whole elements (chunk `index` of the tensor) as `plan` says,
     /// appending mode and planes to `out`; returns the stream version the chunk needs (1; 2
-    /// if modelled, 3 if scaled, 4 with a context plane, 5 as steps).
+    /// if modelled, 3 if scaled, 4 with a context plane, 5 as steps), or [`TAILS_USED`] and
+    /// 1 for a tail-dictionary chunk.
     pub(crate) fn encode_chunk(
         &self,
         elems: &[u8],
@@ -524,6 +533,7 @@ impl Rans {
             try_scaled,
             models,
             try_differences,
+            try_tails,
         } = plan;
         // A chunk whose every block factors (which the first block decides on nearly every
         // other tensor, at once) is scaled where that is smaller than its planes: it decodes
@@ -533,7 +543,14 @@ impl Rans {
         } else {
             None
         };
-        if scaled.is_none() && !try_modelled && !try_differences {
+        // A tail dictionary: most FP32 chunks have too many tails, which a few hundred
+        // elements show.
+        let tails = if try_tails && scaled.is_none() {
+            crate::tails::plan(elems, rotate, self.table_form(), &mut s.tails)
+        } else {
+            None
+        };
+        if scaled.is_none() && !try_modelled && !try_differences && tails.is_none() {
             return self.encode_chunk_planes(elems, width, rotate, models, index, s, out);
         }
         // The planes' plan, once, for whichever form is tried and for writing the planes if
@@ -566,6 +583,18 @@ impl Rans {
         } else {
             None
         };
+        // A tail dictionary where it beats whichever of the two the chunk would be.
+        if let Some((estimate, plans)) = tails {
+            let beat = modelled.as_ref().map_or(planes.estimate, |m| m.0);
+            if estimate + crate::tails::MIN_SAVING_BYTES <= beat {
+                let start = out.len();
+                crate::tails::encode(&s.tails, &plans, self.table_form(), &mut s.lanes, out)?;
+                if chunk_kept(out.len() - start, elems.len()) {
+                    return Ok(TAILS_USED | 1);
+                }
+                out.truncate(start);
+            }
+        }
         // Steps where they beat whichever of the two the chunk would be.
         if try_differences {
             let beat = modelled.as_ref().map_or(planes.estimate, |m| m.0);
@@ -904,6 +933,7 @@ impl Rans {
                 rows: rows_enc.as_ref(),
             },
             try_differences: false,
+            try_tails: self.tails && width == 4,
         };
         plan.try_differences = self.differences
             && width > 1
@@ -916,13 +946,15 @@ impl Rans {
                     s: &mut EncScratch,
                     out: &mut Vec<u8>,
                     lens: &mut Vec<u32>| {
-            let mut version = 1;
+            let (mut version, mut tails) = (1, 0);
             for (i, c) in part.chunks(chunk_bytes).enumerate() {
                 let at = out.len();
-                version = version.max(self.encode_chunk(c, first + i, plan, s, out)?);
+                let needs = self.encode_chunk(c, first + i, plan, s, out)?;
+                version = version.max(needs & !TAILS_USED);
+                tails |= needs & TAILS_USED;
                 lens.push((out.len() - at) as u32);
             }
-            Ok::<u8, Error>(version)
+            Ok::<u8, Error>(version | tails)
         };
         let mut lens = Vec::with_capacity(n_chunks);
         let task_bytes =
@@ -944,17 +976,22 @@ impl Rans {
                     Ok((bytes, part_lens, version))
                 })
                 .collect();
-            let mut newest = 1;
+            let (mut newest, mut tails) = (1, 0);
             for c in coded {
-                let (bytes, part_lens, version) = c?;
+                let (bytes, part_lens, needs) = c?;
                 out.extend_from_slice(&bytes);
                 lens.extend_from_slice(&part_lens);
-                newest = newest.max(version);
+                newest = newest.max(needs & !TAILS_USED);
+                tails |= needs & TAILS_USED;
             }
-            newest
+            newest | tails
         } else {
             code(&input_body[..body], 0, &mut s, out, &mut lens)?
         };
+        if version & TAILS_USED != 0 {
+            flags |= FLAG_TAILS;
+        }
+        let version = version & !TAILS_USED;
         // The context tables go before the chunk table, once a chunk has used them; a
         // version-5 or 6 stream has the section always: the tensor's tables where it has any
         // (whether or not a chunk used them), else an empty set (with the row tables' `E0`

@@ -2,7 +2,7 @@
 //! is decoded (docs/format-rans.md, "Stream", "Row map", "Short header").
 //!
 //! Two header forms: the long one (16 bytes and a u32 per chunk) and, for a stream whose body
-//! is at most one chunk, the short one (flag bit 3): no chunk-size byte, the raw length as a
+//! is at most one chunk, the short one (flag bit 7): no chunk-size byte, the raw length as a
 //! LEB128 varint and no chunk table, 9 bytes for a 4 KiB tensor instead of 20. Why: tensors
 //! of a few KiB (a layer's activations for one token, a head's slice of a KV cache) come in
 //! hundreds, and on the corpus's 4 KiB activations the 11 bytes were 0.4 % of the stream, more
@@ -37,8 +37,10 @@ pub struct Header {
     pub rotate: bool,
     /// How the stream's frequency tables are written (flag bit 2).
     pub tables: TableForm,
+    /// Chunks may be tail-dictionary chunks (flag bit 3, `T`).
+    pub tails: bool,
     pub raw_len: usize,
-    /// The short header (flag bit 3): one chunk, no chunk table.
+    /// The short header (flag bit 7): one chunk, no chunk table.
     pub short: bool,
     pub rows: Option<RowMap>,
     /// Version 4: the context tables of plane-1 context planes.
@@ -106,9 +108,12 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
     let (flags_at, known) = match short {
         true => (
             6,
-            FLAG_ROTATED | FLAG_ROWS | FLAG_COMPACT_TABLES | FLAG_SHORT_HEADER,
+            FLAG_ROTATED | FLAG_ROWS | FLAG_COMPACT_TABLES | FLAG_TAILS | FLAG_SHORT_HEADER,
         ),
-        false => (7, FLAG_ROTATED | FLAG_ROWS | FLAG_COMPACT_TABLES),
+        false => (
+            7,
+            FLAG_ROTATED | FLAG_ROWS | FLAG_COMPACT_TABLES | FLAG_TAILS,
+        ),
     };
     if flags & !known != 0 {
         return Err(Error::corrupt_at("unknown flags", flags_at));
@@ -146,6 +151,7 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
         chunk_log2,
         rotate: flags & FLAG_ROTATED != 0,
         tables,
+        tails: flags & FLAG_TAILS != 0,
         raw_len,
         short,
         rows,

@@ -28,6 +28,9 @@
 //! * **The exponent as context** (module `contexts`, stream version 4): plane 1 (the top
 //!   mantissa bits) coded with one of six stream-wide tables chosen by the element's plane-0
 //!   byte, where that is smaller than the plane's own table.
+//! * **A dictionary of mantissas** (module `tails`, header flag `T`): FP32 chunks whose low
+//!   three bytes take at most 256 values (BF16 values times one scale, 8-bit pixels through a
+//!   convolution) coded as the exponent's plane and a plane of one-byte dictionary indices.
 //! * **The exponent one row up as context** (module `row_contexts`, stream version 6): plane
 //!   0 of a dense chunk coded with one of eight stream-wide tables chosen by the plane-0 byte
 //!   of the element one row (`U`, the shape's last dimension) back, which the same lane
@@ -69,6 +72,7 @@ mod model;
 mod modelled;
 mod row_contexts;
 mod scaled;
+mod tails;
 
 mod decode;
 mod encode;
@@ -128,6 +132,10 @@ pub mod internals {
             order, unorder, unzigzag, zigzag, CHUNK_DIFFERENCE, VERSION_DIFFERENCE,
         };
     }
+    /// The tail-dictionary chunk's constants (header flag `T`).
+    pub mod tails {
+        pub use crate::tails::{CHUNK_TAILS, MAX_TAILS, TAIL_BYTES};
+    }
     /// The block-scaled chunk's constants and its element rule.
     pub mod scaled {
         pub use crate::scaled::{
@@ -161,6 +169,11 @@ pub const FLAG_ROTATED: u8 = 1;
 pub const FLAG_ROWS: u8 = 2;
 /// Header flag bit 2: every frequency table is in the compact form (module `compact`).
 pub const FLAG_COMPACT_TABLES: u8 = 4;
+/// Header flag bit 3: chunks may be tail-dictionary chunks (mode 6, module `tails`), in a
+/// stream of any version. A flag rather than a version: a version implies every section of
+/// the versions before it (from 6, the row tables), which a tensor whose only new chunks are
+/// these has no use for.
+pub const FLAG_TAILS: u8 = 8;
 /// Header flag bit 7: the short header of a stream whose body is at most one chunk (module
 /// `header`): the flags byte at offset 6, in the chunk-size byte's place (no chunk size has
 /// bit 7 set), the raw length as a LEB128 varint, no chunk table. Never set in the long form.
@@ -221,6 +234,10 @@ pub struct Rans {
     /// `compact`: varint frequencies, the last implied, symbols as runs), about a third of
     /// the wide form's bytes. Off: the wide tables every decoder before the flag reads.
     pub compact_tables: bool,
+    /// Try tail-dictionary chunks ([`tails`]: FP32 chunks with at most 256 distinct low
+    /// three bytes, header flag `T`) and keep them where they are smaller. Every decoder (CPU,
+    /// both GPU scan paths) reads them.
+    pub tails: bool,
 }
 
 impl Default for Rans {
@@ -236,6 +253,7 @@ impl Default for Rans {
             differences: true,
             row_contexts: true,
             compact_tables: true,
+            tails: true,
         }
     }
 }
@@ -246,7 +264,7 @@ impl Codec for Rans {
             "rans".into()
         } else {
             format!(
-                "rans-c{}{}{}{}{}{}{}{}{}{}",
+                "rans-c{}{}{}{}{}{}{}{}{}{}{}",
                 self.chunk_log2,
                 if self.zero_mask { "" } else { "-nozero" },
                 if self.rotate { "" } else { "-norotate" },
@@ -260,7 +278,8 @@ impl Codec for Rans {
                     ""
                 } else {
                     "-widetables"
-                }
+                },
+                if self.tails { "" } else { "-notails" }
             )
         }
     }

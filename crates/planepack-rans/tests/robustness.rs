@@ -57,6 +57,15 @@ fn mutated_streams_are_errors_or_right_length() {
             );
             streams.push((raw, enc));
         }
+        // Tail-dictionary chunks (flag T), rotated and not.
+        for rotate in [true, false] {
+            let raw = planepack_testkit::scaled_bf16_f32(7_001, 11);
+            let enc = Rans { rotate, ..codec }
+                .encode_to_vec(&raw, ElemType::F32)
+                .unwrap();
+            assert_ne!(enc[7] & planepack_rans::FLAG_TAILS, 0);
+            streams.push((raw, enc));
+        }
         let (mut errors, mut rounds) = (0, 0);
         for round in 0..20_000 {
             let (raw, enc) = &streams[round % streams.len()];
@@ -235,4 +244,47 @@ fn a_modelled_chunks_row_length_is_checked_at_any_size() {
             }
         }
     }
+}
+
+/// A tail-dictionary chunk whose index plane names an entry past its dictionary, and one in a
+/// stream without flag T, are errors; the untouched stream decodes.
+#[test]
+fn tail_dictionary_damage_is_refused() {
+    let codec = Rans::default();
+    let raw = planepack_testkit::scaled_bf16_f32(3_000, 5);
+    let enc = codec.encode_to_vec(&raw, ElemType::F32).unwrap();
+    let h = planepack_rans::parse_header(&enc).unwrap();
+    assert!(h.tails && h.short);
+    let at = h.table_at;
+    assert_eq!(enc[at], planepack_rans::internals::tails::CHUNK_TAILS);
+    assert_eq!(codec.decode_to_vec(&enc).unwrap(), raw);
+    // Without the flag (the short header's flags byte is at 6).
+    let mut no_flag = enc.clone();
+    no_flag[6] &= !planepack_rans::FLAG_TAILS;
+    assert!(codec.decode_to_vec(&no_flag).is_err());
+    // One entry fewer: the dictionary's last entry's bytes become the planes' first, and
+    // every index to the last entry is past the end (or the planes no longer parse).
+    let mut fewer = enc.clone();
+    fewer[at + 1] -= 1;
+    assert!(codec.decode_to_vec(&fewer).is_err());
+    // A dictionary of one entry whose chunk holds a raw index plane with an index of 1.
+    let d = enc[at + 1] as usize + 1;
+    let mut one = enc[..at].to_vec();
+    one.extend_from_slice(&[planepack_rans::internals::tails::CHUNK_TAILS, 0]);
+    one.extend_from_slice(&enc[at + 2..at + 5]);
+    let n = raw.len() / 4;
+    one.push(planepack_rans::PLANE_CONST);
+    one.push(0x3f);
+    one.push(planepack_rans::PLANE_RAW);
+    let mut idx = vec![0u8; n];
+    idx[n / 2] = 1;
+    one.extend_from_slice(&idx);
+    assert!(d > 1);
+    let err = codec.decode_to_vec(&one).unwrap_err().to_string();
+    assert!(err.contains("past the 1 entries"), "{err}");
+    idx[n / 2] = 0;
+    one.truncate(one.len() - n);
+    one.extend_from_slice(&idx);
+    let back = codec.decode_to_vec(&one).unwrap();
+    assert_eq!(back.len(), raw.len());
 }

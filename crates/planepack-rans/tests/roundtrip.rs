@@ -25,6 +25,7 @@ fn settings() -> Vec<Rans> {
                         row_contexts: modelled,
                         // Both table forms, each with every other setting.
                         compact_tables: zero_mask != modelled,
+                        tails: modelled != rotate,
                     });
                 }
             }
@@ -328,6 +329,51 @@ proptest! {
     #[test]
     fn few_symbol_bytes_round_trip(data in proptest::collection::vec(0u8..3, 0..20_000), e in 0usize..4) {
         check(&Rans { chunk_log2: 12, ..Rans::default() }, &data, ElemType::ALL[e]);
+    }
+}
+
+/// FP32 values with few distinct low three bytes (BF16 values times one scale, with NaN
+/// payloads, an infinity, -0.0, subnormals and zeros) are coded as tail-dictionary chunks
+/// (header flag T), less than 0.7 of their size without them (4 KiB chunks: the dictionary is a tenth of a chunk), and come back bit for bit in
+/// every tail length, chunk size, both decoders, rotated or not; chunks with more than 256
+/// tails beside them take the other forms.
+#[test]
+fn scaled_bf16_values_take_tail_dictionaries() {
+    let flag = planepack_rans::FLAG_TAILS;
+    for chunk_log2 in [12u8, 16] {
+        for rotate in [true, false] {
+            let codec = Rans {
+                chunk_log2,
+                rotate,
+                ..Rans::default()
+            };
+            let data = planepack_testkit::scaled_bf16_f32(50_003, 9);
+            let enc = codec.encode_to_vec(&data, ElemType::F32).unwrap();
+            assert_eq!(enc[7] & flag, flag, "2^{chunk_log2}");
+            let without = Rans {
+                tails: false,
+                ..codec
+            }
+            .encode_to_vec(&data, ElemType::F32)
+            .unwrap();
+            assert_eq!(without[7] & flag, 0);
+            assert!(
+                (enc.len() as f64) < 0.7 * without.len() as f64,
+                "{} vs {}",
+                enc.len(),
+                without.len()
+            );
+            for cut in [0, 1, 2, 3, 5, 4097, 40_001] {
+                check(&codec, &data[..data.len() - cut], ElemType::F32);
+            }
+            // Noise in the middle: those chunks take other forms.
+            let mut mixed = data.clone();
+            let noise = generate(Pattern::RandomBits, ElemType::F32, 30_000, 4);
+            mixed[40_000..70_000].copy_from_slice(&noise);
+            check(&codec, &mixed, ElemType::F32);
+            // One chunk (the short header).
+            check(&codec, &data[..4000], ElemType::F32);
+        }
     }
 }
 

@@ -368,6 +368,30 @@ pub fn smooth_walk(n: usize, width: usize, max_step: u32, seed: u64) -> Vec<u8> 
     out
 }
 
+/// `n` FP32 values that are BF16 values (random signs, 6-bit mantissas and a few exponents)
+/// times one scale (`1/sqrt(8)`, as attention scores are), so that their low three bytes take
+/// at most 128 values, with a NaN (payload kept), an infinity, -0.0, a subnormal and
+/// zeros every 997 elements: what the rANS tail-dictionary chunks code. Test input; never a
+/// figure.
+pub fn scaled_bf16_f32(n: usize, seed: u64) -> Vec<u8> {
+    let mut rng = Rng(seed | 1);
+    let scale = 0.125f32.sqrt();
+    let mut out = Vec::with_capacity(4 * n);
+    for i in 0..n {
+        let b = (rng.next_u64() as u32 & 0x803f) | (0x3c00 + ((rng.below(12) as u32) << 7));
+        let v = match i % 997 {
+            101 => 0x7fc0_1234, // NaN with a payload
+            303 => 0x7f80_0000, // +Inf
+            505 => 0x8000_0000, // -0.0
+            707 => 3,           // a subnormal
+            808..=820 => 0,
+            _ => (f32::from_bits(b << 16) * scale).to_bits(),
+        };
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
 /// Apply one mutation of kind `m` to `stream` at a random place.
 pub fn mutate(stream: &[u8], m: Mutation, rng: &mut Rng) -> Vec<u8> {
     let mut s = stream.to_vec();
