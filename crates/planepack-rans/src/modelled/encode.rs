@@ -34,6 +34,81 @@ pub(crate) struct Scratch {
     counter: ValueCounter,
     /// The literals [`classify`] samples for the dictionary.
     sampled: Vec<u32>,
+    distances: Distances,
+}
+
+/// Scratch of [`repeat_distance`]: the last position of each pair of neighbouring elements
+/// (open addressing, position `u32::MAX` meaning empty) and the count of each distance.
+#[derive(Default)]
+pub(crate) struct Distances {
+    slots: Vec<(u64, u32)>,
+    counts: Vec<u32>,
+}
+
+/// The least share of a chunk's elements whose pair repeats at one distance for
+/// [`repeat_distance`] to take that distance as the chunk's "up" (1 in 64): below it the
+/// class saves less than the symbols' tables cost.
+const MIN_REPEATS_SHARE: usize = 64;
+
+/// The distance at which the chunk's elements most often repeat an earlier one, for a tensor
+/// whose shape gives no rows (a flat buffer, a 1-D tensor): the "up" of its modelled chunk
+/// (the format stores `U` per chunk, so any distance decodes). Counted on pairs of
+/// neighbouring elements (one element matches by chance too often), each pair's distance
+/// to its last occurrence; pairs inside a run of one value are left out (the "left" class
+/// takes those). 0 where no distance of at least 2 repeats for one pair in
+/// [`MIN_REPEATS_SHARE`]. Found on the corpus, where the tensors are flattened: a ViT's patch
+/// embeddings repeat every 192 elements (the hidden size) over blank patches, a first
+/// convolution every 784 (a 28 x 28 image), padded tokens' hidden states every 576.
+pub(crate) fn repeat_distance(elems: &[u8], width: usize, s: &mut Distances) -> usize {
+    let n = elems.len() / width;
+    if n < 4 * MIN_REPEATS_SHARE {
+        return 0;
+    }
+    let bits = (2 * n).next_power_of_two().trailing_zeros();
+    let mask = (1usize << bits) - 1;
+    s.slots.clear();
+    s.slots.resize(mask + 1, (0, u32::MAX));
+    s.counts.clear();
+    s.counts.resize(n, 0);
+    let load = |i: usize| -> u32 {
+        let mut b = [0u8; 4];
+        b[..width].copy_from_slice(&elems[i * width..(i + 1) * width]);
+        u32::from_le_bytes(b)
+    };
+    let mut prev = load(0);
+    for i in 1..n {
+        let v = load(i);
+        if v != prev {
+            let key = (prev as u64) << 32 | v as u64;
+            let mut h = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize;
+            loop {
+                let (k, at) = s.slots[h];
+                if at == u32::MAX {
+                    s.slots[h] = (key, i as u32);
+                    break;
+                }
+                if k == key {
+                    s.counts[i - at as usize] += 1;
+                    s.slots[h].1 = i as u32;
+                    break;
+                }
+                h = (h + 1) & mask;
+            }
+        }
+        prev = v;
+    }
+    // The most repeated distance (ties: the shortest).
+    let (mut best, mut most) = (0, 0);
+    for (d, &c) in s.counts.iter().enumerate().skip(2) {
+        if c > most {
+            (best, most) = (d, c);
+        }
+    }
+    if most as usize * MIN_REPEATS_SHARE >= n {
+        best
+    } else {
+        0
+    }
 }
 
 /// Occurrences of nonzero values (the dictionary candidates): an open-addressing table with
@@ -306,6 +381,8 @@ pub(crate) fn estimate(
 }
 
 /// Estimate the modelled chunk of `elems`: (estimated bytes, and the state [`encode`] needs).
+/// `row` is the shape's row length, or 0 where the shape gives none: then the chunk's "up" is
+/// its [`repeat_distance`].
 pub(crate) fn plan(
     elems: &[u8],
     width: usize,
@@ -314,6 +391,10 @@ pub(crate) fn plan(
     form: TableForm,
     s: &mut Scratch,
 ) -> (f64, Vec<ModelTable>, Vec<(PlanePlan, f64)>) {
+    let row = match row {
+        0 => repeat_distance(elems, width, &mut s.distances),
+        r => r,
+    };
     classify(elems, width, rotate, row, s);
     estimate(s, width, form)
 }
@@ -413,6 +494,30 @@ pub(crate) fn encode(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rows of 192 BF16 elements of which every third repeats the row before it, in noise:
+    /// the repeat distance is 192 (not a multiple of it, not the runs' 1); noise and runs alone
+    /// have none; chunks shorter than the rule's least length have none.
+    #[test]
+    fn repeat_distance_finds_the_row() {
+        let mut rng = planepack_testkit::Rng(3);
+        let mut noise = |n: usize| -> Vec<u8> { (0..n).map(|_| rng.next_u64() as u8).collect() };
+        let mut elems = Vec::new();
+        for r in 0..40 {
+            if r % 3 == 1 {
+                let prev = elems[elems.len() - 384..].to_vec();
+                elems.extend_from_slice(&prev);
+            } else {
+                elems.extend(noise(384));
+            }
+        }
+        let mut s = Distances::default();
+        assert_eq!(repeat_distance(&elems, 2, &mut s), 192);
+        assert_eq!(repeat_distance(&noise(20_000), 2, &mut s), 0);
+        let runs: Vec<u8> = (0..20_000u32).map(|i| (i / 50) as u8).collect();
+        assert_eq!(repeat_distance(&runs, 2, &mut s), 0);
+        assert_eq!(repeat_distance(&elems[..400], 2, &mut s), 0);
+    }
 
     /// The symbols, dictionary and literal planes [`classify`] leaves, against a plain
     /// element-by-element reference of the rule (docs/format-rans.md, "Modelled chunk"), for
