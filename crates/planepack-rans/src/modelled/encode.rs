@@ -37,12 +37,23 @@ pub(crate) struct Scratch {
     distances: Distances,
 }
 
-/// Scratch of [`repeat_distance`]: the last position of each pair of neighbouring elements
-/// (open addressing, position `u32::MAX` meaning empty) and the count of each distance.
+/// Scratch of [`repeat_distance`], reused from chunk to chunk without clearing: the last
+/// position of each pair of neighbouring elements (open addressing on the pair's hash; an
+/// entry of an earlier chunk's generation is empty) and the count of each distance (the
+/// distances a chunk counted are listed, and only they are reset).
 #[derive(Default)]
 pub(crate) struct Distances {
-    slots: Vec<(u64, u32)>,
+    slots: Vec<PairSlot>,
+    generation: u32,
     counts: Vec<u32>,
+    counted: Vec<u32>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct PairSlot {
+    hash: u32,
+    at: u32,
+    generation: u32,
 }
 
 /// The least share of a chunk's elements whose pair repeats at one distance for
@@ -50,46 +61,96 @@ pub(crate) struct Distances {
 /// class saves less than the symbols' tables cost.
 const MIN_REPEATS_SHARE: usize = 64;
 
+/// Elements [`repeat_distance`] looks at before it gives up on a chunk where fewer than
+/// [`PROBE_REPEATS`] sampled pairs have recurred (at any distance): noise-like chunks
+/// (weights, most transformer activations) stop there, at a fraction of the chunk's cost.
+const PROBE_ELEMENTS: usize = 2048;
+const PROBE_REPEATS: u32 = 2;
+
+/// log2 of the share of pairs [`repeat_distance`] follows: those whose hash has this many low
+/// bits zero. The choice depends on the pair's values alone, so a pair that recurs is followed
+/// at both places, and every distance is sampled alike; a quarter of the table's work and
+/// size (a table of every pair of a 48 KB chunk missed the caches and halved the encoder's
+/// speed on the corpus's small activations).
+const SAMPLE_BITS: u32 = 2;
+
 /// The distance at which the chunk's elements most often repeat an earlier one, for a tensor
 /// whose shape gives no rows (a flat buffer, a 1-D tensor): the "up" of its modelled chunk
 /// (the format stores `U` per chunk, so any distance decodes). Counted on pairs of
 /// neighbouring elements (one element matches by chance too often), each pair's distance
-/// to its last occurrence; pairs inside a run of one value are left out (the "left" class
-/// takes those). 0 where no distance of at least 2 repeats for one pair in
-/// [`MIN_REPEATS_SHARE`]. Found on the corpus, where the tensors are flattened: a ViT's patch
-/// embeddings repeat every 192 elements (the hidden size) over blank patches, a first
+/// to its last occurrence (pairs told apart by a 32-bit hash); pairs inside a run of one value
+/// are left out (the "left" class takes those). 0 where no distance of at least 2 repeats for
+/// one pair in [`MIN_REPEATS_SHARE`], or where the first [`PROBE_ELEMENTS`] show fewer than
+/// [`PROBE_REPEATS`] repeats. Found on the corpus, where the tensors are flattened: a ViT's
+/// patch embeddings repeat every 192 elements (the hidden size) over blank patches, a first
 /// convolution every 784 (a 28 x 28 image), padded tokens' hidden states every 576.
 pub(crate) fn repeat_distance(elems: &[u8], width: usize, s: &mut Distances) -> usize {
-    let n = elems.len() / width;
+    match width {
+        1 => repeat_distance_as::<1>(elems, s),
+        2 => repeat_distance_as::<2>(elems, s),
+        _ => repeat_distance_as::<4>(elems, s),
+    }
+}
+
+/// [`repeat_distance`] of `W`-byte elements (a copy per width: the element loads then
+/// compile to single loads).
+fn repeat_distance_as<const W: usize>(elems: &[u8], s: &mut Distances) -> usize {
+    let n = elems.len() / W;
     if n < 4 * MIN_REPEATS_SHARE {
         return 0;
     }
-    let bits = (2 * n).next_power_of_two().trailing_zeros();
+    let bits = ((2 * n) >> SAMPLE_BITS)
+        .next_power_of_two()
+        .trailing_zeros();
     let mask = (1usize << bits) - 1;
-    s.slots.clear();
-    s.slots.resize(mask + 1, (0, u32::MAX));
-    s.counts.clear();
-    s.counts.resize(n, 0);
-    let load = |i: usize| -> u32 {
+    if s.slots.len() <= mask {
+        s.slots.resize(mask + 1, PairSlot::default());
+    }
+    if s.counts.len() < n {
+        s.counts.resize(n, 0);
+    }
+    // A new generation empties every slot; on wrapping, the slots are cleared for real.
+    s.generation = s.generation.wrapping_add(1);
+    if s.generation == 0 {
+        s.slots.fill(PairSlot::default());
+        s.generation = 1;
+    }
+    let generation = s.generation;
+    let (els, _) = elems.as_chunks::<W>();
+    let load = |e: &[u8; W]| -> u32 {
         let mut b = [0u8; 4];
-        b[..width].copy_from_slice(&elems[i * width..(i + 1) * width]);
+        b[..W].copy_from_slice(e);
         u32::from_le_bytes(b)
     };
-    let mut prev = load(0);
-    for i in 1..n {
-        let v = load(i);
-        if v != prev {
-            let key = (prev as u64) << 32 | v as u64;
-            let mut h = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize;
+    let mut repeats = 0u32;
+    let mut prev = load(&els[0]);
+    for (i, e) in els.iter().enumerate().skip(1) {
+        if i == PROBE_ELEMENTS && repeats < PROBE_REPEATS {
+            break;
+        }
+        let v = load(e);
+        let key = ((prev as u64) << 32 | v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let hash = (key >> 32) as u32;
+        if v != prev && hash & ((1 << SAMPLE_BITS) - 1) == 0 {
+            let mut h = (key >> (64 - bits)) as usize;
             loop {
-                let (k, at) = s.slots[h];
-                if at == u32::MAX {
-                    s.slots[h] = (key, i as u32);
+                let slot = &mut s.slots[h];
+                if slot.generation != generation {
+                    *slot = PairSlot {
+                        hash,
+                        at: i as u32,
+                        generation,
+                    };
                     break;
                 }
-                if k == key {
-                    s.counts[i - at as usize] += 1;
-                    s.slots[h].1 = i as u32;
+                if slot.hash == hash {
+                    let d = i - slot.at as usize;
+                    if s.counts[d] == 0 {
+                        s.counted.push(d as u32);
+                    }
+                    s.counts[d] += 1;
+                    repeats += 1;
+                    slot.at = i as u32;
                     break;
                 }
                 h = (h + 1) & mask;
@@ -97,14 +158,17 @@ pub(crate) fn repeat_distance(elems: &[u8], width: usize, s: &mut Distances) -> 
         }
         prev = v;
     }
-    // The most repeated distance (ties: the shortest).
-    let (mut best, mut most) = (0, 0);
-    for (d, &c) in s.counts.iter().enumerate().skip(2) {
-        if c > most {
+    // The most repeated distance of at least 2 (ties: the shortest); the counts reset.
+    let (mut best, mut most) = (0usize, 0u32);
+    for &d in &s.counted {
+        let c = std::mem::take(&mut s.counts[d as usize]);
+        let d = d as usize;
+        if d >= 2 && (c > most || (c == most && d < best)) {
             (best, most) = (d, c);
         }
     }
-    if most as usize * MIN_REPEATS_SHARE >= n {
+    s.counted.clear();
+    if (most as usize * MIN_REPEATS_SHARE) << SAMPLE_BITS >= n {
         best
     } else {
         0
