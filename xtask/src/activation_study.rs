@@ -49,6 +49,9 @@ struct Shares {
     literal: u64,
     /// Elements in rows equal to an earlier row (counted apart: any class above).
     repeated_rows: u64,
+    /// FP32 elements in pieces of a codec chunk (64 KiB) whose low three bytes, as the codec
+    /// rotates them, take at most 256 values (counted apart: what a tail dictionary takes).
+    few_tails: u64,
 }
 
 impl Shares {
@@ -62,6 +65,7 @@ impl Shares {
         self.matched += o.matched;
         self.literal += o.literal;
         self.repeated_rows += o.repeated_rows;
+        self.few_tails += o.few_tails;
     }
     fn pct(&self, n: u64) -> f64 {
         100.0 * n as f64 / self.elements.max(1) as f64
@@ -93,27 +97,54 @@ fn elements(data: &[u8], width: usize) -> Vec<u32> {
         .collect()
 }
 
+/// Elements of FP32 in 64 KiB pieces whose tails (the low three bytes of the element rotated
+/// left by one bit) take at most 256 values: what the codec's tail dictionaries can take.
+fn few_tails(v: &[u32], width: usize) -> u64 {
+    if width != 4 {
+        return 0;
+    }
+    let piece = (1 << 16) / 4;
+    v.chunks(piece)
+        .filter(|p| {
+            let mut tails: Vec<u32> = p.iter().map(|x| x.rotate_left(1) & 0x00ff_ffff).collect();
+            tails.sort_unstable();
+            tails.dedup();
+            tails.len() <= planepack_rans::internals::tails::MAX_TAILS
+        })
+        .map(|p| p.len() as u64)
+        .sum()
+}
+
 /// Classify one tensor's elements.
 fn classify(shape: &[usize], data: &[u8], width: usize) -> Shares {
     let v = elements(data, width);
-    let row = if shape.len() >= 2 {
+    // The shape's rows, or (a flat tensor) each chunk's repeat distance, as the encoder takes.
+    let shape_row = if shape.len() >= 2 {
         *shape.last().unwrap_or(&0)
     } else {
         0
     };
     let plane = if shape.len() >= 3 {
-        row * shape[shape.len() - 2]
+        shape_row * shape[shape.len() - 2]
     } else {
         0
     };
     let mut s = Shares {
         elements: v.len() as u64,
+        few_tails: few_tails(&v, width),
         ..Shares::default()
     };
     let mut counts: HashMap<u32, u32> = HashMap::new();
     let mut seen: HashMap<[u32; MIN_MATCH], usize> = HashMap::new();
     for start in (0..v.len()).step_by(CHUNK) {
         let c = &v[start..(start + CHUNK).min(v.len())];
+        let row = match shape_row {
+            0 => planepack_rans::internals::modelled::repeat_distance(
+                &data[start * width..(start + c.len()) * width],
+                width,
+            ),
+            r => r,
+        };
         counts.clear();
         for &x in c.iter().filter(|&&x| x != 0) {
             *counts.entry(x).or_default() += 1;
@@ -158,11 +189,11 @@ fn classify(shape: &[usize], data: &[u8], width: usize) -> Shares {
             covered = covered.saturating_sub(1);
         }
     }
-    if row > 0 {
+    if shape_row > 0 {
         let mut rows: std::collections::HashSet<&[u32]> = std::collections::HashSet::new();
-        for r in v.chunks_exact(row) {
+        for r in v.chunks_exact(shape_row) {
             if !rows.insert(r) {
-                s.repeated_rows += row as u64;
+                s.repeated_rows += shape_row as u64;
             }
         }
     }
@@ -177,10 +208,11 @@ struct Row {
     size_class: SizeClass,
     raw: u64,
     shares: Shares,
-    /// Compressed bytes: rANS without the modelled chunk, without the difference chunks, and
-    /// the default encoder (both on).
+    /// Compressed bytes: rANS without the modelled chunk, without the difference chunks,
+    /// without the tail dictionaries, and the default encoder (all on).
     nomodel: u64,
     nodiff: u64,
+    notails: u64,
     modelled: u64,
 }
 
@@ -223,6 +255,13 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
         },
         g,
     )?;
+    let notails = compressed(
+        &Rans {
+            tails: false,
+            ..Rans::default()
+        },
+        g,
+    )?;
     let modelled = compressed(&Rans::default(), g)?;
     let raw = g.raw_bytes();
     match rows
@@ -234,6 +273,7 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             r.shares.add(&shares);
             r.nomodel += nomodel;
             r.nodiff += nodiff;
+            r.notails += notails;
             r.modelled += modelled;
         }
         None => rows.push(Row {
@@ -245,6 +285,7 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             shares,
             nomodel,
             nodiff,
+            notails,
             modelled,
         }),
     }
@@ -360,16 +401,21 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
          bench record (dataset, dtype, size class of the tensors), as the bench's geomeans \
          count them. Each element \
          is put in the first class that explains it, within 64 Ki-element chunks: **zero**, \
-         **= left** neighbour, **= up** (the element one row back, row = last dimension), \
+         **= left** neighbour, **= up** (the element one row back, row = last dimension, or \
+         in a flat tensor the chunk's repeat distance, as the encoder takes it: where pairs of \
+         neighbours most often recur), \
          **dict** (the chunk's most frequent nonzero value): the four the modelled chunk codes \
          as symbols (ARCHITECTURE.md, docs/format-rans.md). Then two it does not code: \
          **= channel** (one channel back: stride of the last two dimensions, rank >= 3) and \
          **match** (covered by a match of >= {MIN_MATCH} elements at any distance in the \
          chunk, as an LZ stage finds). The rest are **literals** (exponent as a symbol, the \
          other bytes as planes). **Repeated rows** (rows equal to an earlier row) are counted \
-         apart: the row map takes them whole. Ratios: rANS without the modelled chunk, \
+         apart: the row map takes them whole; so are **few tails** (FP32 elements in 64 KiB \
+         pieces whose low three bytes, rotated as the codec does, take at most 256 values: \
+         what the tail dictionaries take). Ratios: rANS without the modelled chunk, \
          without the difference chunks (stream version 5: the steps between neighbouring \
-         elements as planes, for smooth values) and as the default encoder writes it, measured here on the same bytes (every stream decoded and compared), and the \
+         elements as planes, for smooth values), without the tail dictionaries (header flag \
+         T) and as the default encoder writes it, measured here on the same bytes (every stream decoded and compared), and the \
          best peer of the record (CPU coders, GPU-decodable or not, at every setting \
          measured) from `{}` of the same machine. Gap: rans over the best peer, minus one; \
          where rans trails the best peer, the structure left says which repeats remain.\n\n",
@@ -378,7 +424,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
     );
     let _ = writeln!(
         md,
-        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | rans-nomodel | rans-nodiff | rans | best peer | gap | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | few tails % | rans-nomodel | rans-nodiff | rans-notails | rans | best peer | gap | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     // Per category: shares, raw, nomodel, modelled, rans ratios and best-peer ratios per record,
     // rans-nodiff ratios per record.
@@ -389,6 +435,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         let rn = r.raw as f64 / r.nomodel.max(1) as f64;
         let rm = r.raw as f64 / r.modelled.max(1) as f64;
         let rd = r.raw as f64 / r.nodiff.max(1) as f64;
+        let rt = r.raw as f64 / r.notails.max(1) as f64;
         let peer = peers
             .best
             .get(&(r.dataset.clone(), r.dtype.clone(), r.size_class));
@@ -423,7 +470,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {rn:.3} | {rd:.3} | {rm:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
+            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {rn:.3} | {rd:.3} | {rt:.3} | {rm:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
             r.category,
             r.dataset,
             r.dtype,
@@ -431,6 +478,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
             r.raw as f64 / 1e6,
             s.class_cells(),
             s.pct(s.repeated_rows),
+            s.pct(s.few_tails),
         );
         let c = cats.entry(r.category.clone()).or_default();
         c.0.add(s);

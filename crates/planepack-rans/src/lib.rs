@@ -106,9 +106,9 @@ pub mod internals {
     /// The modelled chunk's constants.
     pub mod modelled {
         pub use crate::modelled::{
-            lane_range, lanes_for, CHUNK_MODELLED, CONTEXTS, CTX_HIGH, CTX_LITERAL, CTX_LOW,
-            LANE_HEADER, LIST_MAX, MODEL_PROB_BITS, MODEL_SCALE, SYMBOLS, SYM_DICT, SYM_LEFT,
-            SYM_LITERAL, SYM_UP, SYM_ZERO,
+            lane_range, lanes_for, repeat_distance, CHUNK_MODELLED, CONTEXTS, CTX_HIGH,
+            CTX_LITERAL, CTX_LOW, LANE_HEADER, LIST_MAX, MODEL_PROB_BITS, MODEL_SCALE, SYMBOLS,
+            SYM_DICT, SYM_LEFT, SYM_LITERAL, SYM_UP, SYM_ZERO,
         };
     }
     /// The context planes' constants and tables (stream version 4).

@@ -40,6 +40,13 @@ use planepack_core::{Error, Result};
 mod encode;
 pub(crate) use encode::{encode, plan, Scratch};
 
+/// The "up" distance the encoder gives a modelled chunk of `elems` (`width`-byte elements) when
+/// the tensor's shape has no rows: the distance at which pairs of neighbours most often recur,
+/// or 0 (docs/format-rans.md, "Modelled chunk", encoder). For the activation study.
+pub fn repeat_distance(elems: &[u8], width: usize) -> usize {
+    encode::repeat_distance(elems, width, &mut Default::default())
+}
+
 /// The chunk mode byte.
 pub const CHUNK_MODELLED: u8 = 3;
 /// Context tables per chunk.
