@@ -2,6 +2,8 @@
 //! for a while under AddressSanitizer, and say how far each got.
 //!
 //! Seeds: a slice of the first tensor of every dataset, encoded by every codec (for `decode`;
+//! and the first FP32 tensor whose rANS stream has tail dictionaries, for `decode` and
+//! `roundtrip`;
 //! the bit-plane stream alone for `tiers`), raw with a codec and no header edits (for
 //! `headers`, which encodes it and then edits header fields),
 //! raw (for `roundtrip`, and for `rans_scaled`, which reads any bytes as blocks), as a small safetensors file (for `tensor_files`) and as a container
@@ -244,6 +246,31 @@ fn seed(corpus: &Path) -> Result<()> {
             let mut h = vec![i as u8, elem_code(elem), cols as u8 - 1, 0];
             h.extend_from_slice(&slice[..slice.len().min(1024)]);
             std::fs::write(headers.join(format!("{}-{}", d.name, id.name())), h)?;
+        }
+        // The first FP32 tensor whose rANS stream has tail-dictionary chunks (flag T), where the
+        // dataset has one (MiniLM's attention scores): a first tensor does not show every form.
+        let rans = CodecId::ALL
+            .iter()
+            .position(|c| *c == CodecId::Rans)
+            .expect("rans is a codec") as u8;
+        let with_tails = tensors
+            .iter()
+            .filter(|t| t.elem() == Some(ElemType::F32))
+            .find_map(|t| {
+                let slice = &t.data[..t.data.len().min(SEED_BYTES) / 4 * 4];
+                let mut enc = vec![rans];
+                CodecSpec::from(CodecId::Rans)
+                    .codec()
+                    .encode(slice, ElemType::F32, &mut enc)
+                    .ok()?;
+                let tails = planepack_rans::parse_header(&enc[1..]).ok()?.tails;
+                tails.then_some((slice, enc))
+            });
+        if let Some((slice, enc)) = with_tails {
+            std::fs::write(decode.join(format!("{}-rans-tails", d.name)), enc)?;
+            let mut raw = vec![rans, elem_code(ElemType::F32)];
+            raw.extend_from_slice(slice);
+            std::fs::write(roundtrip.join(format!("{}-rans-tails", d.name)), raw)?;
         }
         // A one-tensor safetensors file of the slice, and its container.
         let header = format!(
