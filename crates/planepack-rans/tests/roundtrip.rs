@@ -34,6 +34,16 @@ fn settings() -> Vec<Rans> {
     v
 }
 
+/// The stream `with` a form is less than `factor` of the stream `without` it.
+fn shrinks(with: &[u8], without: &[u8], factor: f64, what: &str) {
+    assert!(
+        (with.len() as f64) < factor * without.len() as f64,
+        "{what}: {} vs {}",
+        with.len(),
+        without.len()
+    );
+}
+
 fn check(codec: &Rans, data: &[u8], elem: ElemType) {
     let enc = codec.encode_to_vec(data, elem).unwrap();
     assert!(enc.len() <= codec.max_compressed_len(data.len(), elem));
@@ -357,12 +367,7 @@ fn scaled_bf16_values_take_tail_dictionaries() {
             .encode_to_vec(&data, ElemType::F32)
             .unwrap();
             assert_eq!(without[7] & flag, 0);
-            assert!(
-                (enc.len() as f64) < 0.7 * without.len() as f64,
-                "{} vs {}",
-                enc.len(),
-                without.len()
-            );
+            shrinks(&enc, &without, 0.7, "tail dictionaries");
             for cut in [0, 1, 2, 3, 5, 4097, 40_001] {
                 check(&codec, &data[..data.len() - cut], ElemType::F32);
             }
@@ -400,12 +405,7 @@ fn smooth_values_take_difference_chunks() {
             }
             .encode_to_vec(&data, elem)
             .unwrap();
-            assert!(
-                (enc.len() as f64) < 0.8 * without.len() as f64,
-                "{elem}: {} vs {}",
-                enc.len(),
-                without.len()
-            );
+            shrinks(&enc, &without, 0.8, &format!("{elem} difference chunks"));
             for cut in [0, 1, 2, 3, 5, 4097, 50_001] {
                 let mut d = data[..data.len() - cut].to_vec();
                 check(&codec, &d, elem);
