@@ -122,13 +122,34 @@ pub(crate) struct TensorPlan<'a> {
     pub try_tails: bool,
 }
 
-/// Set in what [`Rans::encode_chunk`] returns when the chunk is a tail-dictionary chunk: the
-/// stream needs header flag `T` ([`FLAG_TAILS`]); the other bits are the version it needs.
-pub(crate) const TAILS_USED: u8 = 0x80;
+/// What coded chunks need of the stream's header: a version, and flag `T` ([`FLAG_TAILS`])
+/// where one is a tail-dictionary chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Needs {
+    pub version: u8,
+    pub tails: bool,
+}
 
-/// One parallel task's chunks: their bytes, each chunk's length, the stream version they need
-/// (with [`TAILS_USED`] where a chunk has a tail dictionary).
-type CodedTask = (Vec<u8>, Vec<u32>, u8);
+impl Needs {
+    /// Version `version`, no flag.
+    pub(crate) fn version(version: u8) -> Needs {
+        Needs {
+            version,
+            tails: false,
+        }
+    }
+
+    /// What this and `other` need together.
+    pub(crate) fn and(self, other: Needs) -> Needs {
+        Needs {
+            version: self.version.max(other.version),
+            tails: self.tails || other.tails,
+        }
+    }
+}
+
+/// One parallel task's chunks: their bytes, each chunk's length, what they need of the header.
+type CodedTask = (Vec<u8>, Vec<u32>, Needs);
 
 /// How a plane will be written, chosen from its histogram alone.
 // One per byte plane of a chunk, on the stack: boxing the table would allocate per plane.
@@ -514,9 +535,9 @@ impl Rans {
     }
 
     /// Encode one chunk of whole elements (chunk `index` of the tensor) as `plan` says,
-    /// appending mode and planes to `out`; returns the stream version the chunk needs (1; 2
-    /// if modelled, 3 if scaled, 4 with a context plane, 5 as steps), or [`TAILS_USED`] and
-    /// 1 for a tail-dictionary chunk.
+    /// appending mode and planes to `out`; returns what the chunk needs of the header: version
+    /// 1; 2 if modelled, 3 if scaled, 4 with a context plane, 5 as steps; flag `T` (and
+    /// version 1) as a tail dictionary.
     pub(crate) fn encode_chunk(
         &self,
         elems: &[u8],
@@ -524,7 +545,7 @@ impl Rans {
         plan: TensorPlan,
         s: &mut EncScratch,
         out: &mut Vec<u8>,
-    ) -> Result<u8> {
+    ) -> Result<Needs> {
         let TensorPlan {
             width,
             rotate,
@@ -551,7 +572,9 @@ impl Rans {
             None
         };
         if scaled.is_none() && !try_modelled && !try_differences && tails.is_none() {
-            return self.encode_chunk_planes(elems, width, rotate, models, index, s, out);
+            return self
+                .encode_chunk_planes(elems, width, rotate, models, index, s, out)
+                .map(Needs::version);
         }
         // The planes' plan, once, for whichever form is tried and for writing the planes if
         // none wins (the other trials keep to their own scratch).
@@ -563,7 +586,7 @@ impl Rans {
             // (A chunk of a few elements can come out longer than raw: then it is coded as
             // any other, which never is.)
             if out.len() - start <= elems.len() {
-                return Ok(scaled::VERSION_SCALED);
+                return Ok(Needs::version(scaled::VERSION_SCALED));
             }
             out.truncate(start);
         }
@@ -583,21 +606,24 @@ impl Rans {
         } else {
             None
         };
-        // A tail dictionary where it beats whichever of the two the chunk would be.
+        // What a tail dictionary or steps must beat: whichever of the two the chunk would be.
+        let beat = modelled.as_ref().map_or(planes.estimate, |m| m.0);
+        // A tail dictionary where it beats that.
         if let Some((estimate, plans)) = tails {
-            let beat = modelled.as_ref().map_or(planes.estimate, |m| m.0);
             if estimate + crate::tails::MIN_SAVING_BYTES <= beat {
                 let start = out.len();
                 crate::tails::encode(&s.tails, &plans, self.table_form(), &mut s.lanes, out)?;
                 if chunk_kept(out.len() - start, elems.len()) {
-                    return Ok(TAILS_USED | 1);
+                    return Ok(Needs {
+                        version: 1,
+                        tails: true,
+                    });
                 }
                 out.truncate(start);
             }
         }
-        // Steps where they beat whichever of the two the chunk would be.
+        // Steps where they beat it.
         if try_differences {
-            let beat = modelled.as_ref().map_or(planes.estimate, |m| m.0);
             let (steps, plans) =
                 crate::difference::plan(elems, width, self.table_form(), &mut s.difference);
             if steps + crate::difference::MIN_SAVING_BYTES <= beat {
@@ -610,7 +636,7 @@ impl Rans {
                     out,
                 )?;
                 if chunk_kept(out.len() - start, elems.len()) {
-                    return Ok(crate::difference::VERSION_DIFFERENCE);
+                    return Ok(Needs::version(crate::difference::VERSION_DIFFERENCE));
                 }
                 out.truncate(start);
             }
@@ -626,9 +652,10 @@ impl Rans {
                 &mut s.lanes,
                 out,
             )?;
-            return Ok(VERSION_MODELLED);
+            return Ok(Needs::version(VERSION_MODELLED));
         }
         self.write_chunk_planes(elems, width, rotate, planes, models, s, out)
+            .map(Needs::version)
     }
 
     /// Plan the chunk as byte planes (its dense planes split into `s.planes`; where the
@@ -946,20 +973,18 @@ impl Rans {
                     s: &mut EncScratch,
                     out: &mut Vec<u8>,
                     lens: &mut Vec<u32>| {
-            let (mut version, mut tails) = (1, 0);
+            let mut needs = Needs::version(1);
             for (i, c) in part.chunks(chunk_bytes).enumerate() {
                 let at = out.len();
-                let needs = self.encode_chunk(c, first + i, plan, s, out)?;
-                version = version.max(needs & !TAILS_USED);
-                tails |= needs & TAILS_USED;
+                needs = needs.and(self.encode_chunk(c, first + i, plan, s, out)?);
                 lens.push((out.len() - at) as u32);
             }
-            Ok::<u8, Error>(version | tails)
+            Ok::<Needs, Error>(needs)
         };
         let mut lens = Vec::with_capacity(n_chunks);
         let task_bytes =
             chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
-        let version = if parallel && body > task_bytes {
+        let needs = if parallel && body > task_bytes {
             // Tasks of whole chunks, at least PARALLEL_TASK_BYTES each, coded on rayon's
             // threads into buffers of their own (sized for a task's worst case: each chunk at
             // most its raw bytes and a mode byte), then appended in order: the same bytes as
@@ -972,26 +997,25 @@ impl Rans {
                     let mut bytes = Vec::with_capacity(part.len() + chunks);
                     let mut part_lens = Vec::with_capacity(chunks);
                     let first = t * (task_bytes / chunk_bytes);
-                    let version = code(part, first, s, &mut bytes, &mut part_lens)?;
-                    Ok((bytes, part_lens, version))
+                    let needs = code(part, first, s, &mut bytes, &mut part_lens)?;
+                    Ok((bytes, part_lens, needs))
                 })
                 .collect();
-            let (mut newest, mut tails) = (1, 0);
+            let mut all = Needs::version(1);
             for c in coded {
                 let (bytes, part_lens, needs) = c?;
                 out.extend_from_slice(&bytes);
                 lens.extend_from_slice(&part_lens);
-                newest = newest.max(needs & !TAILS_USED);
-                tails |= needs & TAILS_USED;
+                all = all.and(needs);
             }
-            newest | tails
+            all
         } else {
             code(&input_body[..body], 0, &mut s, out, &mut lens)?
         };
-        if version & TAILS_USED != 0 {
+        if needs.tails {
             flags |= FLAG_TAILS;
         }
-        let version = version & !TAILS_USED;
+        let version = needs.version;
         // The context tables go before the chunk table, once a chunk has used them; a
         // version-5 or 6 stream has the section always: the tensor's tables where it has any
         // (whether or not a chunk used them), else an empty set (with the row tables' `E0`
