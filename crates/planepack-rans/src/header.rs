@@ -105,15 +105,10 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
         let raw_len = usize::try_from(raw_len).map_err(|_| Error::corrupt_at("raw length", 8))?;
         (h[7], chunk_log2, raw_len, HEADER_BYTES)
     };
+    let long_flags = FLAG_ROTATED | FLAG_ROWS | FLAG_COMPACT_TABLES | FLAG_TAILS;
     let (flags_at, known) = match short {
-        true => (
-            6,
-            FLAG_ROTATED | FLAG_ROWS | FLAG_COMPACT_TABLES | FLAG_TAILS | FLAG_SHORT_HEADER,
-        ),
-        false => (
-            7,
-            FLAG_ROTATED | FLAG_ROWS | FLAG_COMPACT_TABLES | FLAG_TAILS,
-        ),
+        true => (6, long_flags | FLAG_SHORT_HEADER),
+        false => (7, long_flags),
     };
     if flags & !known != 0 {
         return Err(Error::corrupt_at("unknown flags", flags_at));

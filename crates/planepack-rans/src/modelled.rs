@@ -101,7 +101,7 @@ pub fn context(left: Option<u16>, e0: u8) -> usize {
 
 /// `rotl(v, 1)` over `8W` bits where the stream rotates (`W` > 1), else `v`.
 #[inline(always)]
-fn rotated(v: u32, width: usize, rotate: bool) -> u32 {
+pub(crate) fn rotated(v: u32, width: usize, rotate: bool) -> u32 {
     match (rotate, width) {
         (true, 2) => (v as u16).rotate_left(1) as u32,
         (true, 4) => v.rotate_left(1),
@@ -109,8 +109,9 @@ fn rotated(v: u32, width: usize, rotate: bool) -> u32 {
     }
 }
 
+/// The inverse of [`rotated`].
 #[inline(always)]
-fn unrotated(t: u32, width: usize, rotate: bool) -> u32 {
+pub(crate) fn unrotated(t: u32, width: usize, rotate: bool) -> u32 {
     match (rotate, width) {
         (true, 2) => (t as u16).rotate_right(1) as u32,
         (true, 4) => t.rotate_right(1),
@@ -118,8 +119,9 @@ fn unrotated(t: u32, width: usize, rotate: bool) -> u32 {
     }
 }
 
+/// Element `i` of `elems` (`width` bytes, little-endian).
 #[inline(always)]
-fn load(elems: &[u8], i: usize, width: usize) -> u32 {
+pub(crate) fn load(elems: &[u8], i: usize, width: usize) -> u32 {
     match width {
         1 => elems[i] as u32,
         2 => u16::from_le_bytes([elems[2 * i], elems[2 * i + 1]]) as u32,

@@ -19,6 +19,7 @@
 use crate::encode::{plan_plane, put_planes, PlanePlan};
 use crate::lanes;
 use crate::model::TableForm;
+use crate::modelled::{load, rotated, unrotated};
 use planepack_core::error::take;
 use planepack_core::{Error, Result};
 
@@ -35,8 +36,9 @@ pub const TAIL_BYTES: usize = 3;
 pub const MIN_SAVING_BYTES: f64 = 16.0;
 
 /// Slots of the encoder's open-addressing set of tails: four times the most it may hold, so
-/// that probes stay short.
+/// that probes stay short (a power of two: a tail's slot is its hash's top bits).
 const SET_SLOTS: usize = 4 * MAX_TAILS;
+const SET_BITS: u32 = SET_SLOTS.trailing_zeros();
 const EMPTY: u32 = u32::MAX;
 
 /// Encoder scratch: the set of tails seen, the dictionary, the two planes.
@@ -46,17 +48,6 @@ pub(crate) struct Scratch {
     index: Vec<u8>,
     dict: Vec<u32>,
     planes: [Vec<u8>; 2],
-}
-
-/// An element's bits as the planes see them: rotated (sign to bit 0) if the stream says so.
-#[inline(always)]
-fn transformed(e: &[u8], rotate: bool) -> u32 {
-    let v = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
-    if rotate {
-        v.rotate_left(1)
-    } else {
-        v
-    }
 }
 
 /// Plan a chunk of FP32 elements with a tail dictionary: `None` where its elements have more
@@ -80,10 +71,10 @@ pub(crate) fn plan(
     idx.clear();
     top.reserve(n);
     idx.reserve(n);
-    for e in elems.chunks_exact(4) {
-        let t = transformed(e, rotate);
+    for i in 0..n {
+        let t = rotated(load(elems, i, 4), 4, rotate);
         let tail = t & 0x00ff_ffff;
-        let mut h = (tail.wrapping_mul(0x9e37_79b1) >> 22) as usize;
+        let mut h = (tail.wrapping_mul(0x9e37_79b1) >> (32 - SET_BITS)) as usize;
         loop {
             let k = s.keys[h];
             if k == tail {
@@ -170,8 +161,7 @@ pub(crate) fn decode(
     }
     for ((o, &e), &i) in out.chunks_exact_mut(4).zip(top.iter()).zip(idx.iter()) {
         let t = (e as u32) << 24 | dict[i as usize];
-        let v = if rotate { t.rotate_right(1) } else { t };
-        o.copy_from_slice(&v.to_le_bytes());
+        o.copy_from_slice(&unrotated(t, 4, rotate).to_le_bytes());
     }
     Ok(at)
 }
@@ -181,7 +171,8 @@ mod tests {
     use super::*;
 
     /// A chunk of FP32 values that are BF16 values times a constant: 128 mantissas at most,
-    /// both signs, several exponents; the plan finds at most 256 tails, the dictionary is
+    /// both signs, several exponents (up to the dictionary's full 256 entries, where
+    /// `testkit::scaled_bf16_f32` keeps to 128); the plan finds at most 256 tails, the dictionary is
     /// increasing, and the planes rebuild every element.
     #[test]
     fn scaled_bf16_values_have_a_small_dictionary() {
@@ -199,9 +190,9 @@ mod tests {
             assert!(s.dict.len() <= MAX_TAILS && s.dict.len() > 100);
             assert!(s.dict.windows(2).all(|w| w[0] < w[1]));
             assert!(estimate < elems.len() as f64 * 0.5, "{estimate}");
-            for (i, e) in elems.chunks_exact(4).enumerate() {
+            for i in 0..elems.len() / 4 {
                 let t = (s.planes[0][i] as u32) << 24 | s.dict[s.planes[1][i] as usize];
-                assert_eq!(t, transformed(e, rotate));
+                assert_eq!(t, rotated(load(&elems, i, 4), 4, rotate));
             }
         }
         // Noise has more than 256 tails.

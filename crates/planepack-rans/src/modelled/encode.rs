@@ -92,8 +92,8 @@ pub(crate) fn repeat_distance(elems: &[u8], width: usize, s: &mut Distances) -> 
     }
 }
 
-/// [`repeat_distance`] of `W`-byte elements (a copy per width: the element loads then
-/// compile to single loads).
+/// [`repeat_distance`] of `W`-byte elements (a copy per width, as [`classify_as`]: the
+/// element loads then compile to single loads).
 fn repeat_distance_as<const W: usize>(elems: &[u8], s: &mut Distances) -> usize {
     let n = elems.len() / W;
     if n < 4 * MIN_REPEATS_SHARE {
@@ -116,19 +116,13 @@ fn repeat_distance_as<const W: usize>(elems: &[u8], s: &mut Distances) -> usize 
         s.generation = 1;
     }
     let generation = s.generation;
-    let (els, _) = elems.as_chunks::<W>();
-    let load = |e: &[u8; W]| -> u32 {
-        let mut b = [0u8; 4];
-        b[..W].copy_from_slice(e);
-        u32::from_le_bytes(b)
-    };
     let mut repeats = 0u32;
-    let mut prev = load(&els[0]);
-    for (i, e) in els.iter().enumerate().skip(1) {
+    let mut prev = load(elems, 0, W);
+    for i in 1..n {
         if i == PROBE_ELEMENTS && repeats < PROBE_REPEATS {
             break;
         }
-        let v = load(e);
+        let v = load(elems, i, W);
         let key = ((prev as u64) << 32 | v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let hash = (key >> 32) as u32;
         if v != prev && hash & ((1 << SAMPLE_BITS) - 1) == 0 {
