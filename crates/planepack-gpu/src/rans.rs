@@ -75,36 +75,35 @@ impl Gpu {
         let modelled = spans
             .iter()
             .any(|&(o, _)| stream[o] == planepack_rans::internals::modelled::CHUNK_MODELLED);
-        // Each chunk mode only from the version that brought it (the CPU decoder's rule; the
-        // kernel sees no version).
-        use planepack_rans::internals::{difference as d, modelled as m, scaled as s};
-        for (mode, since, what) in [
+        // Each chunk mode only where the stream allows it: from the version that brought it,
+        // tail dictionaries with flag T (the CPU decoder's rule; the kernel sees neither).
+        use planepack_rans::internals::{difference as d, modelled as m, scaled as s, tails as t};
+        let since = |v: u8| (h.version >= v, format!("in a stream before version {v}"));
+        for (mode, (allowed, why), what) in [
             (
                 m::CHUNK_MODELLED,
-                planepack_rans::VERSION_MODELLED,
+                since(planepack_rans::VERSION_MODELLED),
                 "a modelled chunk",
             ),
-            (s::CHUNK_SCALED, s::VERSION_SCALED, "a block-scaled chunk"),
+            (
+                s::CHUNK_SCALED,
+                since(s::VERSION_SCALED),
+                "a block-scaled chunk",
+            ),
             (
                 d::CHUNK_DIFFERENCE,
-                d::VERSION_DIFFERENCE,
+                since(d::VERSION_DIFFERENCE),
                 "a difference chunk",
             ),
+            (
+                t::CHUNK_TAILS,
+                (h.tails, "in a stream without flag T".to_string()),
+                "a tail-dictionary chunk",
+            ),
         ] {
-            if h.version < since && spans.iter().any(|&(o, _)| stream[o] == mode) {
-                return Err(planepack_core::Error::corrupt(format!(
-                    "{what} in a stream before version {since}"
-                ))
-                .into());
+            if !allowed && spans.iter().any(|&(o, _)| stream[o] == mode) {
+                return Err(planepack_core::Error::corrupt(format!("{what} {why}")).into());
             }
-        }
-        // Tail-dictionary chunks only in a stream with the flag that allows them.
-        let tails = planepack_rans::internals::tails::CHUNK_TAILS;
-        if !h.tails && spans.iter().any(|&(o, _)| stream[o] == tails) {
-            return Err(planepack_core::Error::corrupt(
-                "a tail-dictionary chunk in a stream without flag T",
-            )
-            .into());
         }
         let long_lanes = spans.iter().enumerate().any(|(i, &(o, _))| {
             let n = h
