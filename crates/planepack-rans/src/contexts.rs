@@ -211,8 +211,9 @@ impl ContextEncoder {
             if let Some(t) = t {
                 for s in 0..256 {
                     if t.freq[s] > 0 {
-                        cost[c * 256 + s] =
-                            (crate::model::PROB_BITS as f64 - (t.freq[s] as f64).log2()) as f32;
+                        cost[c * 256 + s] = (crate::model::PROB_BITS as f64
+                            - crate::model::log2_int(t.freq[s].into()))
+                            as f32;
                     }
                 }
             }

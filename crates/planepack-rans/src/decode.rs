@@ -245,7 +245,7 @@ impl Rans {
         // The originals' rows are decoded to the front, then moved to their places.
         let elems = &mut out[..body];
         let chunk_bytes = h.chunk_elements() * h.width;
-        let ctx = h.contexts.as_ref().map(ContextTables::decoder);
+        let ctx = h.contexts.as_deref().map(ContextTables::decoder);
         let rows = h.row_contexts.as_ref().map(|r| r.decoder(h.version));
         let work = |(span, o): (&(usize, usize), &mut [u8]), s: &mut DecScratch| {
             let chunk = &compressed[span.0..span.0 + span.1];

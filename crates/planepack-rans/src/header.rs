@@ -43,10 +43,12 @@ pub struct Header {
     /// The short header (flag bit 7): one chunk, no chunk table.
     pub short: bool,
     pub rows: Option<RowMap>,
-    /// Version 4: the context tables of plane-1 context planes.
-    pub contexts: Option<ContextTables>,
+    /// Version 4: the context tables of plane-1 context planes (boxed, as the row tables:
+    /// inline, their 6-9 KB were copied with every move of the header, a tenth of decoding a
+    /// tensor of a few KiB).
+    pub contexts: Option<Box<ContextTables>>,
     /// Version 6: the row tables of plane-0 row planes.
-    pub row_contexts: Option<RowTables>,
+    pub row_contexts: Option<Box<RowTables>>,
     /// Where the chunk table starts (after the header, the row map and the context tables).
     pub table_at: usize,
 }
@@ -150,8 +152,8 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
         raw_len,
         short,
         rows,
-        contexts,
-        row_contexts,
+        contexts: contexts.map(Box::new),
+        row_contexts: row_contexts.map(Box::new),
         table_at,
     };
     if short {

@@ -847,6 +847,22 @@ fn finish(
         scalar_step(x, p, slots, base, words, last)
     };
     let n = out.len() / target.unit();
+    // A plain plane of fewer than 8 lanes (a tensor's under 8 Ki symbols) is decoded here
+    // whole: its lanes' states in registers, a round of every lane at a time, so that the
+    // lanes' chains overlap.
+    if let (Target::Plane, 1..=7) = (target, k) {
+        match k {
+            1 => plane_rounds::<1>(x, pos, slots, words, last, out),
+            2 => plane_rounds::<2>(x, pos, slots, words, last, out),
+            3 => plane_rounds::<3>(x, pos, slots, words, last, out),
+            4 => plane_rounds::<4>(x, pos, slots, words, last, out),
+            5 => plane_rounds::<5>(x, pos, slots, words, last, out),
+            6 => plane_rounds::<6>(x, pos, slots, words, last, out),
+            _ => plane_rounds::<7>(x, pos, slots, words, last, out),
+        }
+        check_ends(x, pos, end, k, words_at)?;
+        return Ok(words_at + 2 * next);
+    }
     for (i, j) in (0..n).zip((0..k).cycle()) {
         let base = table(i);
         let sym = step(&mut x[j], &mut pos[j], base);
@@ -866,6 +882,32 @@ fn finish(
     }
     check_ends(x, pos, end, k, words_at)?;
     Ok(words_at + 2 * next)
+}
+
+/// [`finish`]'s loop for a plain plane of `K` lanes (table 0, symbol `i` to `out[i]`): the
+/// same steps, each lane's state and position held in a register.
+#[inline(always)]
+fn plane_rounds<const K: usize>(
+    x: &mut [u32; MAX_LANES],
+    pos: &mut [usize; MAX_LANES],
+    slots: &[u32],
+    words: &[u16],
+    last: usize,
+    out: &mut [u8],
+) {
+    let mut xs: [u32; K] = std::array::from_fn(|j| x[j]);
+    let mut ps: [usize; K] = std::array::from_fn(|j| pos[j]);
+    let mut rounds = out.chunks_exact_mut(K);
+    for round in &mut rounds {
+        for j in 0..K {
+            round[j] = scalar_step(&mut xs[j], &mut ps[j], slots, 0, words, last);
+        }
+    }
+    for (j, o) in rounds.into_remainder().iter_mut().enumerate() {
+        *o = scalar_step(&mut xs[j], &mut ps[j], slots, 0, words, last);
+    }
+    x[..K].copy_from_slice(&xs);
+    pos[..K].copy_from_slice(&ps);
 }
 
 /// The decoder for 8, 16, 24 or 32 lanes with AVX2: groups of eight lanes, each step a gather from the

@@ -146,15 +146,29 @@ impl Table {
 
     /// The decode table: for each of the 4096 slots, `symbol | (freq - 1) << 8 | cum << 20`.
     pub fn decode_slots(&self, slots: &mut Vec<u32>) {
-        slots.clear();
-        slots.reserve(PROB_SCALE as usize);
+        // Each symbol's slots written eight at a time from its first, the last eight past
+        // its end overwritten by the next symbol's (or cut off at the end): a plane of a few
+        // thousand symbols fills these 4096 slots once, so a loop per slot was a fifth of
+        // decoding it.
+        // (Every slot is written, so what the buffer held is not cleared first.)
+        const BLOCK: usize = 8;
+        debug_assert_eq!(self.freq.iter().map(|&f| f as u32).sum::<u32>(), PROB_SCALE);
+        slots.resize(PROB_SCALE as usize + BLOCK, 0);
+        let mut at = 0usize;
         for s in 0..256 {
-            let f = self.freq[s] as u32;
+            let f = self.freq[s] as usize;
             if f > 0 {
-                let e = s as u32 | (f - 1) << 8 | (self.cum[s] as u32) << 20;
-                slots.extend(std::iter::repeat_n(e, f as usize));
+                let e = s as u32 | (f as u32 - 1) << 8 | (self.cum[s] as u32) << 20;
+                let end = (at + f).min(PROB_SCALE as usize);
+                let mut i = at;
+                while i < end {
+                    slots[i..i + BLOCK].copy_from_slice(&[e; BLOCK]);
+                    i += BLOCK;
+                }
+                at = end;
             }
         }
+        slots.truncate(PROB_SCALE as usize);
     }
 
     /// The decode slots of every present table of `tables` back to back (4096 each), and
@@ -180,15 +194,50 @@ impl Table {
     /// Ideal coded size in bits of `counts` under this table (for choices, not for the
     /// stream).
     pub fn cost_bits(&self, counts: &[u32; 256]) -> f64 {
+        let log2 = log2_table();
         (0..256)
             .filter(|&s| counts[s] > 0)
-            .map(|s| counts[s] as f64 * (PROB_BITS as f64 - (self.freq[s] as f64).log2()))
+            .map(|s| counts[s] as f64 * (PROB_BITS as f64 - log2[self.freq[s] as usize]))
             .sum()
     }
 }
 
+/// `log2` of every integer up to [`LOG2_TABLED`] (every frequency a table holds, every count
+/// of a rotation sample's plane), computed once by libm's `log2` itself, so prices read from
+/// it are those computed in place, bit for bit: every plan prices each present symbol of each
+/// table it weighs, and libm's `log2` was an eighth of encoding a tensor of a few KiB.
+static LOG2_SMALL: std::sync::LazyLock<Box<[f64]>> =
+    std::sync::LazyLock::new(|| (0..=LOG2_TABLED).map(|f| (f as f64).log2()).collect());
+
+/// The largest integer whose `log2` [`log2_int`] looks up.
+const LOG2_TABLED: u32 = 8192;
+
+/// `(x as f64).log2()`, looked up for `x` up to [`LOG2_TABLED`] (frequencies, small counts).
+#[inline]
+pub(crate) fn log2_int(x: u32) -> f64 {
+    match LOG2_SMALL.get(x as usize) {
+        Some(&l) => l,
+        None => (x as f64).log2(),
+    }
+}
+
+/// `log2` of 0 to 8192 (a frequency's, of at most [`PROB_SCALE`], is inside), for loops
+/// that look up many.
+pub(crate) fn log2_table() -> &'static [f64] {
+    &LOG2_SMALL
+}
+
 /// Byte histogram.
 pub fn histogram(bytes: &[u8]) -> [u32; 256] {
+    // Short planes (a small tensor's, a modelled chunk's literals) in one table: zeroing and
+    // summing four costs more than the stalls it saves there.
+    if bytes.len() < 1024 {
+        let mut out = [0u32; 256];
+        for &b in bytes {
+            out[b as usize] += 1;
+        }
+        return out;
+    }
     // Four sub-histograms break the store-to-load dependency on runs of equal bytes.
     let mut h = [[0u32; 256]; 4];
     let mut quads = bytes.chunks_exact(4);
@@ -208,7 +257,7 @@ pub fn histogram(bytes: &[u8]) -> [u32; 256] {
     out
 }
 
-/// Frequencies summing to `scale` for `counts` (not all zero), into `freq` (zeros on entry,
+/// Frequencies summing to `scale` for `counts` (not all zero), into `freq` (of
 /// the length of `counts`): every present symbol at least 1, the rest in proportion
 /// (`floor(count * scale / total)`), then the difference to `scale`: a surplus to the most
 /// frequent symbol (ties: the lowest), a shortfall (the floor of 1 overshot) taken one at a
@@ -217,20 +266,43 @@ pub fn histogram(bytes: &[u8]) -> [u32; 256] {
 pub(crate) fn normalize(counts: &[u32], scale: u32, freq: &mut [u16]) {
     let total: u64 = counts.iter().map(|&c| c as u64).sum();
     debug_assert!(total > 0 && freq.len() == counts.len());
+    // floor(count * scale / total) without an integer division a symbol (which was most of
+    // this function's time): in f64, where every operand and product here is an integer
+    // below 2^53 and so exact, the product by the reciprocal is off by at most one, which a
+    // comparison corrects. Absent symbols are skipped (most planes have runs of them).
+    let (t, inv, scale_f) = (total as f64, 1.0 / total as f64, scale as f64);
     let mut sum = 0i64;
-    for (f, &c) in freq.iter_mut().zip(counts) {
-        if c > 0 {
-            *f = ((c as u64 * scale as u64) / total).max(1) as u16;
-            sum += *f as i64;
+    // The largest frequency, lowest symbol first among equals.
+    let (mut top, mut top_freq) = (0usize, 0u16);
+    for (s, (f, &c)) in freq.iter_mut().zip(counts).enumerate() {
+        if c == 0 {
+            *f = 0;
+            continue;
+        }
+        let a = c as f64 * scale_f;
+        let mut q = (a * inv) as u32;
+        if q as f64 * t > a {
+            q -= 1;
+        } else if (q + 1) as f64 * t <= a {
+            q += 1;
+        }
+        let q = q.max(1) as u16;
+        *f = q;
+        sum += q as i64;
+        if q > top_freq {
+            (top, top_freq) = (s, q);
         }
     }
+    debug_assert!(counts.iter().zip(freq.iter()).all(|(&c, &f)| f as u64
+        == if c > 0 {
+            (c as u64 * scale as u64 / total).max(1)
+        } else {
+            0
+        }));
     let mut diff = scale as i64 - sum;
     // The largest frequency, lowest symbol first among equals.
     let key = |s: usize, f: u16| (f, std::cmp::Reverse(s));
     if diff > 0 {
-        let top = (0..freq.len())
-            .max_by_key(|&s| key(s, freq[s]))
-            .unwrap_or(0);
         freq[top] += diff as u16;
     } else if diff < 0 {
         // One at a time from the current largest: a heap keeps that order in O(log n) a step

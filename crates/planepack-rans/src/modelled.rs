@@ -305,9 +305,10 @@ impl ModelTable {
 
     /// Ideal coded size in bits of `counts` under this table.
     fn cost_bits(&self, counts: &[u32; SYMBOLS]) -> f64 {
+        let log2 = crate::model::log2_table();
         (0..SYMBOLS)
             .filter(|&s| counts[s] > 0)
-            .map(|s| counts[s] as f64 * (MODEL_PROB_BITS as f64 - (self.freq[s] as f64).log2()))
+            .map(|s| counts[s] as f64 * (MODEL_PROB_BITS as f64 - log2[self.freq[s] as usize]))
             .sum()
     }
 }

@@ -100,7 +100,7 @@ fn the_context_section_reads_back_and_refuses_bad_sets() {
         .encode_to_vec(&data, ElemType::BF16)
         .unwrap();
     let h = parse_header(&enc).unwrap();
-    let t = h.contexts.clone().expect("context tables");
+    let t = *h.contexts.clone().expect("context tables");
     let mut again = Vec::new();
     t.write(&mut again, h.tables);
     assert_eq!(&enc[16..16 + again.len()], &again[..]);

@@ -26,7 +26,8 @@ pub(crate) struct Classified {
 pub(crate) struct Scratch {
     c: Classified,
     values: Vec<u32>,
-    /// [`COUNT_COPIES`] sets of the context counts, element `i` counted in set `i % 4`.
+    /// [`COUNT_COPIES`] sets of the context counts (one for chunks under 4096 elements),
+    /// element `i` counted in set `i % 4`.
     counts: Vec<[u32; SYMBOLS]>,
     /// Per context, each present symbol's `ceil(2^52 / freq)`.
     rcp: Vec<[u64; SYMBOLS]>,
@@ -185,9 +186,12 @@ pub(crate) struct ValueCounter {
 const COUNTER_START_BITS: u32 = 11;
 
 impl ValueCounter {
-    /// Empty (at its first size).
-    fn reset(&mut self) {
-        self.bits = COUNTER_START_BITS;
+    /// Empty, at its first size or, for at most `values` values, the smallest that holds
+    /// them at half load (a short chunk's: clearing and scanning 16 KB was a tenth of its
+    /// classification). What it counts does not depend on its size.
+    fn reset(&mut self, values: usize) {
+        let fits = (2 * values).max(64).next_power_of_two().trailing_zeros();
+        self.bits = COUNTER_START_BITS.min(fits);
         self.len = 0;
         self.slots.clear();
         self.slots.resize(1 << self.bits, (0, 0));
@@ -250,6 +254,7 @@ impl ValueCounter {
 /// context (the zeros over an image's background) would otherwise make every increment wait
 /// for the one before it in memory.
 const COUNT_COPIES: usize = 4;
+const _: () = assert!(COUNT_COPIES.is_power_of_two());
 
 /// Classify `elems` (whole elements of `width` bytes) with rows of `row` elements (0: no
 /// "equal to up").
@@ -285,7 +290,7 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     // worth a symbol of its own is at least a few percent of them; the table of a quarter
     // of the elements stays in cache).
     let sample = if n >= 4096 { 3 } else { 0 };
-    rest.reset();
+    rest.reset(n.div_ceil(sample + 1));
     // Top bytes of the literals; slot 256 takes the repeats' (uncounted) increments.
     // Counted in COUNT_COPIES copies in turn, so that a run of repeats (or of one exponent)
     // does not make each increment wait for the last.
@@ -358,8 +363,10 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     c.contexts.clear();
     c.contexts.resize(n, 0);
     let counts = &mut s.counts;
+    // (A short chunk's counts in one copy: zeroing four costs more than its stalls there.)
+    let copies = if n >= 4096 { COUNT_COPIES } else { 1 };
     counts.clear();
-    counts.resize(CONTEXTS * COUNT_COPIES, [0; SYMBOLS]);
+    counts.resize(CONTEXTS * copies, [0; SYMBOLS]);
     // Each symbol's context for its successor, looked up rather than computed.
     let ctx_after: [u8; SYMBOLS] = std::array::from_fn(|s| context(Some(s as u16), e0) as u8);
     // The literal planes are written at a cursor that moves only for literals (every element
@@ -397,7 +404,7 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
             at += literal as usize;
             c.symbols[i] = sym;
             c.contexts[i] = ctx;
-            counts[(i % COUNT_COPIES) * CONTEXTS + ctx as usize][sym as usize] += 1;
+            counts[(i & (copies - 1)) * CONTEXTS + ctx as usize][sym as usize] += 1;
             ctx = ctx_after[sym as usize];
         }
         c.lane_literals.push((at - lane_start) as u32);
