@@ -301,6 +301,21 @@ pub fn compress(a: CompressArgs) -> Result<(), Fail> {
         let tmp = temp_beside(out)?;
         let mut opts = CompressOptions::new(policy, npy_name(input));
         opts.engine = gpu.clone().map(|g| g as _);
+        // Small tensors' parts several at once on every core, within one part's bytes (so the
+        // command's memory stays that of one part: a large part is coded alone, by its codec's
+        // own parallel encoder where it has one); one at a time where the policy times each
+        // codec's decode on the part (`--link` without `--engine`), which other parts' work
+        // would disturb.
+        opts.window_bytes = opts.part_len;
+        if !matches!(
+            policy,
+            Policy::Link {
+                engine_gbps: None,
+                ..
+            }
+        ) {
+            opts.threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        }
         let mut by_codec: BTreeMap<String, usize> = BTreeMap::new();
         let mut tensors = a.json.then(Vec::new);
         {

@@ -28,10 +28,16 @@ pub struct CompressOptions {
     /// Raw bytes per part, 1 to [`MAX_PART_LEN`] (rounded down to whole rows, or whole
     /// elements when a row is longer). [`MAX_PART_LEN`] unless a test wants many parts.
     pub part_len: u64,
-    /// Parts of a tensor coded at once, on rayon's threads (1: one at a time). Memory grows
-    /// with it: each part in flight holds its raw bytes, a payload and a verifying decode.
+    /// Parts coded at once, on rayon's threads (1: one at a time): a large tensor's parts, one
+    /// a thread, or many small tensors' parts together (up to 4 MiB of them a thread). Memory
+    /// grows with it (see `window_bytes`): each part in flight holds its raw bytes, a payload
+    /// and a verifying decode.
     /// With `--link` and no engine speed, parallel parts make the measured decode speeds noisier.
     pub threads: usize,
+    /// Most raw bytes of parts coded at once (one part always fits): `planepack compress`
+    /// keeps this to one part's size, so that several parts are in flight only where they are
+    /// small; unlimited by default.
+    pub window_bytes: u64,
 }
 
 impl CompressOptions {
@@ -43,6 +49,7 @@ impl CompressOptions {
             npy_name: npy_name.into(),
             part_len: MAX_PART_LEN,
             threads: 1,
+            window_bytes: u64::MAX,
         }
     }
 }
@@ -145,11 +152,16 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
         )));
     }
     let (source, preamble) = read_source(input, &options.npy_name)?;
-    let parts: u64 = source
-        .tensors
-        .iter()
-        .map(|s| parts_of(s, options.part_len).count() as u64)
-        .sum();
+    // Every part of every tensor, in file order, with its tensor and whether it is the
+    // tensor's last (every tensor has at least one part).
+    let mut pieces: Vec<(usize, TensorSpan, bool)> = Vec::new();
+    for (t, span) in source.tensors.iter().enumerate() {
+        pieces.extend(parts_of(span, options.part_len).map(|part| (t, part, false)));
+        if let Some(last) = pieces.last_mut() {
+            last.2 = true;
+        }
+    }
+    let parts = pieces.len() as u64;
     let start = output.stream_position().map_err(Error::Output)?;
     // Placeholders for the header, preamble, entry table and checksum.
     let meta_len = HEADER_LEN + preamble.len() + parts as usize * ENTRY_LEN + 8;
@@ -166,96 +178,104 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
     // scratch (parallel parts each allocate their own).
     let (mut datas, mut scratch): (Vec<Vec<u8>>, Vec<u8>) = (Vec::new(), Vec::new());
     let mut payload_offset = 0u64;
-    for span in &source.tensors {
-        let mut report = TensorReport {
-            name: span.name.clone(),
-            dtype: span.dtype.clone(),
-            shape: span.shape.clone(),
-            codec: CodecId::Raw.into(),
-            parts: 0,
-            raw_bytes: span.len,
-            compressed_bytes: 0,
-            candidates: Vec::new(),
+    // The tensor whose parts are being written: its report and tally so far.
+    let mut open: Option<(TensorReport, Vec<(Candidate, f64)>)> = None;
+    let mut next = 0;
+    while next < pieces.len() {
+        let window =
+            &pieces[next..next + window_len(&pieces[next..], threads, options.window_bytes)];
+        next += window.len();
+        datas.resize_with(window.len(), Vec::new);
+        for ((_, part, _), data) in window.iter().zip(&mut datas) {
+            data.clear();
+            data.resize(part.len as usize, 0);
+            input.read_exact_at(part.offset, data)?;
+        }
+        let coded: Vec<Result<Coded>> = if window.len() == 1 {
+            vec![code_part(
+                options.engine.as_deref(),
+                options.policy,
+                &window[0].1,
+                &datas[0],
+                &mut scratch,
+            )]
+        } else {
+            use rayon::prelude::*;
+            window
+                .par_iter()
+                .zip(&datas)
+                .map(|((_, part, _), data)| {
+                    let engine = options.engine.as_deref();
+                    code_part(engine, options.policy, part, data, &mut Vec::new())
+                })
+                .collect()
         };
-        let mut tally = Vec::new();
-        let pieces: Vec<TensorSpan> = parts_of(span, options.part_len).collect();
-        // `threads` parts at a time: read in order, coded in parallel, written in order.
-        for window in pieces.chunks(threads) {
-            datas.resize_with(window.len(), Vec::new);
-            for (part, data) in window.iter().zip(&mut datas) {
-                data.clear();
-                data.resize(part.len as usize, 0);
-                input.read_exact_at(part.offset, data)?;
-            }
-            let coded: Vec<Result<Coded>> = if window.len() == 1 {
-                vec![code_part(
-                    options.engine.as_deref(),
-                    options.policy,
-                    &window[0],
-                    &datas[0],
-                    &mut scratch,
-                )]
-            } else {
-                use rayon::prelude::*;
-                window
-                    .par_iter()
-                    .zip(&datas)
-                    .map(|(part, data)| {
-                        let engine = options.engine.as_deref();
-                        code_part(engine, options.policy, part, data, &mut Vec::new())
-                    })
-                    .collect()
-            };
-            for ((part, data), coded) in window.iter().zip(&datas).zip(coded) {
-                let Coded {
-                    codec,
-                    elem,
-                    payload,
-                    tried,
-                } = coded?;
-                if payload.len() as u64 > MAX_PAYLOAD_LEN {
-                    return Err(Error::Codec {
-                        tensor: span.name.clone(),
-                        codec: codec.name(),
-                        source: planepack_core::Error::Unsupported(
-                            "payload over the format's limit for one part".into(),
-                        ),
-                    });
-                }
-                output.write_all(&payload).map_err(Error::Output)?;
-                let payload_len = payload.len() as u64;
-                let entry = Entry {
-                    raw_offset: part.offset,
-                    raw_len: part.len,
-                    payload_offset,
-                    payload_len,
-                    raw_checksum: checksum(data),
-                    payload_checksum: checksum(&payload),
-                    codec: codec.id,
-                    elem: elem_id(elem),
-                    level: codec.level,
+        for (((t, part, last), data), coded) in window.iter().zip(&datas).zip(coded) {
+            let span = &source.tensors[*t];
+            let (report, tally) = open.get_or_insert_with(|| {
+                let report = TensorReport {
+                    name: span.name.clone(),
+                    dtype: span.dtype.clone(),
+                    shape: span.shape.clone(),
+                    codec: CodecId::Raw.into(),
+                    parts: 0,
+                    raw_bytes: span.len,
+                    compressed_bytes: 0,
+                    candidates: Vec::new(),
                 };
-                meta.extend_from_slice(&entry.to_bytes());
-                payload_offset += payload_len;
-                if report.parts == 0 {
-                    report.codec = codec;
-                }
-                tally_candidates(&mut tally, report.parts == 0, &tried, part.len);
-                report.parts += 1;
-                report.compressed_bytes += payload_len;
-                on(Event::Part {
-                    raw_bytes: part.len,
+                (report, Vec::new())
+            });
+            let Coded {
+                codec,
+                elem,
+                payload,
+                tried,
+            } = coded?;
+            if payload.len() as u64 > MAX_PAYLOAD_LEN {
+                return Err(Error::Codec {
+                    tensor: span.name.clone(),
+                    codec: codec.name(),
+                    source: planepack_core::Error::Unsupported(
+                        "payload over the format's limit for one part".into(),
+                    ),
                 });
             }
+            output.write_all(&payload).map_err(Error::Output)?;
+            let payload_len = payload.len() as u64;
+            let entry = Entry {
+                raw_offset: part.offset,
+                raw_len: part.len,
+                payload_offset,
+                payload_len,
+                raw_checksum: checksum(data),
+                payload_checksum: checksum(&payload),
+                codec: codec.id,
+                elem: elem_id(elem),
+                level: codec.level,
+            };
+            meta.extend_from_slice(&entry.to_bytes());
+            payload_offset += payload_len;
+            if report.parts == 0 {
+                report.codec = codec;
+            }
+            tally_candidates(tally, report.parts == 0, &tried, part.len);
+            report.parts += 1;
+            report.compressed_bytes += payload_len;
+            on(Event::Part {
+                raw_bytes: part.len,
+            });
+            if *last {
+                let (mut report, tally) = open.take().expect("the tensor just written");
+                report.candidates = tally
+                    .into_iter()
+                    .map(|(mut c, seconds)| {
+                        c.decode_gbps = span.len as f64 / seconds / 1e9;
+                        c
+                    })
+                    .collect();
+                on(Event::Tensor(report));
+            }
         }
-        report.candidates = tally
-            .into_iter()
-            .map(|(mut c, seconds)| {
-                c.decode_gbps = span.len as f64 / seconds / 1e9;
-                c
-            })
-            .collect();
-        on(Event::Tensor(report));
     }
 
     let header = Header {
@@ -278,6 +298,42 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
         original_len: source.file_len,
         container_len: meta_len as u64 + payload_offset,
     })
+}
+
+/// Raw bytes of small parts gathered into one parallel window per thread: a part of a
+/// tensor of a few KiB is far too little work to be worth a task of its own, and one at a
+/// time such tensors kept one core busy however many there were.
+const SMALL_PARTS_BYTES: u64 = 4 << 20;
+
+/// Most parts in one window (bounds the window's bookkeeping on files of tiny tensors).
+const WINDOW_PARTS_MAX: usize = 4096;
+
+/// How many of `pieces` (from the next one to write) the writer codes at once with `threads`
+/// threads and at most `max_bytes` raw bytes in flight (one part always): one where `threads`
+/// is 1 (with the shared scratch); else at least `threads` parts (a large tensor's parts, one
+/// a thread) where `max_bytes` allows, and more while the window's raw bytes stay within
+/// `threads` times [`SMALL_PARTS_BYTES`] (small tensors, several a task). Memory stays
+/// within what `threads` full parts take, and within `max_bytes`.
+fn window_len(pieces: &[(usize, TensorSpan, bool)], threads: usize, max_bytes: u64) -> usize {
+    if threads <= 1 {
+        return 1.min(pieces.len());
+    }
+    let budget = threads as u64 * SMALL_PARTS_BYTES;
+    let mut bytes = 0u64;
+    let mut n = 0;
+    for (_, part, _) in pieces {
+        let total = bytes.saturating_add(part.len);
+        if n > 0 && total > max_bytes {
+            break;
+        }
+        let fits = total <= budget && n < WINDOW_PARTS_MAX;
+        if n >= threads && !fits {
+            break;
+        }
+        bytes = total;
+        n += 1;
+    }
+    n
 }
 
 /// One part, coded.
@@ -366,5 +422,48 @@ impl Seek for Discard {
         };
         self.pos = base.ok_or_else(|| std::io::Error::other("seek before the start"))?;
         Ok(self.pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(lens: &[u64]) -> Vec<(usize, TensorSpan, bool)> {
+        lens.iter()
+            .enumerate()
+            .map(|(i, &len)| {
+                let span = TensorSpan {
+                    name: format!("t{i}"),
+                    dtype: "U8".into(),
+                    shape: vec![len as usize],
+                    dtype_bits: 8,
+                    offset: 0,
+                    len,
+                };
+                (i, span, true)
+            })
+            .collect()
+    }
+
+    /// Windows: one part with one thread; a large part a thread, or one at a time within one
+    /// part's bytes; small parts many together, within the budget and the byte bound.
+    #[test]
+    fn windows_take_small_parts_together_and_large_ones_within_the_bound() {
+        let big = parts(&[MAX_PART_LEN; 4]);
+        assert_eq!(window_len(&big, 1, u64::MAX), 1);
+        assert_eq!(window_len(&big, 2, u64::MAX), 2);
+        assert_eq!(window_len(&big, 2, MAX_PART_LEN), 1);
+        let small = parts(&[4096; 10_000]);
+        assert_eq!(window_len(&small, 1, u64::MAX), 1);
+        assert_eq!(window_len(&small, 2, u64::MAX), 2048);
+        assert_eq!(window_len(&small, 8, MAX_PART_LEN), WINDOW_PARTS_MAX);
+        assert_eq!(window_len(&small, 2, 3 * 4096), 3);
+        assert_eq!(window_len(&small[..5], 2, u64::MAX), 5);
+        assert_eq!(window_len(&[], 2, u64::MAX), 0);
+        // A large part after small ones ends the window where it would pass the bound.
+        let mixed = parts(&[4096, 4096, MAX_PART_LEN, 4096]);
+        assert_eq!(window_len(&mixed, 2, MAX_PART_LEN), 2);
+        assert_eq!(window_len(&mixed, 4, u64::MAX), 4);
     }
 }

@@ -231,8 +231,9 @@ fn tensors_larger_than_a_part_round_trip_in_parts() {
     }
 }
 
-/// Parts coded in parallel (`threads`) give the same container, byte for byte, as one at a
-/// time: every dataset file in parts, best ratio and a fixed codec.
+/// Parts coded in parallel (`threads`; a window may hold parts of several tensors) give the
+/// same container, byte for byte, and the same events, as one at a time: dataset files in
+/// parts, best ratio and a fixed codec.
 #[test]
 fn parallel_parts_write_the_same_container() {
     let dir = datasets_dir();
@@ -245,9 +246,30 @@ fn parallel_parts_write_the_same_container() {
             let mut four = one.clone();
             four.threads = 4;
             let (mut a, mut b) = (Cursor::new(Vec::new()), Cursor::new(Vec::new()));
-            compress(&bytes[..], &mut a, &one, |_| {}).unwrap();
-            compress(&bytes[..], &mut b, &four, |_| {}).unwrap();
+            // The events too: every part and every tensor's report, in file order (parallel
+            // windows hold parts of several tensors).
+            fn said(e: planepack_container::Event) -> String {
+                match e {
+                    planepack_container::Event::Part { raw_bytes } => format!("{raw_bytes}"),
+                    planepack_container::Event::Tensor(t) => format!(
+                        "{} {} {} {:?}",
+                        t.name, t.parts, t.compressed_bytes, t.codec
+                    ),
+                }
+            }
+            let (mut ea, mut eb) = (Vec::new(), Vec::new());
+            compress(&bytes[..], &mut a, &one, |e| ea.push(said(e))).unwrap();
+            compress(&bytes[..], &mut b, &four, |e| eb.push(said(e))).unwrap();
             assert!(a.get_ref() == b.get_ref(), "{} {policy:?}", d.name);
+            assert_eq!(ea, eb, "{} {policy:?}", d.name);
+            // Windows held to one part's bytes (as `planepack compress` holds them).
+            let mut bounded = four.clone();
+            bounded.window_bytes = one.part_len;
+            let (mut c, mut ec) = (Cursor::new(Vec::new()), Vec::new());
+            compress(&bytes[..], &mut c, &bounded, |e| ec.push(said(e))).unwrap();
+            assert!(a.get_ref() == c.get_ref(), "{} {policy:?} bounded", d.name);
+            assert_eq!(ea, ec, "{} {policy:?} bounded", d.name);
+            assert!(ea.iter().filter(|e| e.contains(' ')).count() > 1);
         }
     }
 }
