@@ -16,6 +16,8 @@
 //! * `trace`: keep/swap/drop planning on training-step traces -> bench-results/trace/.
 //! * `activation-study`: structure in the tensors (zeros, runs, repeats, matches), what the
 //!   rANS modelled chunk takes, the gap to the best peer -> bench-results/activation-study.md.
+//! * `vs-openzl`: `rans` beside OpenZL's best graph, tensor by tensor, on files you name: where
+//!   it trails and leads (printed; a tool for finding structure, not a figure).
 //! * `cli-memory`: peak resident memory of the `planepack` command on a 2 GiB file.
 //! * `ibp-clusters`: IBP with one mask per k-means cluster of rows, C = 1, 2, 4, 8.
 //! * `kv-stream`: IBP's KV-cache stream on the real KV caches (prompt mask, append, fetch).
@@ -38,6 +40,7 @@ mod rans_study;
 mod tidy;
 mod trace;
 mod trace_paper;
+mod vs_openzl;
 mod workloads;
 
 use anyhow::{bail, Result};
@@ -86,6 +89,16 @@ enum Command {
         /// (bench-results/activation-study-workloads.md).
         #[arg(long)]
         workloads: bool,
+    },
+    /// `rans` beside OpenZL's best graph, tensor by tensor (pieces cut as the bench cuts them),
+    /// on the files named: totals per dtype and the pieces where `rans` trails and leads most.
+    VsOpenzl {
+        /// .safetensors / .npy files.
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+        /// How many pieces to list each way.
+        #[arg(long, default_value_t = 15)]
+        top: usize,
     },
     /// Run the criterion benchmarks and write bench-results/criterion.md.
     Criterion {
@@ -229,6 +242,11 @@ fn main() -> Result<()> {
             runs,
             workloads,
         } => criterion::run(no_run, runs, workloads),
+        Command::VsOpenzl { files, top } => vs_openzl::run(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+            &files,
+            top,
+        ),
         Command::Datasets { stats } => datasets(stats),
         Command::Workloads {
             out,

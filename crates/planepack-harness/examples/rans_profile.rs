@@ -1,8 +1,9 @@
 //! Encode and decode one workload batch in a loop, for a profiler (`rans` unless a codec of the
 //! catalogue is named; `ENCODE_ONLY=1` or `=parallel` times the encoder alone, `DECODE_ONLY=1`
-//! the decoder alone, best of ITERS; `NO_ROW_CONTEXTS=1` the default rans without row planes):
+//! the decoder alone, best of ITERS; `NO_ROW_CONTEXTS=1` the default rans without row planes;
+//! `SMALL=1` the file's batch of tensors under 1 MiB, where per-tensor costs show):
 //! `cargo run --profile profiling -p planepack-harness --example rans_profile -- STEM [ITERS]
-//! [CODEC]`.
+//! [CODEC]`, STEM a workload's (target/workloads/STEM.safetensors) or a file's path.
 use planepack_container::CodecSpec;
 use planepack_harness::input::{Batches, BATCH_BYTES};
 use planepack_harness::SizeClass;
@@ -13,9 +14,16 @@ fn main() {
     let stem = args.next().expect("a workload stem");
     let iters: usize = args.next().map_or(3, |s| s.parse().unwrap());
     let codec_name = args.next().unwrap_or_else(|| "rans".into());
-    let path = std::path::Path::new("target/workloads").join(format!("{stem}.safetensors"));
+    let path = match stem.ends_with(".safetensors") {
+        true => std::path::PathBuf::from(&stem),
+        false => std::path::Path::new("target/workloads").join(format!("{stem}.safetensors")),
+    };
     let mut b = Batches::open(&stem, "workload", &path, BATCH_BYTES).unwrap();
-    let i = [SizeClass::Large, SizeClass::Medium]
+    let classes = match std::env::var_os("SMALL").is_some() {
+        true => vec![SizeClass::Small],
+        false => vec![SizeClass::Large, SizeClass::Medium],
+    };
+    let i = classes
         .into_iter()
         .find_map(|c| (0..b.len()).find(|&i| b.kind(i).is_some_and(|k| k.1 == c)))
         .unwrap();

@@ -135,6 +135,16 @@ pub fn geomean_by(recs: &[&Record], f: impl Fn(&Record) -> f64) -> f64 {
     geomean(&recs.iter().map(|x| f(x)).collect::<Vec<_>>())
 }
 
+/// A text field of the CSV: quoted, its quotes doubled (RFC 4180), where it holds a comma, a
+/// quote or a line break (device names do: "llvmpipe (LLVM 15.0.6, 256 bits)").
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
+
 /// CSV with one line per record.
 pub fn csv(res: &Results) -> String {
     let mut s = String::from(
@@ -144,7 +154,7 @@ pub fn csv(res: &Results) -> String {
     for r in &res.records {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{:.5},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},\"{}\",{},{},{:.4}",
+            "{},{},{},{},{},{},{},{},{:.5},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{},{},{},{:.4}",
             r.dataset,
             r.category,
             r.dtype,
@@ -162,9 +172,9 @@ pub fn csv(res: &Results) -> String {
             r.decode_gbps_spread[1],
             r.decode_allcore_gbps,
             r.memcpy_gbps,
-            r.device,
+            csv_field(&r.device),
             r.gpu_decode_gbps.map(|g| format!("{g:.3}")).unwrap_or_default(),
-            r.gpu_device.clone().unwrap_or_default(),
+            csv_field(r.gpu_device.as_deref().unwrap_or_default()),
             r.encode_allcore_gbps
         );
     }

@@ -102,6 +102,8 @@ fn records_tables_and_plots_from_tiny_inputs() {
     assert!(!blosc.gpu_decoder && bp.gpu_decoder);
     assert!(!bp.cpu.is_empty() && !bp.simd_tier.is_empty() && bp.threads >= 1);
 
+    // A device name with a comma and a quote (lavapipe's has a comma) stays one field.
+    records[0].gpu_device = Some("llvmpipe (LLVM 15.0.6, 256 bits) \"x\"".into());
     let res = Results {
         schema_version: planepack_harness::SCHEMA_VERSION,
         machine: "test".into(),
@@ -112,6 +114,19 @@ fn records_tables_and_plots_from_tiny_inputs() {
     };
     let csv = report::csv(&res);
     assert_eq!(csv.lines().count(), 1 + res.records.len());
+    // Fields per line, commas inside quotes not counted (RFC 4180).
+    let fields = |line: &str| {
+        let mut quoted = false;
+        1 + line
+            .chars()
+            .filter(|&c| {
+                quoted ^= c == '"';
+                c == ',' && !quoted
+            })
+            .count()
+    };
+    let header = fields(csv.lines().next().unwrap());
+    assert!(csv.lines().all(|l| fields(l) == header), "{csv}");
     let md = report::summary(&res);
     for needle in [
         "## activations",
