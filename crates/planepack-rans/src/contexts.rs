@@ -351,7 +351,7 @@ fn count_by_context<T>(
 
 /// [`count_by_context`] over the whole elements of `W` bytes in `part` (`W` a constant, so
 /// that each element's bytes are read at fixed offsets).
-fn count_elements<const W: usize>(
+pub(crate) fn count_elements<const W: usize>(
     part: &[u8],
     rotate: bool,
     context_of: &[u8; 256],
@@ -401,6 +401,21 @@ pub(crate) fn plan_tables(
     form: TableForm,
     parallel: bool,
 ) -> Option<(ContextTables, Vec<[u32; 256]>)> {
+    let e0 = sample_e0(body, width, rotate)?;
+    let table = context_table(e0);
+    let (chunk_counts, ctx) = count_chunks::<CONTEXTS>(body, chunk_bytes, parallel, |chunk, h| {
+        if width == 2 {
+            count_elements::<2>(chunk, rotate, &table, h);
+        } else {
+            count_elements::<4>(chunk, rotate, &table, h);
+        }
+    });
+    kept(e0, &ctx, chunk_counts, form)
+}
+
+/// [`plan_tables`]'s first step: `E0`, if the tensor qualifies and its rotation samples say
+/// the contexts save enough for the whole body to be counted.
+pub(crate) fn sample_e0(body: &[u8], width: usize, rotate: bool) -> Option<u8> {
     if !matches!(width, 2 | 4) || body.len() < MIN_TENSOR_BYTES {
         return None;
     }
@@ -433,41 +448,33 @@ pub(crate) fn plan_tables(
             (n, std::cmp::Reverse(e))
         })
         .unwrap_or(0) as u8;
-    let by_context = |joint: &[[u32; 256]]| {
-        let mut ctx = [[0u32; 256]; CONTEXTS];
-        for (e, row) in joint.iter().enumerate() {
-            let c = &mut ctx[context(e as u8, e0)];
-            for (n, &j) in c.iter_mut().zip(row) {
-                *n += j;
-            }
+    let mut ctx = [[0u32; 256]; CONTEXTS];
+    for (e, row) in joint.iter().enumerate() {
+        let c = &mut ctx[context(e as u8, e0)];
+        for (n, &j) in c.iter_mut().zip(row) {
+            *n += j;
         }
-        ctx
-    };
-    let saving = |ctx: &[[u32; 256]; CONTEXTS]| {
-        let mut all = [0u32; 256];
-        for c in ctx {
-            for (a, &n) in all.iter_mut().zip(c) {
-                *a += n;
-            }
-        }
-        entropy(&all) - ctx.iter().map(entropy).sum::<f64>()
-    };
-    if saving(&by_context(&joint)) < SAMPLE_MIN_SAVING * plane_bits {
-        return None;
     }
-    // The whole body, counted by context a chunk at a time: the chunks' counts are kept for
-    // their plans (which would otherwise count each chunk again).
-    let table = context_table(e0);
-    let (chunk_counts, ctx) = count_chunks::<CONTEXTS>(body, chunk_bytes, parallel, |chunk, h| {
-        if width == 2 {
-            count_elements::<2>(chunk, rotate, &table, h);
-        } else {
-            count_elements::<4>(chunk, rotate, &table, h);
-        }
-    });
-    let tables = ContextTables::from_counts(e0, &ctx)?;
-    (saving(&ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len(form) as f64)
+    (saving(&ctx) >= SAMPLE_MIN_SAVING * plane_bits).then_some(e0)
+}
+
+/// [`plan_tables`]'s last step: the tables of the whole body's counts `ctx` (each context's
+/// plane-1 histogram under `E0`), with the chunks' counts, if they save at least
+/// [`TABLES_PAY_TIMES`] their size.
+pub(crate) fn kept(
+    e0: u8,
+    ctx: &[[u32; 256]; CONTEXTS],
+    chunk_counts: Vec<[u32; 256]>,
+    form: TableForm,
+) -> Option<(ContextTables, Vec<[u32; 256]>)> {
+    let tables = ContextTables::from_counts(e0, ctx)?;
+    (saving(ctx) / 8.0 >= TABLES_PAY_TIMES * tables.written_len(form) as f64)
         .then_some((tables, chunk_counts))
+}
+
+/// Bits the contexts save on `ctx`'s plane 1 against one order-0 histogram.
+fn saving(ctx: &[[u32; 256]; CONTEXTS]) -> f64 {
+    entropy(&merged(ctx)) - ctx.iter().map(entropy).sum::<f64>()
 }
 
 /// Each chunk's `N` histograms, as `count(chunk, h)` puts them in `h`, chunk after chunk of
@@ -502,6 +509,54 @@ pub(crate) fn count_chunks<const N: usize>(
         add_histograms(&mut all, chunk);
     }
     (chunk_counts, all)
+}
+
+/// [`count_chunks`] for two models' histograms counted in one pass: `count(chunk, h)` puts
+/// `A + B` histograms in `h`, the first `A` go to the first model's chunk counts, the other
+/// `B` to the second's (each as [`count_chunks`] gives them, with their sums), so that
+/// neither list is copied out of a joint one.
+#[allow(clippy::type_complexity)]
+pub(crate) fn count_chunks_two<const A: usize, const B: usize>(
+    body: &[u8],
+    chunk_bytes: usize,
+    parallel: bool,
+    count: impl Fn(&[u8], &mut Vec<[u32; 256]>) + Sync,
+) -> (
+    (Vec<[u32; 256]>, [[u32; 256]; A]),
+    (Vec<[u32; 256]>, [[u32; 256]; B]),
+) {
+    let count_part = |part: &[u8]| {
+        let chunks = part.len().div_ceil(chunk_bytes);
+        let (mut a, mut b) = (
+            Vec::with_capacity(chunks * A),
+            Vec::with_capacity(chunks * B),
+        );
+        let mut h = Vec::new();
+        for chunk in part.chunks(chunk_bytes) {
+            count(chunk, &mut h);
+            debug_assert_eq!(h.len(), A + B);
+            a.extend_from_slice(&h[..A]);
+            b.extend_from_slice(&h[A..]);
+        }
+        (a, b)
+    };
+    let task = chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
+    let (a, b) = if parallel {
+        use rayon::prelude::*;
+        let parts: Vec<_> = body.par_chunks(task).map(count_part).collect();
+        let (a, b): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
+        (a.concat(), b.concat())
+    } else {
+        count_part(body)
+    };
+    let (mut sum_a, mut sum_b) = ([[0u32; 256]; A], [[0u32; 256]; B]);
+    for chunk in a.chunks_exact(A) {
+        add_histograms(&mut sum_a, chunk);
+    }
+    for chunk in b.chunks_exact(B) {
+        add_histograms(&mut sum_b, chunk);
+    }
+    ((a, sum_a), (b, sum_b))
 }
 
 /// One histogram of the elements of every context: the sum of `h`.

@@ -872,6 +872,79 @@ impl Rans {
         }
     }
 
+    /// The tensor's context tables and row tables, each where it pays (the rules of
+    /// [`crate::contexts::plan_tables`] and [`crate::row_contexts::plan_tables`]). Where the
+    /// samples call for both, the body is counted for both in one pass; the result is what
+    /// the two planners give one after the other, the row tables' `E0` the context tables'
+    /// where those are kept (their own where not: counted again if that differs).
+    fn plan_models(
+        &self,
+        body: &[u8],
+        width: usize,
+        rotate: bool,
+        row: usize,
+        chunk_bytes: usize,
+        parallel: bool,
+    ) -> (
+        Option<ContextEncoder>,
+        Option<crate::row_contexts::RowEncoder>,
+    ) {
+        use crate::contexts::{self, CONTEXTS};
+        use crate::row_contexts::{self as rows, RowSetup, ROW_CONTEXTS};
+        let form = self.table_form();
+        let ctx_e0 = if self.contexts {
+            contexts::sample_e0(body, width, rotate)
+        } else {
+            None
+        };
+        let both = match ctx_e0 {
+            Some(e0) if self.row_contexts => {
+                RowSetup::new(body, width, rotate, row, Some(e0), chunk_bytes).map(|s| (e0, s))
+            }
+            _ => None,
+        };
+        let Some((e0, setup)) = both else {
+            let contexts = ctx_e0.and_then(|_| {
+                contexts::plan_tables(body, width, rotate, chunk_bytes, form, parallel)
+            });
+            let contexts = contexts.map(|(t, c)| ContextEncoder::with_chunk_counts(t, c));
+            let rows = self.row_contexts.then(|| {
+                rows::plan_tables(
+                    body,
+                    width,
+                    rotate,
+                    row,
+                    contexts.as_ref().map(|c| c.tables.e0),
+                    chunk_bytes,
+                    form,
+                    parallel,
+                )
+            });
+            return (contexts, rows.flatten());
+        };
+        let ctx_of = contexts::context_table(e0);
+        let ((ctx_counts, ctx_all), (row_counts, row_all)) =
+            contexts::count_chunks_two::<CONTEXTS, ROW_CONTEXTS>(
+                body,
+                chunk_bytes,
+                parallel,
+                |chunk, h| rows::count_with_contexts(chunk, width, rotate, &setup, &ctx_of, h),
+            );
+        let contexts = contexts::kept(e0, &ctx_all, ctx_counts, form)
+            .map(|(t, c)| ContextEncoder::with_chunk_counts(t, c));
+        let rows = if contexts.is_some() {
+            setup.kept(row_counts, &row_all, form)
+        } else {
+            // Without context tables the row tables take the samples' own E0.
+            let own = RowSetup::new(body, width, rotate, row, None, chunk_bytes);
+            match own {
+                Some(own) if own == setup => own.kept(row_counts, &row_all, form),
+                _ => rows::plan_tables(body, width, rotate, row, None, chunk_bytes, form, parallel),
+            }
+        };
+        (contexts, rows)
+    }
+
     /// Encode with rows of `row` elements (0: no shape), `rows` the repeated ones; the chunks
     /// on all of rayon's threads if `parallel` (the same bytes either way).
     pub(crate) fn encode_rows(
@@ -930,33 +1003,14 @@ impl Rans {
             self.rotate && width > 1 && rotation_pays(&input_body[..body], width, &mut s.planes);
         // (For single bytes the flag means nothing; it is set as this encoder always did.)
         flags |= u8::from(if width == 1 { self.rotate } else { rotate });
-        let contexts = if self.contexts {
-            crate::contexts::plan_tables(
-                &input_body[..body],
-                width,
-                rotate,
-                chunk_bytes,
-                self.table_form(),
-                parallel,
-            )
-            .map(|(tables, counts)| ContextEncoder::with_chunk_counts(tables, counts))
-        } else {
-            None
-        };
-        let rows_enc = if self.row_contexts {
-            crate::row_contexts::plan_tables(
-                &input_body[..body],
-                width,
-                rotate,
-                row,
-                contexts.as_ref().map(|c| c.tables.e0),
-                chunk_bytes,
-                self.table_form(),
-                parallel,
-            )
-        } else {
-            None
-        };
+        let (contexts, rows_enc) = self.plan_models(
+            &input_body[..body],
+            width,
+            rotate,
+            row,
+            chunk_bytes,
+            parallel,
+        );
         let mut plan = TensorPlan {
             width,
             rotate,

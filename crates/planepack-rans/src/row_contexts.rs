@@ -388,86 +388,288 @@ pub(crate) fn plan_tables(
     form: TableForm,
     parallel: bool,
 ) -> Option<RowEncoder> {
-    let chunk_elems = chunk_bytes / width;
-    if !matches!(width, 2 | 4)
-        || body.len() < MIN_TENSOR_BYTES
-        || row == 0
-        || row >= chunk_elems
-        || u32::try_from(row).is_err()
-    {
-        return None;
-    }
-    let samples = crate::encode::rotation_samples(body.len(), width);
-    let e0 = e0.unwrap_or_else(|| {
-        let mut h = [0u64; 256];
-        for r in &samples {
-            for e in body[r.clone()].chunks_exact(width) {
-                if e.iter().any(|&b| b != 0) {
-                    h[crate::contexts::top_two(e, width, rotate).0 as usize] += 1;
-                }
-            }
-        }
-        (0..256)
-            .max_by_key(|&e| (h[e], std::cmp::Reverse(e)))
-            .unwrap_or(0) as u8
-    });
-    let context_table =
-        |shift: u8| -> [u8; 256] { std::array::from_fn(|e| row_context(e as u8, e0, shift) as u8) };
-    let shift = if width == 2 {
-        // The shift whose contexts leave the samples' planes 0 the fewest bits.
-        let bits = |shift: u8| {
-            let table = context_table(shift);
-            let mut h = Vec::new();
-            let mut all = vec![[0u32; 256]; ROW_CONTEXTS];
-            for r in &samples {
-                count_rows(&body[r.clone()], width, rotate, row, &table, &mut h);
-                add_histograms(&mut all, &h);
-            }
-            all.iter().map(entropy).sum::<f64>()
-        };
-        if bits(3) < bits(0) {
-            3
-        } else {
-            0
-        }
-    } else {
-        0
-    };
-    let table = context_table(shift);
+    let setup = RowSetup::new(body, width, rotate, row, e0, chunk_bytes)?;
     let (chunk_counts, all) =
         count_chunks::<ROW_CONTEXTS>(body, chunk_bytes, parallel, |chunk, h| {
-            count_rows(chunk, width, rotate, row, &table, h)
+            count_rows(chunk, width, rotate, row, &setup.context_of, h)
         });
-    let tables: [Option<Table>; ROW_CONTEXTS] = std::array::from_fn(|c| {
-        all[c]
-            .iter()
-            .any(|&n| n > 0)
-            .then(|| Table::from_counts(&all[c]))
-    });
-    let tables = RowTables {
-        e0,
-        distance: row as u32,
-        shift,
-        tables,
-    };
-    let section = tables.written_len(form) as f64;
-    let enc = RowEncoder::new(tables, chunk_counts);
-    // What the chunks would save: each chunk's plane 0 under its own table (entropy, table,
-    // lanes) against the row tables (cross entropy, lanes), where smaller.
-    let mut saving = 0.0;
-    for chunk in enc.chunk_counts.chunks_exact(ROW_CONTEXTS) {
-        let sum = merged(chunk);
-        let own = Table::from_counts(&sum);
-        let own_bytes = own.cost_bits(&sum) / 8.0 + own.written_len(form) as f64;
-        let row_bytes = cost_bits(&enc.cost, chunk) / 8.0;
-        saving += (own_bytes - row_bytes).max(0.0);
+    setup.kept(chunk_counts, &all, form)
+}
+
+/// What [`plan_tables`] decides before it counts the body: the row distance, `E0` and the
+/// shift, and with them each plane-0 byte's context.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct RowSetup {
+    pub row: usize,
+    pub e0: u8,
+    pub shift: u8,
+    pub context_of: [u8; 256],
+}
+
+impl RowSetup {
+    /// The setup of [`plan_tables`], if the tensor can have row tables at all.
+    pub(crate) fn new(
+        body: &[u8],
+        width: usize,
+        rotate: bool,
+        row: usize,
+        e0: Option<u8>,
+        chunk_bytes: usize,
+    ) -> Option<RowSetup> {
+        if !possible(body, width, row, chunk_bytes) {
+            return None;
+        }
+        let samples = crate::encode::rotation_samples(body.len(), width);
+        let e0 = e0.unwrap_or_else(|| samples_e0(body, width, rotate));
+        let context_table = |shift: u8| -> [u8; 256] {
+            std::array::from_fn(|e| row_context(e as u8, e0, shift) as u8)
+        };
+        let shift = if width == 2 {
+            // The shift whose contexts leave the samples' planes 0 the fewest bits.
+            let bits = |shift: u8| {
+                let table = context_table(shift);
+                let mut h = Vec::new();
+                let mut all = vec![[0u32; 256]; ROW_CONTEXTS];
+                for r in &samples {
+                    count_rows(&body[r.clone()], width, rotate, row, &table, &mut h);
+                    add_histograms(&mut all, &h);
+                }
+                all.iter().map(entropy).sum::<f64>()
+            };
+            if bits(3) < bits(0) {
+                3
+            } else {
+                0
+            }
+        } else {
+            0
+        };
+        Some(RowSetup {
+            row,
+            e0,
+            shift,
+            context_of: context_table(shift),
+        })
     }
-    (saving >= TABLES_PAY_TIMES * section).then_some(enc)
+
+    /// [`plan_tables`]'s last step: the encoder of the whole body's counts `all` (and each
+    /// chunk's, [`ROW_CONTEXTS`] histograms a chunk), if the chunks save enough with it.
+    pub(crate) fn kept(
+        self,
+        chunk_counts: Vec<[u32; 256]>,
+        all: &[[u32; 256]; ROW_CONTEXTS],
+        form: TableForm,
+    ) -> Option<RowEncoder> {
+        let tables: [Option<Table>; ROW_CONTEXTS] = std::array::from_fn(|c| {
+            all[c]
+                .iter()
+                .any(|&n| n > 0)
+                .then(|| Table::from_counts(&all[c]))
+        });
+        let tables = RowTables {
+            e0: self.e0,
+            distance: self.row as u32,
+            shift: self.shift,
+            tables,
+        };
+        let section = tables.written_len(form) as f64;
+        let enc = RowEncoder::new(tables, chunk_counts);
+        // What the chunks would save: each chunk's plane 0 under its own table (entropy,
+        // table, lanes) against the row tables (cross entropy, lanes), where smaller.
+        let mut saving = 0.0;
+        for chunk in enc.chunk_counts.chunks_exact(ROW_CONTEXTS) {
+            let sum = merged(chunk);
+            let own = Table::from_counts(&sum);
+            let own_bytes = own.cost_bits(&sum) / 8.0 + own.written_len(form) as f64;
+            let row_bytes = cost_bits(&enc.cost, chunk) / 8.0;
+            saving += (own_bytes - row_bytes).max(0.0);
+        }
+        (saving >= TABLES_PAY_TIMES * section).then_some(enc)
+    }
+}
+
+/// Whether a tensor can have row tables: at least [`MIN_TENSOR_BYTES`] of 2- or 4-byte
+/// elements, rows shorter than a chunk.
+fn possible(body: &[u8], width: usize, row: usize, chunk_bytes: usize) -> bool {
+    matches!(width, 2 | 4)
+        && body.len() >= MIN_TENSOR_BYTES
+        && row > 0
+        && row < chunk_bytes / width
+        && u32::try_from(row).is_ok()
+}
+
+/// The most frequent plane-0 byte of the nonzero elements of the rotation samples (ties:
+/// the lowest): the row tables' `E0` where the stream has no context section.
+pub(crate) fn samples_e0(body: &[u8], width: usize, rotate: bool) -> u8 {
+    let mut h = [0u64; 256];
+    for r in crate::encode::rotation_samples(body.len(), width) {
+        for e in body[r].chunks_exact(width) {
+            if e.iter().any(|&b| b != 0) {
+                h[crate::contexts::top_two(e, width, rotate).0 as usize] += 1;
+            }
+        }
+    }
+    (0..256)
+        .max_by_key(|&e| (h[e], std::cmp::Reverse(e)))
+        .unwrap_or(0) as u8
+}
+
+/// A chunk's context counts and row counts in one pass over its elements: `h` becomes the
+/// [`crate::contexts::CONTEXTS`] histograms `count_elements` of the context count makes
+/// (plane 1 by the plane-0 byte's context `ctx_of`), then the [`ROW_CONTEXTS`] ones
+/// [`count_rows`] makes (plane 0 by the row context `setup.context_of` of the element
+/// `setup.row` back). The same counts as the two passes (tested), each element read once:
+/// the two passes were a quarter of encoding a transformer's activations.
+pub(crate) fn count_with_contexts(
+    chunk: &[u8],
+    width: usize,
+    rotate: bool,
+    setup: &RowSetup,
+    ctx_of: &[u8; 256],
+    h: &mut Vec<[u32; 256]>,
+) {
+    let (u, row_of) = (setup.row, &setup.context_of);
+    match (width, rotate) {
+        (2, false) => count_both::<2, false>(chunk, u, ctx_of, row_of, h),
+        (2, true) => count_both::<2, true>(chunk, u, ctx_of, row_of, h),
+        (_, false) => count_both::<4, false>(chunk, u, ctx_of, row_of, h),
+        (_, true) => count_both::<4, true>(chunk, u, ctx_of, row_of, h),
+    }
+}
+
+/// [`count_with_contexts`] for elements of `W` bytes, in 16-bit counters where a chunk is
+/// short enough that none can overflow (each of the four sets takes every fourth element;
+/// the default chunk's sets then take 28 KiB, inside the first-level cache), else 32-bit.
+fn count_both<const W: usize, const R: bool>(
+    chunk: &[u8],
+    u: usize,
+    ctx_of: &[u8; 256],
+    row_of: &[u8; 256],
+    h: &mut Vec<[u32; 256]>,
+) {
+    if chunk.len() / W <= 4 * u16::MAX as usize {
+        count_both_in::<W, R, u16>(chunk, u, ctx_of, row_of, h)
+    } else {
+        count_both_in::<W, R, u32>(chunk, u, ctx_of, row_of, h)
+    }
+}
+
+fn count_both_in<const W: usize, const R: bool, C>(
+    chunk: &[u8],
+    u: usize,
+    ctx_of: &[u8; 256],
+    row_of: &[u8; 256],
+    h: &mut Vec<[u32; 256]>,
+) where
+    C: Copy + Default + std::ops::AddAssign + From<u8> + Into<u32>,
+{
+    use crate::contexts::CONTEXTS;
+    // A set: the context histograms, then the row histograms.
+    const SET: usize = (CONTEXTS + ROW_CONTEXTS) * 256;
+    let elems: &[[u8; W]] = chunk.as_chunks::<W>().0;
+    let two = |e: &[u8; W]| crate::contexts::top_two(e, W, R);
+    // Each context's first counter in a set, looked up once per plane-0 byte (as the two
+    // passes clamp them).
+    let ctx_at: [u16; 256] =
+        std::array::from_fn(|e| ((ctx_of[e] as usize).min(CONTEXTS - 1) * 256) as u16);
+    let row_at: [u16; 256] =
+        std::array::from_fn(|e| ((CONTEXTS + (row_of[e] as usize).min(ROW_FIRST)) * 256) as u16);
+    const FIRST_AT: usize = (CONTEXTS + ROW_FIRST) * 256;
+    let one = C::from(1);
+    let mut sets = [[C::default(); SET]; 4];
+    let first = u.min(elems.len());
+    for (i, e) in elems[..first].iter().enumerate() {
+        let (p0, p1) = two(e);
+        let set = &mut sets[i % 4];
+        set[ctx_at[p0 as usize] as usize | p1 as usize] += one;
+        set[FIRST_AT + p0 as usize] += one;
+    }
+    let (quads, rest) = elems[first..].as_chunks::<4>();
+    let (up_quads, up_rest) = elems[..elems.len() - first].as_chunks::<4>();
+    for (q, up) in quads.iter().zip(up_quads) {
+        for (set, (e, a)) in sets.iter_mut().zip(q.iter().zip(up)) {
+            let (p0, p1) = two(e);
+            set[ctx_at[p0 as usize] as usize | p1 as usize] += one;
+            set[row_at[two(a).0 as usize] as usize | p0 as usize] += one;
+        }
+    }
+    for (e, a) in rest.iter().zip(up_rest) {
+        let (p0, p1) = two(e);
+        sets[0][ctx_at[p0 as usize] as usize | p1 as usize] += one;
+        sets[0][row_at[two(a).0 as usize] as usize | p0 as usize] += one;
+    }
+    h.clear();
+    h.resize(CONTEXTS + ROW_CONTEXTS, [0; 256]);
+    for (c, hist) in h.iter_mut().enumerate() {
+        for (s, n) in hist.iter_mut().enumerate() {
+            let at = c * 256 + s;
+            *n = sets.iter().map(|set| set[at].into()).sum();
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one-pass count of the context and row histograms equals the two passes', for both
+    /// widths, rotated or not, every row distance (inside, at and past the chunk's length),
+    /// lengths around the four sets' quads, and a chunk long enough for 32-bit counters.
+    #[test]
+    fn one_pass_counts_equal_the_two_passes() {
+        use crate::contexts::{context_table, count_elements, CONTEXTS};
+        let mut x = 11u32;
+        // Elements with runs and few exponents, as activations have (and some noise).
+        let bytes: Vec<u8> = (0..4 * 262_200)
+            .map(|i| {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                match i % 7 {
+                    0 | 1 => 0x3f,
+                    2 => 0x40 + (x >> 30) as u8,
+                    _ => (x >> 24) as u8,
+                }
+            })
+            .collect();
+        let ctx_of = context_table(0x7e);
+        for width in [2usize, 4] {
+            for rotate in [false, true] {
+                for (elems, u) in [
+                    (0usize, 1usize),
+                    (1, 1),
+                    (3, 2),
+                    (4, 4),
+                    (5, 1),
+                    (1003, 3),
+                    (1003, 64),
+                    (1003, 1003),
+                    (1003, 2000),
+                    (32768, 384),
+                    (262_200, 1536),
+                ] {
+                    let chunk = &bytes[..elems * width];
+                    let setup = RowSetup {
+                        row: u,
+                        e0: 0x7e,
+                        shift: 0,
+                        context_of: std::array::from_fn(|e| row_context(e as u8, 0x7e, 0) as u8),
+                    };
+                    let mut both = Vec::new();
+                    count_with_contexts(chunk, width, rotate, &setup, &ctx_of, &mut both);
+                    let (mut ctx, mut rows) = (Vec::new(), Vec::new());
+                    if width == 2 {
+                        count_elements::<2>(chunk, rotate, &ctx_of, &mut ctx);
+                    } else {
+                        count_elements::<4>(chunk, rotate, &ctx_of, &mut ctx);
+                    }
+                    count_rows(chunk, width, rotate, u, &setup.context_of, &mut rows);
+                    assert_eq!(both.len(), CONTEXTS + ROW_CONTEXTS);
+                    let at = format!("width {width} rotate {rotate} elems {elems} u {u}");
+                    assert!(both[..CONTEXTS] == ctx[..], "contexts, {at}");
+                    assert!(both[CONTEXTS..] == rows[..], "rows, {at}");
+                }
+            }
+        }
+    }
 
     /// Every lane count the encoder picks is within the plane's and divides the distance, or
     /// is `min(8, lanes_for(m))`, a quarter of the distance or less, where no divisor of 8
