@@ -124,21 +124,22 @@ impl Encoder {
     /// each lane's words in decoding order, lane 0 first. Fails if a lane would need more
     /// than 65535 words (planes of at most `32 * 65535` symbols always fit).
     pub fn encode(&mut self, table: &Table, symbols: &[u8], out: &mut Vec<u8>) -> Result<()> {
-        self.encode_with(table, symbols, true, out)
+        self.encode_with(table, symbols, planepack_core::cpu::AVX512, out)
     }
 
-    /// [`Encoder::encode`], with the AVX2 kernel where `simd` and the CPU allow (the same
-    /// bytes either way; the tests compare them).
+    /// [`Encoder::encode`], with the vector kernels of instruction-set tiers up to `tier`
+    /// ([`planepack_core::cpu`]) where the CPU has them (the same bytes at every tier; the
+    /// tests compare them).
     pub(crate) fn encode_with(
         &mut self,
         table: &Table,
         symbols: &[u8],
-        simd: bool,
+        tier: u8,
         out: &mut Vec<u8>,
     ) -> Result<()> {
         let mut syms = std::mem::take(&mut self.syms);
         coding_constants(&[Some(table)], &mut syms);
-        let r = self.encode_syms(&syms, None, symbols, lanes_for(symbols.len()), simd, out);
+        let r = self.encode_syms(&syms, None, symbols, lanes_for(symbols.len()), tier, out);
         self.syms = syms;
         r
     }
@@ -157,7 +158,7 @@ impl Encoder {
             Some(sel),
             symbols,
             lanes_for(symbols.len()),
-            true,
+            planepack_core::cpu::AVX512,
             out,
         )
     }
@@ -173,7 +174,14 @@ impl Encoder {
         out: &mut Vec<u8>,
     ) -> Result<()> {
         assert!((1..=MAX_LANES).contains(&k));
-        self.encode_syms(&tables.0, Some(sel), symbols, k, true, out)
+        self.encode_syms(
+            &tables.0,
+            Some(sel),
+            symbols,
+            k,
+            planepack_core::cpu::AVX512,
+            out,
+        )
     }
 
     fn encode_syms(
@@ -182,9 +190,10 @@ impl Encoder {
         sel: Option<&[u8]>,
         symbols: &[u8],
         k: usize,
-        simd: bool,
+        tier: u8,
         out: &mut Vec<u8>,
     ) -> Result<()> {
+        use planepack_core::cpu;
         let n = symbols.len();
         let tables = syms.len() / 256;
         // Every selector names a table (the kernels index by it unchecked).
@@ -204,16 +213,18 @@ impl Encoder {
         let mut head = [0usize; MAX_LANES];
         let mut stride = 0;
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = simd;
+        let _ = tier;
         match () {
             #[cfg(target_arch = "x86_64")]
-            () if simd && k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() => {
+            () if tier >= cpu::X86_64_V3 && k.is_multiple_of(8) && cpu::x86_64_v3() => {
+                let wide = tier >= cpu::AVX512 && k.is_multiple_of(16) && cpu::avx512();
                 stride = self.encode_avx2(
                     syms,
                     sel,
                     symbols,
                     k,
                     region,
+                    wide,
                     &mut states,
                     &mut pos,
                     &mut head,
@@ -249,7 +260,8 @@ impl Encoder {
     /// The AVX2 coder (the CPU has x86-64-v3, `k` is a multiple of 8): lanes below `n % k`
     /// have one symbol more than the rest, coded first (each lane runs backwards) by the
     /// scalar step into `self.words`; then every lane's common rounds, eight lanes to a
-    /// vector, their words compacted into `self.compact` (`head[l]` words for lane `l`, at
+    /// vector (sixteen with the AVX-512 kernel where `wide`: the CPU has that tier and `k` is
+    /// 16 or 32), their words compacted into `self.compact` (`head[l]` words for lane `l`, at
     /// `l` times the returned stride): they come before the extra symbol's in decoding order.
     #[cfg(target_arch = "x86_64")]
     #[allow(clippy::too_many_arguments)]
@@ -260,11 +272,13 @@ impl Encoder {
         symbols: &[u8],
         k: usize,
         region: usize,
+        wide: bool,
         states: &mut [u32; MAX_LANES],
         pos: &mut [usize; MAX_LANES],
         head: &mut [usize; MAX_LANES],
     ) -> usize {
         assert!(k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3());
+        assert!(!wide || (k.is_multiple_of(16) && planepack_core::cpu::avx512()));
         let common = symbols.len() / k;
         for (l, (x, p)) in states
             .iter_mut()
@@ -290,10 +304,14 @@ impl Encoder {
         // holds k words and one mask per round.
         unsafe {
             let (st, em) = (&mut self.stage[..common * k], &mut self.emitted[..common]);
-            match k / 8 {
-                1 => avx2::encode::<1>(info, body, body_sel, st, em, states),
-                2 => avx2::encode::<2>(info, body, body_sel, st, em, states),
-                3 => avx2::encode::<3>(info, body, body_sel, st, em, states),
+            // SAFETY (the wide kernel): the CPU runs the AVX-512 tier and k is 16 or 32
+            // (asserted above), G = k / 16.
+            match (k / 8, wide) {
+                (2, true) => avx512::encode::<1>(info, body, body_sel, st, em, states),
+                (4, true) => avx512::encode::<2>(info, body, body_sel, st, em, states),
+                (1, _) => avx2::encode::<1>(info, body, body_sel, st, em, states),
+                (2, _) => avx2::encode::<2>(info, body, body_sel, st, em, states),
+                (3, _) => avx2::encode::<3>(info, body, body_sel, st, em, states),
                 _ => avx2::encode::<4>(info, body, body_sel, st, em, states),
             }
         };
@@ -910,6 +928,119 @@ fn plane_rounds<const K: usize>(
     pos[..K].copy_from_slice(&ps);
 }
 
+/// The encoder's lane coder for 16 or 32 lanes at the AVX-512 tier: [`avx2::encode`]'s steps
+/// sixteen lanes to a register, the emit test a mask compare, each round's candidate words a
+/// narrowing store. Why: on an AVX2 coder a round of eight lanes is some thirty operations
+/// around one gather; here each operation does sixteen. The stage and emit masks are
+/// [`avx2::encode`]'s, so the same compaction follows, and the bytes are the same (the tests
+/// compare every tier with the scalar coder).
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{MAX_LANES, PROB_BITS};
+    use std::arch::x86_64::*;
+
+    /// [`super::avx2::div_mod`] for sixteen lanes, the reciprocal's first estimate from
+    /// `rcp14` (more exact than `rcp`, so the same bound holds; tested against integer
+    /// division for every `f` at the edges of the quotients).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub fn div_mod(x: __m512i, f: __m512i) -> (__m512i, __m512i) {
+        let ff = _mm512_cvtepi32_ps(f);
+        let r0 = _mm512_rcp14_ps(ff);
+        let rf = _mm512_mul_ps(r0, _mm512_fnmadd_ps(ff, r0, _mm512_set1_ps(2.0)));
+        let xf = _mm512_fmadd_ps(
+            _mm512_cvtepi32_ps(_mm512_srli_epi32::<16>(x)),
+            _mm512_set1_ps(65536.0),
+            _mm512_cvtepi32_ps(_mm512_and_si512(x, _mm512_set1_epi32(0xffff))),
+        );
+        let mut q = _mm512_cvttps_epi32(_mm512_mul_ps(xf, rf));
+        let mut r = _mm512_sub_epi32(x, _mm512_mullo_epi32(q, f));
+        let one = _mm512_set1_epi32(1);
+        let under = _mm512_cmplt_epi32_mask(r, _mm512_setzero_si512());
+        q = _mm512_mask_sub_epi32(q, under, q, one);
+        r = _mm512_mask_add_epi32(r, under, r, f);
+        let over = _mm512_cmpge_epi32_mask(r, f);
+        q = _mm512_mask_add_epi32(q, over, q, one);
+        r = _mm512_mask_sub_epi32(r, over, r, f);
+        (q, r)
+    }
+
+    /// [`super::avx2::encode`] with `G` groups of sixteen lanes (`16 G` lanes): the same
+    /// arguments, stage and emit masks.
+    ///
+    /// # Safety
+    /// The CPU must run the AVX-512 tier ([`planepack_core::cpu::avx512`]). `G` is 1 or 2,
+    /// `symbols.len()` a multiple of `16 G`, every symbol has a nonzero frequency, `stage`
+    /// holds a word per symbol and `emitted` a mask per round.
+    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
+    pub unsafe fn encode<const G: usize>(
+        info: &[u32],
+        symbols: &[u8],
+        sel: Option<&[u8]>,
+        stage: &mut [u16],
+        emitted: &mut [u32],
+        x: &mut [u32; MAX_LANES],
+    ) {
+        let k = 16 * G;
+        assert!((1..=2).contains(&G) && symbols.len().is_multiple_of(k));
+        assert!(stage.len() >= symbols.len() && emitted.len() >= symbols.len() / k);
+        // Every entry a gather can reach: the selected table's 256 entries.
+        assert!(info.len() >= 256);
+        assert!(sel.is_none_or(|s| s.len() == symbols.len()
+            && (s.is_empty() || 256 * (super::max_byte(s) as usize + 1) <= info.len())));
+        // SAFETY: `x` holds 32 lanes and g < G <= 2.
+        let mut xs: [__m512i; G] = std::array::from_fn(|g| unsafe {
+            _mm512_loadu_si512(x.as_ptr().add(16 * g) as *const __m512i)
+        });
+        let fmask = _mm512_set1_epi32(0x1fff);
+        let table = info.as_ptr() as *const i32;
+        for (r, row) in symbols.chunks_exact(k).enumerate().rev() {
+            let mut bits_all = 0u32;
+            for (g, xg) in xs.iter_mut().enumerate() {
+                // SAFETY: row holds k >= 16 (g + 1) bytes.
+                let raw = unsafe { _mm_loadu_si128(row.as_ptr().add(16 * g) as *const __m128i) };
+                let mut sv = _mm512_cvtepu8_epi32(raw);
+                if let Some(s) = sel {
+                    // SAFETY: `sel` is as long as `symbols`: round r's bytes 16g.. are inside.
+                    let t = unsafe {
+                        _mm_loadu_si128(s.as_ptr().add(r * k + 16 * g) as *const __m128i)
+                    };
+                    sv = _mm512_add_epi32(sv, _mm512_slli_epi32::<8>(_mm512_cvtepu8_epi32(t)));
+                }
+                // SAFETY: a symbol's entry is below 256 in its table, inside `info` (asserted).
+                let e = unsafe { _mm512_i32gather_epi32::<4>(sv, table) };
+                let f = _mm512_and_si512(e, fmask);
+                let cum = _mm512_srli_epi32::<13>(e);
+                let mut xv = *xg;
+                // Renormalise where x >= freq << (32 - PROB_BITS), unsigned (a frequency of
+                // 4096 shifts to 0 and never renormalises).
+                let xmax = _mm512_slli_epi32::<{ 32 - PROB_BITS }>(f);
+                let emit =
+                    _mm512_mask_cmpge_epu32_mask(_mm512_test_epi32_mask(xmax, xmax), xv, xmax);
+                bits_all |= (emit as u32) << (16 * g);
+                // SAFETY: round r's words for lanes 16g..16g+16 lie inside `stage` (checked).
+                unsafe {
+                    _mm256_storeu_si256(
+                        stage.as_mut_ptr().add(r * k + 16 * g) as *mut __m256i,
+                        _mm512_cvtepi32_epi16(xv),
+                    )
+                };
+                xv = _mm512_mask_srli_epi32::<16>(xv, emit, xv);
+                let (q, rem) = div_mod(xv, f);
+                *xg = _mm512_add_epi32(
+                    _mm512_add_epi32(_mm512_slli_epi32::<PROB_BITS>(q), rem),
+                    cum,
+                );
+            }
+            emitted[r] = bits_all;
+        }
+        for (g, v) in xs.iter().enumerate() {
+            // SAFETY: sixteen lanes from 16 * g are inside `x` (32 lanes).
+            unsafe { _mm512_storeu_si512(x.as_mut_ptr().add(16 * g) as *mut __m512i, *v) };
+        }
+    }
+}
+
 /// The decoder for 8, 16, 24 or 32 lanes with AVX2: groups of eight lanes, each step a gather from the
 /// decode table and a gather of every lane's next word, kept where the state fell below `L`
 /// (the scalar step, eight lanes at a time; the tests compare both on valid and damaged
@@ -1486,6 +1617,7 @@ mod tests {
     use super::*;
     use crate::contexts::ContextTables;
     use crate::model::histogram;
+    use planepack_core::cpu;
 
     /// The multiply that replaces the encoder's division is exact for every frequency, at the
     /// edges of every quotient that matters (just below, at and just above multiples of f,
@@ -1520,16 +1652,21 @@ mod tests {
         }
     }
 
-    /// The AVX2 encoder's division is exact for every frequency, at and around every kind of
-    /// quotient edge, over the states it meets (below `f * 2^20`).
+    /// The AVX2 and AVX-512 encoders' divisions are exact for every frequency, at and around
+    /// every kind of quotient edge, over the states they meet (below `f * 2^20`).
     #[test]
     #[cfg(target_arch = "x86_64")]
-    fn avx2_division_is_exact() {
+    fn vector_divisions_are_exact() {
         use std::arch::x86_64::*;
-        if !planepack_core::cpu::x86_64_v3() {
-            eprintln!("no AVX2 and FMA on this CPU: the kernel cannot run here");
+        if !cpu::x86_64_v3() {
+            eprintln!("no AVX2 and FMA on this CPU: the kernels cannot run here");
             return;
         }
+        let wide = cpu::avx512();
+        eprintln!(
+            "division tested at x86-64-v3{}",
+            if wide { " and AVX-512" } else { "" }
+        );
         let mut seed = 5u64;
         for f in 1..=4096u32 {
             let top = (f as u64) << 20; // exclusive
@@ -1546,30 +1683,42 @@ mod tests {
                     }
                 }
             }
-            for chunk in xs.chunks(8) {
-                let mut lanes = [0u32; 8];
+            for chunk in xs.chunks(16) {
+                let mut lanes = [0u32; 16];
                 lanes[..chunk.len()].copy_from_slice(chunk);
-                let (mut q, mut r) = ([0u32; 8], [0u32; 8]);
-                // SAFETY: the CPU has AVX2 and FMA (checked above); the arrays hold 8 u32.
+                let (mut q, mut r) = ([0u32; 16], [0u32; 16]);
+                // SAFETY: the CPU has AVX2 and FMA (checked above); the arrays hold 16 u32.
                 unsafe {
-                    let xv = _mm256_loadu_si256(lanes.as_ptr() as *const __m256i);
-                    let (qv, rv) = avx2::div_mod(xv, _mm256_set1_epi32(f as i32));
-                    _mm256_storeu_si256(q.as_mut_ptr() as *mut __m256i, qv);
-                    _mm256_storeu_si256(r.as_mut_ptr() as *mut __m256i, rv);
+                    for half in 0..2 {
+                        let xv = _mm256_loadu_si256(lanes.as_ptr().add(8 * half) as *const __m256i);
+                        let (qv, rv) = avx2::div_mod(xv, _mm256_set1_epi32(f as i32));
+                        _mm256_storeu_si256(q.as_mut_ptr().add(8 * half) as *mut __m256i, qv);
+                        _mm256_storeu_si256(r.as_mut_ptr().add(8 * half) as *mut __m256i, rv);
+                    }
                 }
-                for i in 0..8 {
-                    assert_eq!(
-                        (q[i], r[i]),
-                        (lanes[i] / f, lanes[i] % f),
-                        "{} / {f}",
-                        lanes[i]
-                    );
+                let expected: Vec<(u32, u32)> = lanes.iter().map(|&x| (x / f, x % f)).collect();
+                let got: Vec<(u32, u32)> = q.into_iter().zip(r).collect();
+                assert_eq!(got, expected, "AVX2, f {f}");
+                if wide {
+                    // SAFETY: the CPU runs the AVX-512 tier (checked); the arrays hold 16 u32.
+                    unsafe {
+                        let xv = _mm512_loadu_si512(lanes.as_ptr() as *const __m512i);
+                        let (qv, rv) = avx512::div_mod(xv, _mm512_set1_epi32(f as i32));
+                        _mm512_storeu_si512(q.as_mut_ptr() as *mut __m512i, qv);
+                        _mm512_storeu_si512(r.as_mut_ptr() as *mut __m512i, rv);
+                    }
+                    let got: Vec<(u32, u32)> = q.into_iter().zip(r).collect();
+                    assert_eq!(got, expected, "AVX-512, f {f}");
                 }
             }
         }
     }
 
-    /// The AVX2 encoder writes the scalar coder's bytes: skewed, flat and extreme tables
+    /// Every instruction-set tier the encoder can be held to (each runs where the CPU has
+    /// it; the lower tiers' kernels otherwise).
+    const TIERS: [u8; 3] = [cpu::PORTABLE, cpu::X86_64_V3, cpu::AVX512];
+
+    /// The AVX2 and AVX-512 encoders write the scalar coder's bytes: skewed, flat and extreme tables
     /// (one symbol at 4095 of 4096; 256 symbols at 16; many at the floor of 1), every lane
     /// count, lengths with and without a ragged last round, up to planes of 32 full lanes.
     #[test]
@@ -1607,10 +1756,60 @@ mod tests {
                     continue;
                 }
                 let table = Table::from_counts(&counts);
-                let (mut a, mut b) = (Vec::new(), Vec::new());
-                enc.encode_with(&table, &symbols, false, &mut a).unwrap();
-                enc.encode_with(&table, &symbols, true, &mut b).unwrap();
-                assert!(a == b, "shape {shape} n {n}");
+                let mut scalar = Vec::new();
+                enc.encode_with(&table, &symbols, cpu::PORTABLE, &mut scalar)
+                    .unwrap();
+                for tier in TIERS {
+                    let mut b = Vec::new();
+                    enc.encode_with(&table, &symbols, tier, &mut b).unwrap();
+                    assert!(scalar == b, "shape {shape} n {n} tier {tier}");
+                }
+                // A context plane's way: each symbol with one of three tables (every symbol
+                // present in each), chosen at random, in every lane count a plane can have.
+                let mut flat = counts;
+                flat.iter_mut().for_each(|c| *c += 1);
+                let mut skewed = flat;
+                skewed[symbols[0] as usize] += 5000;
+                let tables = [
+                    table.clone(),
+                    Table::from_counts(&flat),
+                    Table::from_counts(&skewed),
+                ];
+                let sel: Vec<u8> = (0..n).map(|_| (next() % 3) as u8).collect();
+                let prepared =
+                    Prepared::new(&[Some(&tables[0]), Some(&tables[1]), Some(&tables[2])]);
+                let sel: Vec<u8> = sel
+                    .iter()
+                    .zip(&symbols)
+                    .map(|(&t, &x)| {
+                        if tables[t as usize].freq[x as usize] > 0 {
+                            t
+                        } else {
+                            1
+                        }
+                    })
+                    .collect();
+                for k in [8usize, 16, 24, 32].into_iter().filter(|&k| k <= n) {
+                    let mut scalar = Vec::new();
+                    enc.encode_syms(
+                        &prepared.0,
+                        Some(&sel),
+                        &symbols,
+                        k,
+                        cpu::PORTABLE,
+                        &mut scalar,
+                    )
+                    .unwrap();
+                    for tier in TIERS {
+                        let mut b = Vec::new();
+                        enc.encode_syms(&prepared.0, Some(&sel), &symbols, k, tier, &mut b)
+                            .unwrap();
+                        assert!(
+                            scalar == b,
+                            "selected: shape {shape} n {n} k {k} tier {tier}"
+                        );
+                    }
+                }
             }
         }
     }
@@ -1646,7 +1845,7 @@ mod tests {
             let sel: Vec<u8> = top.iter().map(|&e| dec.table_of()[e as usize]).collect();
             let mut one = Vec::new();
             single.decode_slots(&mut one);
-            for simd in [false, true] {
+            for simd in TIERS {
                 let mut enc = Vec::new();
                 Encoder::default()
                     .encode_with(&single, &symbols, simd, &mut enc)
