@@ -928,6 +928,26 @@ fn plane_rounds<const K: usize>(
     pos[..K].copy_from_slice(&ps);
 }
 
+/// What the vector lane coders' unchecked gathers and stores rely on, checked (panics
+/// otherwise): whole rounds of `k` lanes, a stage word per symbol and an emit mask per round,
+/// and every table a selector can name inside `info` (256 entries a table).
+#[cfg(target_arch = "x86_64")]
+fn check_kernel_args(
+    k: usize,
+    info: &[u32],
+    symbols: &[u8],
+    sel: Option<&[u8]>,
+    stage: &[u16],
+    emitted: &[u32],
+) {
+    assert!(symbols.len().is_multiple_of(k));
+    assert!(stage.len() >= symbols.len() && emitted.len() >= symbols.len() / k);
+    // Every entry a gather can reach: the selected table's 256 entries.
+    assert!(info.len() >= 256);
+    assert!(sel.is_none_or(|s| s.len() == symbols.len()
+        && (s.is_empty() || 256 * (max_byte(s) as usize + 1) <= info.len())));
+}
+
 /// The encoder's lane coder for 16 or 32 lanes at the AVX-512 tier: [`avx2::encode`]'s steps
 /// sixteen lanes to a register, the emit test a mask compare, each round's candidate words a
 /// narrowing store. Why: on an AVX2 coder a round of eight lanes is some thirty operations
@@ -982,12 +1002,8 @@ mod avx512 {
         x: &mut [u32; MAX_LANES],
     ) {
         let k = 16 * G;
-        assert!((1..=2).contains(&G) && symbols.len().is_multiple_of(k));
-        assert!(stage.len() >= symbols.len() && emitted.len() >= symbols.len() / k);
-        // Every entry a gather can reach: the selected table's 256 entries.
-        assert!(info.len() >= 256);
-        assert!(sel.is_none_or(|s| s.len() == symbols.len()
-            && (s.is_empty() || 256 * (super::max_byte(s) as usize + 1) <= info.len())));
+        assert!((1..=2).contains(&G));
+        super::check_kernel_args(k, info, symbols, sel, stage, emitted);
         // SAFETY: `x` holds 32 lanes and g < G <= 2.
         let mut xs: [__m512i; G] = std::array::from_fn(|g| unsafe {
             _mm512_loadu_si512(x.as_ptr().add(16 * g) as *const __m512i)
@@ -1101,12 +1117,8 @@ mod avx2 {
         x: &mut [u32; MAX_LANES],
     ) {
         let k = 8 * G;
-        assert!((1..=4).contains(&G) && symbols.len().is_multiple_of(k));
-        assert!(stage.len() >= symbols.len() && emitted.len() >= symbols.len() / k);
-        // Every entry a gather can reach: the selected table's 256 entries.
-        assert!(info.len() >= 256);
-        assert!(sel.is_none_or(|s| s.len() == symbols.len()
-            && (s.is_empty() || 256 * (super::max_byte(s) as usize + 1) <= info.len())));
+        assert!((1..=4).contains(&G));
+        super::check_kernel_args(k, info, symbols, sel, stage, emitted);
         // SAFETY: `x` holds 32 lanes and g < G <= 4.
         let mut xs: [__m256i; G] = std::array::from_fn(|g| unsafe {
             _mm256_loadu_si256(x.as_ptr().add(8 * g) as *const __m256i)
