@@ -1,6 +1,6 @@
 //! Encode and decode one workload batch in a loop, for a profiler (`rans` unless a codec of the
 //! catalogue is named; `ENCODE_ONLY=1` or `=parallel` times the encoder alone, `DECODE_ONLY=1`
-//! the decoder alone, best of ITERS; `NO_ROW_CONTEXTS=1` the default rans without row planes;
+//! the decoder alone (`=parallel`: the parallel decoder), best of ITERS; `NO_ROW_CONTEXTS=1` the default rans without row planes;
 //! `SMALL=1` the file's batch of tensors under 1 MiB, where per-tensor costs show):
 //! `cargo run --profile profiling -p planepack-harness --example rans_profile -- STEM [ITERS]
 //! [CODEC]`, STEM a workload's (target/workloads/STEM.safetensors) or a file's path.
@@ -70,6 +70,8 @@ fn main() {
         return;
     }
     if std::env::var_os("DECODE_ONLY").is_some() {
+        // DECODE_ONLY=parallel: the parallel decoder on rayon's pool.
+        let parallel = std::env::var("DECODE_ONLY").is_ok_and(|v| v == "parallel");
         for ((shape, data), o) in g.tensors.iter().zip(enc.iter_mut()) {
             codec.encode_shaped(data, g.elem, shape, o).unwrap();
         }
@@ -78,13 +80,18 @@ fn main() {
         for _ in 0..iters {
             let t = Instant::now();
             for (e, d) in enc.iter().zip(&mut dst) {
-                codec.decode(e, d).unwrap();
+                if parallel {
+                    codec.decode_parallel(e, d).unwrap();
+                } else {
+                    codec.decode(e, d).unwrap();
+                }
             }
             best = best.min(t.elapsed().as_secs_f64());
         }
         assert!(dst.iter().zip(&g.tensors).all(|(d, t)| *d == t.1));
         println!(
-            "{stem}: decode (one core) best of {iters}: {:.3} GB/s",
+            "{stem}: decode ({}) best of {iters}: {:.3} GB/s",
+            if parallel { "parallel" } else { "one core" },
             bytes as f64 / best / 1e9
         );
         return;

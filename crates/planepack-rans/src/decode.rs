@@ -251,44 +251,117 @@ impl Rans {
             let chunk = &compressed[span.0..span.0 + span.1];
             decode_chunk(chunk, &h, ctx.as_ref(), rows.as_ref(), s, o)
         };
+        let Some(m) = &h.rows else {
+            if parallel {
+                spans
+                    .par_iter()
+                    .zip(elems.par_chunks_mut(chunk_bytes))
+                    .try_for_each_init(DecScratch::default, |s, x| work(x, s))?;
+            } else {
+                let mut s = DecScratch::default();
+                spans
+                    .iter()
+                    .zip(elems.chunks_mut(chunk_bytes))
+                    .try_for_each(|x| work(x, &mut s))?;
+            }
+            return Ok(());
+        };
+        // With a row map each chunk is decoded into scratch and its rows are written straight
+        // to their places (the originals' rows are contiguous in the chunks, not in `out`):
+        // `out` is cut into one piece a chunk, from where its first byte goes to where the
+        // next chunk's goes (the copied rows between them included, filled last). Placing the
+        // rows after decoding moved most of the tensor once more, on one thread.
+        let rows_end = h.raw_len - h.tail_len();
+        let mut pieces = Vec::with_capacity(spans.len());
+        let mut rest = &mut out[..rows_end];
+        let mut at = 0;
+        for c in 0..spans.len() {
+            let next = match c + 1 < spans.len() {
+                true => placed_at(m, (c + 1) * chunk_bytes).0,
+                false => rows_end,
+            };
+            let (piece, after) = std::mem::take(&mut rest)
+                .split_at_mut_checked(next.saturating_sub(at))
+                .ok_or_else(|| Error::corrupt("row map disagrees with the chunks"))?;
+            pieces.push((c * chunk_bytes, at, piece));
+            rest = after;
+            at = next;
+        }
+        let len_of = |c: usize| chunk_bytes.min(body - c);
+        let place = |(s, buf): &mut (DecScratch, Vec<u8>),
+                     (span, (first, start, piece)): (
+            &(usize, usize),
+            (usize, usize, &mut [u8]),
+        )| {
+            buf.resize(len_of(first), 0);
+            work((span, &mut buf[..]), s)?;
+            scatter(m, first, buf, start, piece)
+        };
+        let init = || (DecScratch::default(), Vec::new());
         if parallel {
             spans
                 .par_iter()
-                .zip(elems.par_chunks_mut(chunk_bytes))
-                .try_for_each_init(DecScratch::default, |s, x| work(x, s))?;
+                .zip(pieces)
+                .try_for_each_init(init, place)?;
         } else {
-            let mut s = DecScratch::default();
+            let mut s = init();
             spans
                 .iter()
-                .zip(elems.chunks_mut(chunk_bytes))
-                .try_for_each(|x| work(x, &mut s))?;
+                .zip(pieces)
+                .try_for_each(|x| place(&mut s, x))?;
         }
-        if let Some(m) = &h.rows {
-            place_rows(m, out);
+        let r = m.row_bytes;
+        for &(row, src) in &m.copies {
+            let (row, src) = (row as usize, src as usize);
+            out.copy_within(src * r..(src + 1) * r, row * r);
         }
         Ok(())
     }
 }
 
-/// Move the originals from the front of `out` to their rows (last first, so nothing is
-/// overwritten before it moves), then fill every copied row from its source.
-pub(crate) fn place_rows(m: &RowMap, out: &mut [u8]) {
-    let r = m.row_bytes;
-    let n = out.len() / r;
-    let mut compact = n - m.copies.len();
-    let mut copies = m.copies.iter().rev().peekable();
-    for row in (0..n).rev() {
-        if copies.peek().is_some_and(|c| c.0 as usize == row) {
-            copies.next();
-            continue;
-        }
-        compact -= 1;
-        if compact != row {
-            out.copy_within(compact * r..(compact + 1) * r, row * r);
+/// Where the originals' byte `x` (counted in the chunks' order) goes in the tensor, and how
+/// many copied rows come before it. Copy `i` comes before original row `j` exactly when fewer
+/// than `j + 1` originals come before it, that is `copies[i].0 - i <= j` (which never falls as
+/// `i` grows), so a binary search counts them.
+fn placed_at(m: &RowMap, x: usize) -> (usize, usize) {
+    let b = m.row_bytes;
+    let j = x / b;
+    let (mut lo, mut hi) = (0, m.copies.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if (m.copies[mid].0 as usize).saturating_sub(mid) <= j {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
     }
-    for &(row, src) in &m.copies {
-        let (row, src) = (row as usize, src as usize);
-        out.copy_within(src * r..(src + 1) * r, row * r);
+    let k = lo;
+    ((j + k) * b + x % b, k)
+}
+
+/// Write `decoded`, the originals' bytes from `first` on, to their rows in `piece` (the part
+/// of the tensor that starts at byte `start`), skipping the copied rows between them.
+fn scatter(m: &RowMap, first: usize, decoded: &[u8], start: usize, piece: &mut [u8]) -> Result<()> {
+    let b = m.row_bytes;
+    let (mut at, mut k) = placed_at(m, first);
+    let (mut x, mut src) = (first, decoded);
+    while !src.is_empty() {
+        let n = (b - x % b).min(src.len());
+        let dst = at
+            .checked_sub(start)
+            .and_then(|o| piece.get_mut(o..o + n))
+            .ok_or_else(|| Error::corrupt("row map disagrees with the chunks"))?;
+        dst.copy_from_slice(&src[..n]);
+        (x, src) = (x + n, &src[n..]);
+        at += n;
+        if x.is_multiple_of(b) {
+            // The next original's row: past the copied rows where it would otherwise go.
+            let j = x / b;
+            while m.copies.get(k).is_some_and(|c| c.0 as usize == j + k) {
+                k += 1;
+            }
+            at = (j + k) * b;
+        }
     }
+    Ok(())
 }
