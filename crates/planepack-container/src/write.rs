@@ -201,12 +201,13 @@ pub fn compress<R: ReadAt + ?Sized, W: Write + Seek>(
             )]
         } else {
             use rayon::prelude::*;
+            // One scratch a thread, not a part: a window may hold thousands of small parts.
             window
                 .par_iter()
                 .zip(&datas)
-                .map(|((_, part, _), data)| {
+                .map_init(Vec::new, |scratch, ((_, part, _), data)| {
                     let engine = options.engine.as_deref();
-                    code_part(engine, options.policy, part, data, &mut Vec::new())
+                    code_part(engine, options.policy, part, data, scratch)
                 })
                 .collect()
         };
