@@ -391,9 +391,11 @@ fn entropy(counts: &[u32; 256]) -> f64 {
 /// the lowest); the tables are every context's plane-1 counts over the whole body, so every
 /// element of every chunk can be coded with them.
 ///
-/// With the tables, each chunk's counts (chunks of `chunk_bytes` of `body`, [`CONTEXTS`]
-/// histograms a chunk), for [`ContextEncoder::with_chunk_counts`].
+/// [`sample_e0`] takes the samples' step (and `E0`); this counts the body with that `E0` and
+/// returns, with the tables, each chunk's counts (chunks of `chunk_bytes` of `body`,
+/// [`CONTEXTS`] histograms a chunk), for [`ContextEncoder::with_chunk_counts`].
 pub(crate) fn plan_tables(
+    e0: u8,
     body: &[u8],
     width: usize,
     rotate: bool,
@@ -401,7 +403,6 @@ pub(crate) fn plan_tables(
     form: TableForm,
     parallel: bool,
 ) -> Option<(ContextTables, Vec<[u32; 256]>)> {
-    let e0 = sample_e0(body, width, rotate)?;
     let table = context_table(e0);
     let (chunk_counts, ctx) = count_chunks::<CONTEXTS>(body, chunk_bytes, parallel, |chunk, h| {
         if width == 2 {
@@ -486,29 +487,7 @@ pub(crate) fn count_chunks<const N: usize>(
     parallel: bool,
     count: impl Fn(&[u8], &mut Vec<[u32; 256]>) + Sync,
 ) -> (Vec<[u32; 256]>, [[u32; 256]; N]) {
-    let count_part = |part: &[u8]| {
-        let mut counts = Vec::with_capacity(part.len().div_ceil(chunk_bytes) * N);
-        let mut h = Vec::new();
-        for chunk in part.chunks(chunk_bytes) {
-            count(chunk, &mut h);
-            debug_assert_eq!(h.len(), N);
-            counts.extend_from_slice(&h);
-        }
-        counts
-    };
-    let task = chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
-    let chunk_counts: Vec<[u32; 256]> = if parallel {
-        use rayon::prelude::*;
-        let parts: Vec<Vec<[u32; 256]>> = body.par_chunks(task).map(count_part).collect();
-        parts.concat()
-    } else {
-        count_part(body)
-    };
-    let mut all = [[0u32; 256]; N];
-    for chunk in chunk_counts.chunks_exact(N) {
-        add_histograms(&mut all, chunk);
-    }
-    (chunk_counts, all)
+    count_chunks_two::<N, 0>(body, chunk_bytes, parallel, count).0
 }
 
 /// [`count_chunks`] for two models' histograms counted in one pass: `count(chunk, h)` puts
@@ -549,14 +528,19 @@ pub(crate) fn count_chunks_two<const A: usize, const B: usize>(
     } else {
         count_part(body)
     };
-    let (mut sum_a, mut sum_b) = ([[0u32; 256]; A], [[0u32; 256]; B]);
-    for chunk in a.chunks_exact(A) {
-        add_histograms(&mut sum_a, chunk);
-    }
-    for chunk in b.chunks_exact(B) {
-        add_histograms(&mut sum_b, chunk);
-    }
+    let (sum_a, sum_b) = (summed::<A>(&a), summed::<B>(&b));
     ((a, sum_a), (b, sum_b))
+}
+
+/// The sum over chunks of `counts`' `N` histograms a chunk (none where `N` is 0).
+fn summed<const N: usize>(counts: &[[u32; 256]]) -> [[u32; 256]; N] {
+    let mut all = [[0u32; 256]; N];
+    if N > 0 {
+        for chunk in counts.chunks_exact(N) {
+            add_histograms(&mut all, chunk);
+        }
+    }
+    all
 }
 
 /// One histogram of the elements of every context: the sum of `h`.

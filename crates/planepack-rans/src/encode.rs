@@ -904,8 +904,8 @@ impl Rans {
             _ => None,
         };
         let Some((e0, setup)) = both else {
-            let contexts = ctx_e0.and_then(|_| {
-                contexts::plan_tables(body, width, rotate, chunk_bytes, form, parallel)
+            let contexts = ctx_e0.and_then(|e0| {
+                contexts::plan_tables(e0, body, width, rotate, chunk_bytes, form, parallel)
             });
             let contexts = contexts.map(|(t, c)| ContextEncoder::with_chunk_counts(t, c));
             let rows = self.row_contexts.then(|| {
@@ -932,15 +932,17 @@ impl Rans {
             );
         let contexts = contexts::kept(e0, &ctx_all, ctx_counts, form)
             .map(|(t, c)| ContextEncoder::with_chunk_counts(t, c));
-        let rows = if contexts.is_some() {
+        // Without context tables the row tables take the samples' own E0 (the shift follows
+        // from it): the counts made with the context tables' serve where it is the same.
+        let own_e0 = match contexts {
+            Some(_) => e0,
+            None => rows::samples_e0(body, width, rotate),
+        };
+        let rows = if own_e0 == setup.e0 {
             setup.kept(row_counts, &row_all, form)
         } else {
-            // Without context tables the row tables take the samples' own E0.
-            let own = RowSetup::new(body, width, rotate, row, None, chunk_bytes);
-            match own {
-                Some(own) if own == setup => own.kept(row_counts, &row_all, form),
-                _ => rows::plan_tables(body, width, rotate, row, None, chunk_bytes, form, parallel),
-            }
+            let e0 = Some(own_e0);
+            rows::plan_tables(body, width, rotate, row, e0, chunk_bytes, form, parallel)
         };
         (contexts, rows)
     }

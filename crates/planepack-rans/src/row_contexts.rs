@@ -398,7 +398,7 @@ pub(crate) fn plan_tables(
 
 /// What [`plan_tables`] decides before it counts the body: the row distance, `E0` and the
 /// shift, and with them each plane-0 byte's context.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) struct RowSetup {
     pub row: usize,
     pub e0: u8,

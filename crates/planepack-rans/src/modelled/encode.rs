@@ -26,7 +26,8 @@ pub(crate) struct Classified {
 pub(crate) struct Scratch {
     c: Classified,
     values: Vec<u32>,
-    /// [`COUNT_COPIES`] sets of the context counts (one for chunks under 4096 elements),
+    /// [`COUNT_COPIES`] sets of the context counts (one for chunks under [`LONG_CHUNK`]
+    /// elements),
     /// element `i` counted in set `i % 4`.
     counts: Vec<[u32; SYMBOLS]>,
     /// Per context, each present symbol's `ceil(2^52 / freq)`.
@@ -256,6 +257,10 @@ impl ValueCounter {
 const COUNT_COPIES: usize = 4;
 const _: () = assert!(COUNT_COPIES.is_power_of_two());
 
+/// Chunks of at least this many elements sample every fourth for the dictionary and count
+/// their contexts in [`COUNT_COPIES`] sets; shorter ones take every element, in one set.
+const LONG_CHUNK: usize = 4096;
+
 /// Classify `elems` (whole elements of `width` bytes) with rows of `row` elements (0: no
 /// "equal to up").
 pub(crate) fn classify(elems: &[u8], width: usize, rotate: bool, row: usize, s: &mut Scratch) {
@@ -289,7 +294,7 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     // The dictionary candidates are counted on every 4th element of long chunks (a value
     // worth a symbol of its own is at least a few percent of them; the table of a quarter
     // of the elements stays in cache).
-    let sample = if n >= 4096 { 3 } else { 0 };
+    let sample = if n >= LONG_CHUNK { 3 } else { 0 };
     rest.reset(n.div_ceil(sample + 1));
     // Top bytes of the literals; slot 256 takes the repeats' (uncounted) increments.
     // Counted in COUNT_COPIES copies in turn, so that a run of repeats (or of one exponent)
@@ -364,7 +369,7 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     c.contexts.resize(n, 0);
     let counts = &mut s.counts;
     // (A short chunk's counts in one copy: zeroing four costs more than its stalls there.)
-    let copies = if n >= 4096 { COUNT_COPIES } else { 1 };
+    let copies = if n >= LONG_CHUNK { COUNT_COPIES } else { 1 };
     counts.clear();
     counts.resize(CONTEXTS * copies, [0; SYMBOLS]);
     // Each symbol's context for its successor, looked up rather than computed.
