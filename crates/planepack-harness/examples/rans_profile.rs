@@ -1,7 +1,12 @@
 //! Encode and decode one workload batch in a loop, for a profiler (`rans` unless a codec of the
 //! catalogue is named; `ENCODE_ONLY=1` or `=parallel` times the encoder alone, `DECODE_ONLY=1`
-//! the decoder alone (`=parallel`: the parallel decoder), best of ITERS; `NO_ROW_CONTEXTS=1` the default rans without row planes;
-//! `SMALL=1` the file's batch of tensors under 1 MiB, where per-tensor costs show):
+//! the decoder alone (`=parallel`: the parallel decoder), best of ITERS.
+//! Variants of the encoder, for what its trials cost: `NO_ROW_CONTEXTS=1` the default rans
+//! without row planes; `FAST=1` plain byte planes only (no modelled, difference, scaled or
+//! tail chunks, no context or row planes; `FAST_ROWS=1`, `FAST_CTX=1` put those back).
+//! Inputs: `SMALL=1` the file's batch of tensors under 1 MiB, where per-tensor costs show;
+//! `JOIN=1` the file's tensors of the batch's type joined into one flat tensor, as the Python
+//! speed bench gives them.
 //! `cargo run --profile profiling -p planepack-harness --example rans_profile -- STEM [ITERS]
 //! [CODEC]`, STEM a workload's (target/workloads/STEM.safetensors) or a file's path.
 use planepack_container::CodecSpec;
@@ -27,12 +32,37 @@ fn main() {
         .into_iter()
         .find_map(|c| (0..b.len()).find(|&i| b.kind(i).is_some_and(|k| k.1 == c)))
         .unwrap();
-    let g = b.load(i).unwrap();
+    let mut g = b.load(i).unwrap();
+    // JOIN=1: every tensor of the file of the batch's element type joined into one flat tensor,
+    // as the Python speed bench gives a dtype group.
+    if std::env::var_os("JOIN").is_some() {
+        let mut joined = Vec::new();
+        for j in 0..b.len() {
+            let group = b.load(j).unwrap();
+            if group.elem == g.elem {
+                for t in group.tensors {
+                    joined.extend_from_slice(&t.1);
+                }
+            }
+        }
+        let n = joined.len() / g.elem.size();
+        g.tensors = vec![(vec![n], joined)];
+    }
     let bytes: usize = g.tensors.iter().map(|t| t.1.len()).sum();
     // NO_ROW_CONTEXTS=1: the default rans encoder without row planes, for what they cost.
     let codec: Box<dyn planepack_core::Codec> = if std::env::var_os("NO_ROW_CONTEXTS").is_some() {
         Box::new(planepack_rans::Rans {
             row_contexts: false,
+            ..Default::default()
+        })
+    } else if std::env::var_os("FAST").is_some() {
+        Box::new(planepack_rans::Rans {
+            modelled: false,
+            differences: false,
+            tails: false,
+            scaled: false,
+            row_contexts: std::env::var_os("FAST_ROWS").is_some(),
+            contexts: std::env::var_os("FAST_CTX").is_some(),
             ..Default::default()
         })
     } else {

@@ -984,13 +984,7 @@ impl Rans {
                 for &(_, src) in &m.copies {
                     row_map.extend_from_slice(&src.to_le_bytes());
                 }
-                let mut kept = Vec::with_capacity(input.len() - m.copies.len() * m.row_bytes);
-                for (i, row) in input.chunks_exact(m.row_bytes).enumerate() {
-                    if bits[i / 8] >> (i % 8) & 1 == 0 {
-                        kept.extend_from_slice(row);
-                    }
-                }
-                originals = kept;
+                originals = kept_rows(input, m.row_bytes, &bits, parallel);
                 &originals[..]
             }
             None => input,
@@ -1046,6 +1040,9 @@ impl Rans {
             Ok::<Needs, Error>(needs)
         };
         let mut lens = Vec::with_capacity(n_chunks);
+        // The parallel tasks' coded bytes, in order (they follow the header, once it is known;
+        // one core codes straight into `out`).
+        let mut tasks: Vec<Vec<u8>> = Vec::new();
         let task_bytes =
             chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
         let needs = if parallel && body > task_bytes {
@@ -1068,7 +1065,7 @@ impl Rans {
             let mut all = Needs::version(1);
             for c in coded {
                 let (bytes, part_lens, needs) = c?;
-                out.extend_from_slice(&bytes);
+                tasks.push(bytes);
                 lens.extend_from_slice(&part_lens);
                 all = all.and(needs);
             }
@@ -1112,11 +1109,51 @@ impl Rans {
             &[&row_map, &section],
             &lens,
         );
-        out.splice(start..start, head);
+        if tasks.is_empty() {
+            out.splice(start..start, head);
+        } else {
+            // (Not the splice: it would move every coded byte once more, on one thread.)
+            out.reserve(
+                head.len() + tasks.iter().map(Vec::len).sum::<usize>() + input.len() - body,
+            );
+            out.extend_from_slice(&head);
+            for t in &tasks {
+                out.extend_from_slice(t);
+            }
+        }
         out.extend_from_slice(&input_body[body..]);
         debug_assert!(out.len() - start <= self.max_compressed_len(input.len(), elem));
         Ok(())
     }
+}
+
+/// The rows of `input` (of `row_bytes` each) whose bit in `copies` is clear, in order: the
+/// body a row map leaves. On rayon's threads if `parallel` (one thread copying the whole
+/// tensor, and faulting in its pages, was a tenth of a two-thread encode's time on CNN
+/// activations).
+fn kept_rows(input: &[u8], row_bytes: usize, copies: &[u8], parallel: bool) -> Vec<u8> {
+    let kept: Vec<&[u8]> = input
+        .chunks_exact(row_bytes)
+        .enumerate()
+        .filter(|(i, _)| copies[i / 8] >> (i % 8) & 1 == 0)
+        .map(|(_, row)| row)
+        .collect();
+    if !parallel {
+        return kept.concat();
+    }
+    let mut out = vec![0u8; kept.len() * row_bytes];
+    // Tasks of whole rows, about PARALLEL_TASK_BYTES each.
+    let rows_per_task = planepack_core::codec::PARALLEL_TASK_BYTES
+        .div_ceil(row_bytes)
+        .max(1);
+    out.par_chunks_mut(rows_per_task * row_bytes)
+        .zip(kept.par_chunks(rows_per_task))
+        .for_each(|(dst, rows)| {
+            for (d, r) in dst.chunks_exact_mut(row_bytes).zip(rows) {
+                d.copy_from_slice(r);
+            }
+        });
+    out
 }
 
 /// A row is coded as a copy only if the planes would spend at least this many bits on it
@@ -1164,37 +1201,63 @@ pub(crate) fn find_copies(
     let zeros: usize = rows.iter().map(|r| r.0).sum();
     let p = (zeros.max(1) as f64 / elements as f64).min(1.0 - 1.0 / elements as f64);
     let (zero_bits, nonzero_bits) = (-p.log2(), -(1.0 - p).log2() + 4.0 * width as f64);
-    // Keyed by the hash itself: it is already uniform, so hashing it again (SipHash) would
-    // only cost time.
-    let mut first: HashMap<u64, u32, std::hash::BuildHasherDefault<HashedKey>> =
-        HashMap::with_capacity_and_hasher(rows.len(), Default::default());
-    let mut copies = Vec::new();
-    let mut saved_bits = 0.0;
-    for (i, (row, &(z, hash))) in input.chunks_exact(row_bytes).zip(&rows).enumerate() {
-        let bits = z as f64 * zero_bits + (row_bytes / width - z) as f64 * nonzero_bits;
-        if bits < MIN_COPY_BITS {
-            continue;
-        }
-        match first.entry(hash) {
-            Entry::Occupied(e) => {
-                let src = *e.get();
-                if input[src as usize * row_bytes..][..row_bytes] == *row {
-                    copies.push((i as u32, src));
-                    saved_bits += bits - REFERENCE_BITS;
+    let row_bits = |z: usize| z as f64 * zero_bits + (row_bytes / width - z) as f64 * nonzero_bits;
+    // Each row against the first earlier row of its hash (a row whose hash collides with a
+    // different earlier row stays an original and is not a source). The rows are split by
+    // hash into shards, one map each (on rayon's threads if `parallel`: one thread's map was
+    // a tenth of a two-thread encode's time on CNN activations, rows of 11 elements); every
+    // hash lives in one shard, where rows come in order, so the copies are those one map
+    // finds.
+    let shards = if parallel {
+        rayon::current_num_threads().next_power_of_two()
+    } else {
+        1
+    };
+    let shard_copies = |shard: usize| {
+        // Keyed by the hash itself: it is already uniform, so hashing it again (SipHash)
+        // would only cost time.
+        let mut first: HashMap<u64, u32, std::hash::BuildHasherDefault<HashedKey>> =
+            HashMap::with_capacity_and_hasher(rows.len() / shards, Default::default());
+        let mut copies = Vec::new();
+        for (i, (row, &(z, hash))) in input.chunks_exact(row_bytes).zip(&rows).enumerate() {
+            if (hash >> 32) as usize & (shards - 1) != shard || row_bits(z) < MIN_COPY_BITS {
+                continue;
+            }
+            match first.entry(hash) {
+                Entry::Occupied(e) => {
+                    let src = *e.get();
+                    if input[src as usize * row_bytes..][..row_bytes] == *row {
+                        copies.push((i as u32, src));
+                    }
+                }
+                Entry::Vacant(e) => {
+                    e.insert(i as u32);
                 }
             }
-            Entry::Vacant(e) => {
-                e.insert(i as u32);
-            }
         }
-    }
+        copies
+    };
+    let mut copies: Vec<(u32, u32)> = if shards > 1 {
+        let mut c: Vec<(u32, u32)> = (0..shards)
+            .into_par_iter()
+            .flat_map_iter(shard_copies)
+            .collect();
+        c.sort_unstable();
+        c
+    } else {
+        shard_copies(0)
+    };
+    // (Summed in row order, as one map would: the same float, the same decision.)
+    let saved_bits: f64 = copies
+        .iter()
+        .map(|&(i, _)| row_bits(rows[i as usize].0) - REFERENCE_BITS)
+        .sum();
     // The map's fixed cost: its row length and a bitmap bit for every row.
     let map_bits = 64.0 + (input.len() / row_bytes) as f64;
-    if saved_bits > map_bits {
-        copies
-    } else {
-        Vec::new()
+    if saved_bits <= map_bits {
+        copies.clear();
     }
+    copies
 }
 
 /// A [`std::hash::Hasher`] for keys that are already hashes ([`find_copies`]' XXH3 of a row):

@@ -34,6 +34,9 @@ pub(crate) struct Scratch {
     rcp: Vec<[u64; SYMBOLS]>,
     words: Vec<u16>,
     counter: ValueCounter,
+    /// A count for every value of one or two bytes ([`most_frequent_direct`]), zero between
+    /// chunks.
+    direct: Vec<u32>,
     /// The literals [`classify`] samples for the dictionary.
     sampled: Vec<u32>,
     distances: Distances,
@@ -251,6 +254,30 @@ impl ValueCounter {
     }
 }
 
+/// The most frequent of `values` (nonzero, each below `range`) seen at least twice (ties:
+/// the smaller), or 0: what [`ValueCounter::most_frequent`] gives, for elements of one or two
+/// bytes, counted in a table with a slot for every value (`counts`, left all zero again), with
+/// no probing: the hash table's probe loop was a sixth of the classification on BF16 chunks.
+fn most_frequent_direct(values: &[u32], range: usize, counts: &mut Vec<u32>) -> u32 {
+    if counts.len() < range {
+        counts.resize(range, 0);
+    }
+    let counts = &mut counts[..range];
+    for &x in values {
+        counts[x as usize & (range - 1)] += 1;
+    }
+    // Each value's count read at its first occurrence, and cleared there (later occurrences
+    // read 0).
+    let (mut best, mut most) = (0u32, 1u32);
+    for &x in values {
+        let c = std::mem::take(&mut counts[x as usize & (range - 1)]);
+        if c > most || (c == most && x < best) {
+            (best, most) = (x, c);
+        }
+    }
+    best
+}
+
 /// Copies of the context counts [`classify`] counts into, in turn: a run of one symbol in one
 /// context (the zeros over an image's background) would otherwise make every increment wait
 /// for the one before it in memory.
@@ -295,7 +322,6 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     // worth a symbol of its own is at least a few percent of them; the table of a quarter
     // of the elements stays in cache).
     let sample = if n >= LONG_CHUNK { 3 } else { 0 };
-    rest.reset(n.div_ceil(sample + 1));
     // Top bytes of the literals; slot 256 takes the repeats' (uncounted) increments.
     // Counted in COUNT_COPIES copies in turn, so that a run of repeats (or of one exponent)
     // does not make each increment wait for the last.
@@ -353,10 +379,15 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
         lits[m] = x;
         m += usize::from(sy == SYM_LITERAL);
     }
-    for &x in &lits[..m] {
-        rest.add(x);
-    }
-    let dict = rest.most_frequent();
+    let dict = if W <= 2 {
+        most_frequent_direct(&lits[..m], 1 << (8 * W), &mut s.direct)
+    } else {
+        rest.reset(m);
+        for &x in &lits[..m] {
+            rest.add(x);
+        }
+        rest.most_frequent()
+    };
     let e0 = (0..256)
         .max_by_key(|&e| (tops.iter().map(|t| t[e]).sum::<u32>(), std::cmp::Reverse(e)))
         .unwrap_or(0) as u8;
@@ -387,13 +418,24 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     };
     let mut at = 0usize;
     c.lane_literals.clear();
+    // The loop works on plain slices (through `c`'s vectors it reloaded their pointers and
+    // lengths at every element: its byte stores may alias them as far as the compiler knows).
+    let (symbols, contexts) = (&mut c.symbols[..n], &mut c.contexts[..n]);
+    let counts = &mut counts[..];
+    let mask = copies - 1;
     for j in 0..k {
         let r = lane_range(j, n, k);
         let lane_start = at;
         let mut ctx = 0u8;
-        for i in r.clone() {
-            let x = v[i];
-            let mut sym = c.symbols[i];
+        let start = r.start;
+        for (i, ((&x, sym_slot), ctx_slot)) in v[r.clone()]
+            .iter()
+            .zip(&mut symbols[r.clone()])
+            .zip(&mut contexts[r])
+            .enumerate()
+        {
+            let i = start + i;
+            let mut sym = *sym_slot;
             let literal = sym == SYM_LITERAL && !(dict != 0 && x == dict);
             let t = rotated(x, W, R);
             if sym == SYM_LITERAL {
@@ -407,9 +449,9 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
                 plane[at] = (t >> (8 * (W - 2 - p))) as u8;
             }
             at += literal as usize;
-            c.symbols[i] = sym;
-            c.contexts[i] = ctx;
-            counts[(i & (copies - 1)) * CONTEXTS + ctx as usize][sym as usize] += 1;
+            *sym_slot = sym;
+            *ctx_slot = ctx;
+            counts[(i & mask) * CONTEXTS + ctx as usize][sym as usize] += 1;
             ctx = ctx_after[sym as usize];
         }
         c.lane_literals.push((at - lane_start) as u32);
@@ -597,6 +639,8 @@ mod tests {
     fn classify_matches_a_plain_reference() {
         let mut rng = planepack_testkit::Rng(7);
         let mut next = move || (rng.next_u64() >> 32) as u32;
+        // One scratch for every case: what a chunk leaves in it must not change the next.
+        let mut s = Scratch::default();
         for (width, rotate) in [(1, false), (2, false), (2, true), (4, false), (4, true)] {
             for n in [1usize, 5, 63, 64, 200, 4095, 4096, 5000] {
                 for row in [0usize, 1, 3, 7, 64, 300, 5000] {
@@ -616,7 +660,6 @@ mod tests {
                         .iter()
                         .flat_map(|&x| (x & mask).to_le_bytes()[..width].to_vec())
                         .collect();
-                    let mut s = Scratch::default();
                     classify(&elems, width, rotate, row, &mut s);
                     let v: Vec<u32> = (0..n).map(|i| load(&elems, i, width)).collect();
                     let k = lanes_for(n);
