@@ -52,6 +52,8 @@ pub(crate) struct Distances {
     generation: u32,
     counts: Vec<u32>,
     counted: Vec<u32>,
+    /// A stretch's followed pairs: (position, the pair's 64-bit key).
+    followed: Vec<(u32, u64)>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -122,40 +124,53 @@ fn repeat_distance_as<const W: usize>(elems: &[u8], s: &mut Distances) -> usize 
     }
     let generation = s.generation;
     let mut repeats = 0u32;
-    let mut prev = load(elems, 0, W);
-    for i in 1..n {
-        if i == PROBE_ELEMENTS && repeats < PROBE_REPEATS {
+    // In two stretches: the first PROBE_ELEMENTS, and the rest unless they showed too few
+    // repeats. Each stretch's followed pairs are first gathered without a branch (which pair
+    // is followed is its hash's coin toss, a branch mispredicted about one pair in five),
+    // then looked up in the table in order.
+    let probe = n.min(PROBE_ELEMENTS);
+    for (from, to) in [(1, probe), (probe, n)] {
+        if from == PROBE_ELEMENTS && repeats < PROBE_REPEATS {
             break;
         }
-        let v = load(elems, i, W);
-        let key = ((prev as u64) << 32 | v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let hash = (key >> 32) as u32;
-        if v != prev && hash & ((1 << SAMPLE_BITS) - 1) == 0 {
+        let followed = &mut s.followed;
+        followed.clear();
+        followed.resize(to.saturating_sub(from), (0, 0));
+        let mut m = 0usize;
+        let mut prev = load(elems, from - 1, W);
+        for i in from..to {
+            let v = load(elems, i, W);
+            let key = ((prev as u64) << 32 | v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            followed[m] = (i as u32, key);
+            m += usize::from(v != prev && (key >> 32) as u32 & ((1 << SAMPLE_BITS) - 1) == 0);
+            prev = v;
+        }
+        for &(i, key) in &followed[..m] {
+            let hash = (key >> 32) as u32;
             let mut h = (key >> (64 - bits)) as usize;
             loop {
                 let slot = &mut s.slots[h];
                 if slot.generation != generation {
                     *slot = PairSlot {
                         hash,
-                        at: i as u32,
+                        at: i,
                         generation,
                     };
                     break;
                 }
                 if slot.hash == hash {
-                    let d = i - slot.at as usize;
+                    let d = (i - slot.at) as usize;
                     if s.counts[d] == 0 {
                         s.counted.push(d as u32);
                     }
                     s.counts[d] += 1;
                     repeats += 1;
-                    slot.at = i as u32;
+                    slot.at = i;
                     break;
                 }
                 h = (h + 1) & mask;
             }
         }
-        prev = v;
     }
     // The most repeated distance of at least 2 (ties: the shortest); the counts reset.
     let (mut best, mut most) = (0usize, 0u32);
@@ -176,9 +191,11 @@ fn repeat_distance_as<const W: usize>(elems: &[u8], s: &mut Distances) -> usize 
 
 /// Occurrences of nonzero values (the dictionary candidates): an open-addressing table with
 /// linear probing, key 0 meaning empty, reused from chunk to chunk (a general hash map with
-/// SipHash took a third of the encoder's time). It starts small and doubles when half full,
-/// so it stays in L1 where a chunk's literals take few values (a table sized for the worst
-/// case, 256 KB, cost the encoder a fifth of its time in misses, clearing and scanning).
+/// SipHash took a third of the encoder's time). It starts small (or at the size the last
+/// chunk grew it to) and doubles when half full, so it stays in L1 where a chunk's literals
+/// take few values (a table sized for the worst case, 256 KB, cost the encoder a fifth of its
+/// time in misses, clearing and scanning). Chunks of one- and two-byte elements count in a
+/// table of every value instead ([`most_frequent_direct`]).
 #[derive(Default)]
 pub(crate) struct ValueCounter {
     slots: Vec<(u32, u32)>,
@@ -195,7 +212,10 @@ impl ValueCounter {
     /// classification). What it counts does not depend on its size.
     fn reset(&mut self, values: usize) {
         let fits = (2 * values).max(64).next_power_of_two().trailing_zeros();
-        self.bits = COUNTER_START_BITS.min(fits);
+        // The size the last chunk grew to, where that is more than the first: a tensor's
+        // chunks take alike many values, and growing the table again in every chunk was a
+        // tenth of encoding FP32 activations.
+        self.bits = self.bits.max(COUNTER_START_BITS).min(fits);
         self.len = 0;
         self.slots.clear();
         self.slots.resize(1 << self.bits, (0, 0));
