@@ -340,15 +340,21 @@ fn placed_at(m: &RowMap, x: usize) -> (usize, usize) {
 }
 
 /// Write `decoded`, the originals' bytes from `first` on, to their rows in `piece` (the part
-/// of the tensor that starts at byte `start`), skipping the copied rows between them.
+/// of the tensor that starts at byte `start`), skipping the copied rows between them. The
+/// originals between two copied rows lie together on both sides, so each such run is one
+/// copy (a copy a row was a twelfth of decoding CNN activations, rows of 22 bytes).
 fn scatter(m: &RowMap, first: usize, decoded: &[u8], start: usize, piece: &mut [u8]) -> Result<()> {
     let b = m.row_bytes;
     let (mut at, mut k) = placed_at(m, first);
     let (mut x, mut src) = (first, decoded);
     while !src.is_empty() {
-        let n = (b - x % b).min(src.len());
+        // Up to the next copied row (copy `k` is past `at`'s row, as `placed_at` and the
+        // skipping below leave it; a map that says otherwise is corrupt).
+        let run_end = m.copies.get(k).map_or(usize::MAX, |c| c.0 as usize * b);
+        let n = run_end.saturating_sub(at).min(src.len());
         let dst = at
             .checked_sub(start)
+            .filter(|_| n > 0)
             .and_then(|o| piece.get_mut(o..o + n))
             .ok_or_else(|| Error::corrupt("row map disagrees with the chunks"))?;
         dst.copy_from_slice(&src[..n]);
