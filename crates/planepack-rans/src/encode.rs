@@ -521,25 +521,33 @@ impl Rans {
 
     /// Are difference chunks worth trying on this tensor? As [`Rans::modelled_may_pay`]: up
     /// to [`MODELLED_SAMPLES`] evenly spaced chunks decide (tensors of that many chunks or
-    /// fewer try every chunk); any whose steps' planes come out smaller than its own planes
-    /// keeps the trial on.
+    /// fewer try every chunk), on rayon's threads if `parallel`; any whose steps' planes come
+    /// out smaller than its own planes keeps the trial on.
     pub(crate) fn differences_may_pay(
         &self,
         body: &[u8],
         width: usize,
         rotate: bool,
         chunk_bytes: usize,
+        parallel: bool,
         s: &mut EncScratch,
     ) -> bool {
         let Some(samples) = sample_chunks(body, chunk_bytes) else {
             return true;
         };
-        samples.into_iter().any(|chunk| {
+        let pays = |chunk: &[u8], s: &mut EncScratch| {
             let planes = self.plane_estimate(chunk, width, rotate, s);
             let (steps, _) =
                 crate::difference::plan(chunk, width, self.table_form(), &mut s.difference);
             steps + crate::difference::MIN_SAVING_BYTES <= planes
-        })
+        };
+        if parallel {
+            samples
+                .into_par_iter()
+                .any(|chunk| pays(chunk, &mut EncScratch::default()))
+        } else {
+            samples.into_iter().any(|chunk| pays(chunk, s))
+        }
     }
 
     /// Encode one chunk of whole elements (chunk `index` of the tensor) as `plan` says,
@@ -1022,7 +1030,14 @@ impl Rans {
         };
         plan.try_differences = self.differences
             && width > 1
-            && self.differences_may_pay(&input_body[..body], width, rotate, chunk_bytes, &mut s);
+            && self.differences_may_pay(
+                &input_body[..body],
+                width,
+                rotate,
+                chunk_bytes,
+                parallel,
+                &mut s,
+            );
         plan.try_modelled = self.modelled
             && self.modelled_may_pay(&input_body[..body], plan, chunk_bytes, parallel, &mut s);
         // Chunks in order, coded into `out`; each chunk's length into the table.
