@@ -37,8 +37,12 @@ pub(crate) fn get_plane(
     dst: &mut Vec<u8>,
     ctx: Option<PlaneContext>,
 ) -> Result<usize> {
-    dst.clear();
-    dst.resize(n, 0);
+    // Every path below writes all `n` bytes or fails: a plane of the right length is reused
+    // as it is (zeroing it first was a tenth of decoding FP32 tensors).
+    if dst.len() != n {
+        dst.clear();
+        dst.resize(n, 0);
+    }
     let kind = take(chunk, at, 1, "plane kind")?[0];
     match kind {
         PLANE_RAW => {
@@ -88,13 +92,19 @@ pub(crate) fn get_joined(
     out: &mut [u8],
 ) -> Result<usize> {
     planes.resize_with(width, Vec::new);
-    for j in 0..width {
+    // Where a plane after the first is raw, the join reads it in the chunk (no copy into
+    // scratch first: the copy was a sixteenth of decoding FP32 tensors, whose low mantissa
+    // bytes are raw); plane 0 is always in scratch, the context of plane 1.
+    let mut raw_at = [None; 4];
+    for (j, raw) in raw_at.iter_mut().enumerate().take(width) {
         let (done, rest) = planes.split_at_mut(j);
         if let (Some(dec), 0) = (rows, j) {
             if take(chunk, at, 1, "plane kind")?[0] == PLANE_ROW_CONTEXT {
                 let dst = &mut rest[0];
-                dst.clear();
-                dst.resize(n, 0);
+                if dst.len() != n {
+                    dst.clear();
+                    dst.resize(n, 0);
+                }
                 at = lanes::decode_rows(chunk, at + 1, dec, &mut lanes.1, dst)?;
                 continue;
             }
@@ -109,13 +119,24 @@ pub(crate) fn get_joined(
                 return lanes::decode(chunk, at + 1, &dec.slots, target, &mut lanes.1, out);
             }
         }
+        if j > 0 && take(chunk, at, 1, "plane kind")?[0] == PLANE_RAW {
+            take(chunk, at + 1, n, "raw plane")?;
+            *raw = Some(at + 1);
+            at += 1 + n;
+            continue;
+        }
         let plane_ctx = match (ctx, j) {
             (Some(dec), 1) => Some(PlaneContext { dec, top: &done[0] }),
             _ => None,
         };
         at = get_plane(chunk, at, n, form, lanes, &mut rest[0], plane_ctx)?;
     }
-    join_all(planes, width, rotate, out);
+    let held: [&[u8]; 4] = std::array::from_fn(|j| match (j < width, raw_at[j]) {
+        (true, Some(o)) => &chunk[o..o + n],
+        (true, None) => &planes[j][..],
+        _ => &[],
+    });
+    join_all(&held[..width], width, rotate, out);
     Ok(at)
 }
 

@@ -1895,8 +1895,7 @@ mod tests {
                     };
                     decode(&ctx, 0, &dec.slots, target, &mut Vec::new(), &mut out).unwrap();
                     let mut joined = vec![0u8; 2 * n];
-                    let planes = [top.clone(), symbols.clone()];
-                    crate::planes::join_all(&planes, 2, rotate, &mut joined);
+                    crate::planes::join_all(&[&top, &symbols], 2, rotate, &mut joined);
                     assert!(out == joined, "joined n {n} simd {simd} rotate {rotate}");
                 }
             }

@@ -84,7 +84,7 @@ fn split4<const ROTATE: bool>(elems: &[u8], planes: &mut [Vec<u8>]) {
 
 /// All elements from their planes (the inverse of [`split`]), one loop per width so that it
 /// vectorises.
-pub(crate) fn join_all(planes: &[Vec<u8>], width: usize, rotate: bool, out: &mut [u8]) {
+pub(crate) fn join_all(planes: &[&[u8]], width: usize, rotate: bool, out: &mut [u8]) {
     let n = out.len() / width;
     match width {
         1 => out.copy_from_slice(&planes[0][..n]),
