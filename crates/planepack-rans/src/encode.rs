@@ -462,6 +462,23 @@ fn sample_chunks(body: &[u8], chunk_bytes: usize) -> Option<Vec<&[u8]>> {
     )
 }
 
+/// Whether `test` holds for any of a trial gate's `samples`: on rayon's threads, each with a
+/// scratch of its own, if `parallel`; else in order with `s`.
+fn any_sample(
+    samples: Vec<&[u8]>,
+    parallel: bool,
+    s: &mut EncScratch,
+    test: impl Fn(&[u8], &mut EncScratch) -> bool + Sync,
+) -> bool {
+    if parallel {
+        samples
+            .into_par_iter()
+            .any(|chunk| test(chunk, &mut EncScratch::default()))
+    } else {
+        samples.into_iter().any(|chunk| test(chunk, s))
+    }
+}
+
 impl Rans {
     pub(crate) fn check(&self) -> Result<()> {
         if CHUNK_LOG2_RANGE.contains(&self.chunk_log2) {
@@ -510,13 +527,7 @@ impl Rans {
             );
             modelled <= planes * (1.0 - MODELLED_MIN_GAIN)
         };
-        if parallel {
-            samples
-                .into_par_iter()
-                .any(|chunk| near(chunk, &mut EncScratch::default()))
-        } else {
-            samples.into_iter().any(|chunk| near(chunk, s))
-        }
+        any_sample(samples, parallel, s, near)
     }
 
     /// Are difference chunks worth trying on this tensor? As [`Rans::modelled_may_pay`]: up
@@ -541,13 +552,7 @@ impl Rans {
                 crate::difference::plan(chunk, width, self.table_form(), &mut s.difference);
             steps + crate::difference::MIN_SAVING_BYTES <= planes
         };
-        if parallel {
-            samples
-                .into_par_iter()
-                .any(|chunk| pays(chunk, &mut EncScratch::default()))
-        } else {
-            samples.into_iter().any(|chunk| pays(chunk, s))
-        }
+        any_sample(samples, parallel, s, pays)
     }
 
     /// Encode one chunk of whole elements (chunk `index` of the tensor) as `plan` says,
