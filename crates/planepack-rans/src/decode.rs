@@ -37,12 +37,8 @@ pub(crate) fn get_plane(
     dst: &mut Vec<u8>,
     ctx: Option<PlaneContext>,
 ) -> Result<usize> {
-    // Every path below writes all `n` bytes or fails: a plane of the right length is reused
-    // as it is (zeroing it first was a tenth of decoding FP32 tensors).
-    if dst.len() != n {
-        dst.clear();
-        dst.resize(n, 0);
-    }
+    // Every path below writes all `n` bytes or fails.
+    fit(dst, n);
     let kind = take(chunk, at, 1, "plane kind")?[0];
     match kind {
         PLANE_RAW => {
@@ -95,35 +91,28 @@ pub(crate) fn get_joined(
     // Where a plane after the first is raw, the join reads it in the chunk (no copy into
     // scratch first: the copy was a sixteenth of decoding FP32 tensors, whose low mantissa
     // bytes are raw); plane 0 is always in scratch, the context of plane 1.
-    let mut raw_at = [None; 4];
-    for (j, raw) in raw_at.iter_mut().enumerate().take(width) {
+    let mut in_chunk: [Option<&[u8]>; 4] = [None; 4];
+    for (j, raw) in in_chunk.iter_mut().enumerate().take(width) {
         let (done, rest) = planes.split_at_mut(j);
-        if let (Some(dec), 0) = (rows, j) {
-            if take(chunk, at, 1, "plane kind")?[0] == PLANE_ROW_CONTEXT {
+        let kind = take(chunk, at, 1, "plane kind")?[0];
+        match (kind, j, rows, ctx) {
+            (PLANE_ROW_CONTEXT, 0, Some(dec), _) => {
                 let dst = &mut rest[0];
-                if dst.len() != n {
-                    dst.clear();
-                    dst.resize(n, 0);
-                }
+                fit(dst, n);
                 at = lanes::decode_rows(chunk, at + 1, dec, &mut lanes.1, dst)?;
                 continue;
             }
-        }
-        if let (Some(dec), 1, 2) = (ctx, j, width) {
-            if take(chunk, at, 1, "plane kind")?[0] == PLANE_CONTEXT {
-                let target = Target::Joined2 {
-                    top: &done[0][..n],
-                    dec,
-                    rotate,
-                };
+            (PLANE_CONTEXT, 1, _, Some(dec)) if width == 2 => {
+                let top = &done[0][..n];
+                let target = Target::Joined2 { top, dec, rotate };
                 return lanes::decode(chunk, at + 1, &dec.slots, target, &mut lanes.1, out);
             }
-        }
-        if j > 0 && take(chunk, at, 1, "plane kind")?[0] == PLANE_RAW {
-            take(chunk, at + 1, n, "raw plane")?;
-            *raw = Some(at + 1);
-            at += 1 + n;
-            continue;
+            (PLANE_RAW, 1.., _, _) => {
+                *raw = Some(take(chunk, at + 1, n, "raw plane")?);
+                at += 1 + n;
+                continue;
+            }
+            _ => {}
         }
         let plane_ctx = match (ctx, j) {
             (Some(dec), 1) => Some(PlaneContext { dec, top: &done[0] }),
@@ -131,10 +120,10 @@ pub(crate) fn get_joined(
         };
         at = get_plane(chunk, at, n, form, lanes, &mut rest[0], plane_ctx)?;
     }
-    let held: [&[u8]; 4] = std::array::from_fn(|j| match (j < width, raw_at[j]) {
-        (true, Some(o)) => &chunk[o..o + n],
-        (true, None) => &planes[j][..],
-        _ => &[],
+    let held: [&[u8]; 4] = std::array::from_fn(|j| match in_chunk[j] {
+        Some(r) => r,
+        None if j < width => &planes[j][..],
+        None => &[],
     });
     join_all(&held[..width], width, rotate, out);
     Ok(at)

@@ -80,13 +80,12 @@ pub(crate) fn forward(elems: &[u8], width: usize, out: &mut Vec<u8>) {
     let n = elems.len() / width * width;
     out.clear();
     out.resize(n, 0);
-    #[cfg(target_arch = "x86_64")]
-    if planepack_core::cpu::x86_64_v3() {
-        // SAFETY: the CPU has AVX2 (checked just above).
-        unsafe { forward_avx2(&elems[..n], width, out) };
-        return;
-    }
-    forward_any(&elems[..n], width, out);
+    forward_elems(&elems[..n], width, out);
+}
+
+with_avx2! {
+    /// [`forward`] into `out`, as long as `elems`.
+    fn forward_elems(elems: &[u8], width: usize, out: &mut [u8]) = forward_any;
 }
 
 /// [`forward`] into `out` (as long as `elems`, whole elements): each step from the element
@@ -120,43 +119,17 @@ fn forward_any(elems: &[u8], width: usize, out: &mut [u8]) {
     }
 }
 
-/// [`forward_any`] compiled with AVX2 (the x86-64 baseline's vectors are half as wide).
-///
-/// # Safety
-/// The CPU must have AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn forward_avx2(elems: &[u8], width: usize, out: &mut [u8]) {
-    forward_any(elems, width, out)
-}
-
-/// The inverse of [`forward`], in place: folded steps to elements.
-///
-/// In blocks of [`INVERSE_BLOCK`] elements and three passes each: unfold (vectorised), the
-/// running sum (the only serial part: one add a element, where a single fused loop waited
-/// on the unfold and the mask in every step, about a quarter of a difference-heavy chunk's
-/// decode), then back from the floats' order (vectorised).
-/// One copy of the loops per width, on u16 and u32 arrays: a version generic over the width
-/// (u32 sums cut to the element's bits) decoded the CNN batch 10-25 % slower (its byte copies
-/// no longer vectorise).
-pub(crate) fn inverse(data: &mut [u8], width: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if planepack_core::cpu::x86_64_v3() {
-        // SAFETY: the CPU has AVX2 (checked just above).
-        unsafe { inverse_avx2(data, width) };
-        return;
-    }
-    inverse_any(data, width);
-}
-
-/// [`inverse_any`] compiled with AVX2.
-///
-/// # Safety
-/// The CPU must have AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn inverse_avx2(data: &mut [u8], width: usize) {
-    inverse_any(data, width)
+with_avx2! {
+    /// The inverse of [`forward`], in place: folded steps to elements.
+    ///
+    /// In blocks of [`INVERSE_BLOCK`] elements and three passes each: unfold (vectorised), the
+    /// running sum (the only serial part: one add a element, where a single fused loop waited
+    /// on the unfold and the mask in every step, about a quarter of a difference-heavy chunk's
+    /// decode), then back from the floats' order (vectorised).
+    /// One copy of the loops per width, on u16 and u32 arrays: a version generic over the width
+    /// (u32 sums cut to the element's bits) decoded the CNN batch 10-25 % slower (its byte copies
+    /// no longer vectorise).
+    pub(crate) fn inverse(data: &mut [u8], width: usize) = inverse_any;
 }
 
 /// [`inverse`]'s loops, inlined into whichever function calls them.

@@ -1152,27 +1152,38 @@ impl Rans {
 /// tensor, and faulting in its pages, was a tenth of a two-thread encode's time on CNN
 /// activations).
 fn kept_rows(input: &[u8], row_bytes: usize, copies: &[u8], parallel: bool) -> Vec<u8> {
-    let kept: Vec<&[u8]> = input
-        .chunks_exact(row_bytes)
-        .enumerate()
-        .filter(|(i, _)| copies[i / 8] >> (i % 8) & 1 == 0)
-        .map(|(_, row)| row)
-        .collect();
-    if !parallel {
-        return kept.concat();
+    let rows = input.len() / row_bytes;
+    let kept = |r: std::ops::Range<usize>| r.filter(|&i| copies[i / 8] >> (i % 8) & 1 == 0);
+    // Tasks of whole rows, about PARALLEL_TASK_BYTES each (one task on one thread), each
+    // given its slice of the body by the kept rows before it.
+    let per_task = match parallel {
+        true => planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(row_bytes),
+        false => rows,
     }
-    let mut out = vec![0u8; kept.len() * row_bytes];
-    // Tasks of whole rows, about PARALLEL_TASK_BYTES each.
-    let rows_per_task = planepack_core::codec::PARALLEL_TASK_BYTES
-        .div_ceil(row_bytes)
-        .max(1);
-    out.par_chunks_mut(rows_per_task * row_bytes)
-        .zip(kept.par_chunks(rows_per_task))
-        .for_each(|(dst, rows)| {
-            for (d, r) in dst.chunks_exact_mut(row_bytes).zip(rows) {
-                d.copy_from_slice(r);
-            }
-        });
+    .max(1);
+    let tasks: Vec<std::ops::Range<usize>> = (0..rows)
+        .step_by(per_task)
+        .map(|t| t..rows.min(t + per_task))
+        .collect();
+    let counts: Vec<usize> = tasks.iter().map(|t| kept(t.clone()).count()).collect();
+    let mut out = vec![0u8; counts.iter().sum::<usize>() * row_bytes];
+    let mut parts = Vec::with_capacity(tasks.len());
+    let mut rest = &mut out[..];
+    for (t, c) in tasks.into_iter().zip(counts) {
+        let (part, after) = std::mem::take(&mut rest).split_at_mut(c * row_bytes);
+        parts.push((t, part));
+        rest = after;
+    }
+    let fill = |(t, part): (std::ops::Range<usize>, &mut [u8])| {
+        for (dst, i) in part.chunks_exact_mut(row_bytes).zip(kept(t)) {
+            dst.copy_from_slice(&input[i * row_bytes..][..row_bytes]);
+        }
+    };
+    if parallel {
+        parts.into_par_iter().for_each(fill);
+    } else {
+        parts.into_iter().for_each(fill);
+    }
     out
 }
 

@@ -7,26 +7,27 @@
 pub(crate) fn split(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) {
     let n = elems.len() / width;
     for p in planes.iter_mut() {
-        // Every byte is written below; reused planes of the right length are not cleared.
-        if p.len() != n {
-            p.clear();
-            p.resize(n, 0);
-        }
+        fit(p, n);
     }
-    // Indexed stores into planes sized up front (not pushes), the rotation decided outside
-    // the loop and the elements read as arrays, so the loops vectorise.
-    // The same loops compiled for AVX2 where the CPU has it (x86-64 baseline code split
-    // four elements a 16-byte load: a sixth of encoding FP32 tensors).
-    #[cfg(target_arch = "x86_64")]
-    if width > 1 && planepack_core::cpu::x86_64_v3() {
-        // SAFETY: the CPU has AVX2 (checked just above).
-        unsafe { split_avx2(&elems[..width * n], width, rotate, planes) };
-        return;
-    }
-    split_any(&elems[..width * n], width, rotate, planes);
+    split_elems(&elems[..width * n], width, rotate, planes);
 }
 
-/// [`split`]'s loops (`elems` whole elements), inlined into whichever function calls them.
+/// `v` made `n` bytes long for a caller that writes every one of them: a buffer already of
+/// that length is reused as it is (zeroing it first was a tenth of decoding FP32 tensors).
+pub(crate) fn fit(v: &mut Vec<u8>, n: usize) {
+    if v.len() != n {
+        v.clear();
+        v.resize(n, 0);
+    }
+}
+
+with_avx2! {
+    /// [`split`]'s loops on whole elements.
+    fn split_elems(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) = split_any;
+}
+
+/// [`split_elems`]' loops: indexed stores into planes sized up front (not pushes), the
+/// rotation decided outside the loop and the elements read as arrays, so the loops vectorise.
 #[inline(always)]
 fn split_any(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) {
     match (width, rotate) {
@@ -36,16 +37,6 @@ fn split_any(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) {
         (_, true) => split4::<true>(elems, planes),
         (_, false) => split4::<false>(elems, planes),
     }
-}
-
-/// [`split_any`] compiled with AVX2.
-///
-/// # Safety
-/// The CPU must have AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn split_avx2(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) {
-    split_any(elems, width, rotate, planes)
 }
 
 #[inline(always)]

@@ -337,7 +337,6 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     // gathered at a cursor.
     c.symbols.clear();
     c.symbols.resize(n, SYM_LITERAL);
-    let rest = &mut s.counter;
     // The dictionary candidates are counted on every 4th element of long chunks (a value
     // worth a symbol of its own is at least a few percent of them; the table of a quarter
     // of the elements stays in cache).
@@ -402,11 +401,12 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     let dict = if W <= 2 {
         most_frequent_direct(&lits[..m], 1 << (8 * W), &mut s.direct)
     } else {
-        rest.reset(m);
+        let counter = &mut s.counter;
+        counter.reset(m);
         for &x in &lits[..m] {
-            rest.add(x);
+            counter.add(x);
         }
-        rest.most_frequent()
+        counter.most_frequent()
     };
     let e0 = (0..256)
         .max_by_key(|&e| (tops.iter().map(|t| t[e]).sum::<u32>(), std::cmp::Reverse(e)))
