@@ -286,15 +286,16 @@ impl ModelTable {
         Ok((ModelTable::from_freq(freq), pos + 2 * p))
     }
 
-    /// The 2048 decode slots, appended to `slots`: `symbol | (freq - 1) << 9 | cum << 20`
-    /// (all zero for an unused table: its frequency-1 field reads as a symbol that never
-    /// occurs, which the decoder refuses).
+    /// The 2048 decode slots, appended to `slots`: `symbol | cum << 9 | freq << 20` (cum,
+    /// below 2048, in 11 bits; freq, up to 2048, in the top 12, one shift away for the
+    /// state's update). An unused table's slots hold the symbol 511, which never occurs and
+    /// which the decoder refuses.
     pub fn decode_slots(&self, slots: &mut Vec<u32>) {
         let start = slots.len();
         for s in 0..SYMBOLS {
             let f = self.freq[s] as u32;
             if f > 0 {
-                let e = s as u32 | (f - 1) << 9 | (self.cum[s] as u32) << 20;
+                let e = s as u32 | (self.cum[s] as u32) << 9 | f << 20;
                 slots.extend(std::iter::repeat_n(e, f as usize));
             }
         }
@@ -506,9 +507,9 @@ struct LaneState {
 }
 
 /// Decode every lane, one element of each in turn: the lanes' dependency chains (state, table
-/// read, state) are independent, so the CPU overlaps them. With AVX2, groups of eight lanes
-/// go through [`avx2::steps`] for the elements they all have, and the scalar steps finish
-/// the rest (and check the same rules).
+/// read, state) are independent, so the CPU overlaps them. With AVX2, each group of eight
+/// lanes goes through [`avx2::steps`] for the elements they all have, and the scalar steps
+/// finish the rest (and check the same rules).
 fn decode_lanes<const W: usize, const R: bool>(
     p: &Params,
     lanes: &mut [LaneState],
@@ -517,21 +518,12 @@ fn decode_lanes<const W: usize, const R: bool>(
 ) -> Result<()> {
     #[cfg(target_arch = "x86_64")]
     if simd && W > 1 && planepack_core::cpu::x86_64_v3() {
-        // Two groups of eight at a time where there are (their chains overlap), then one.
-        let whole = lanes.len() / 8 * 8;
-        let (pairs, single) = lanes[..whole].split_at_mut(whole / 16 * 16);
-        for group in pairs.chunks_exact_mut(16) {
+        for group in lanes.chunks_exact_mut(8) {
             let common = group.iter().map(|l| l.end - l.i).min().unwrap_or(0);
-            // SAFETY: the CPU has AVX2 (x86-64-v3); 16 lanes each with at least `common`
-            // elements left; `Params`' words and planes are padded as the kernel needs.
-            if common > 0 && !unsafe { avx2::steps::<W, R, 2>(p, group, common, out) } {
-                return Err(Error::corrupt("a modelled lane breaks the format's rules"));
-            }
-        }
-        for group in single.chunks_exact_mut(8) {
-            let common = group.iter().map(|l| l.end - l.i).min().unwrap_or(0);
-            // SAFETY: as above, eight lanes.
-            if common > 0 && !unsafe { avx2::steps::<W, R, 1>(p, group, common, out) } {
+            // SAFETY: the CPU has AVX2 (x86-64-v3); eight lanes at their first element
+            // (none has been stepped), each with at least `common` elements left; `Params`'
+            // words and planes are padded as the kernel needs.
+            if common > 0 && !unsafe { avx2::steps::<W, R>(p, group, common, out) } {
                 return Err(Error::corrupt("a modelled lane breaks the format's rules"));
             }
         }
@@ -559,8 +551,8 @@ fn step<const W: usize, const R: bool>(
     let slot = l.x & (MODEL_SCALE - 1);
     let e = p.slots[ctx << MODEL_PROB_BITS | slot as usize];
     let sym = (e & 511) as u16;
-    let f = (e >> 9 & 2047) + 1;
-    l.x = f * (l.x >> MODEL_PROB_BITS) + slot - (e >> 20);
+    let (f, cum) = (e >> 20, e >> 9 & (MODEL_SCALE - 1));
+    l.x = f * (l.x >> MODEL_PROB_BITS) + slot - cum;
     if l.x < L {
         if l.word == l.word_end {
             return Err(Error::corrupt(format!(
@@ -615,8 +607,19 @@ mod tests {
     }
 
     fn chunk_of(elems: &[u8], width: usize, rotate: bool, form: TableForm) -> Vec<u8> {
+        chunk_with_up(elems, width, rotate, form, 50)
+    }
+
+    /// The modelled chunk of `elems` with "up" `row` elements back.
+    fn chunk_with_up(
+        elems: &[u8],
+        width: usize,
+        rotate: bool,
+        form: TableForm,
+        row: usize,
+    ) -> Vec<u8> {
         let mut s = Scratch::default();
-        let (_, tables, plans) = plan(elems, width, rotate, 50, form, &mut s);
+        let (_, tables, plans) = plan(elems, width, rotate, row, form, &mut s);
         let mut out = Vec::new();
         encode(
             elems,
@@ -630,6 +633,38 @@ mod tests {
         )
         .unwrap();
         out
+    }
+
+    /// The SIMD lanes keep a tile of eight steps before writing it where "up" reaches back
+    /// eight elements or more, and write each step where it reaches less far: every "up"
+    /// distance around that edge, both widths, lanes of every length modulo the tile, decode
+    /// as the scalar steps do.
+    #[test]
+    fn simd_lanes_at_every_up_distance() {
+        for width in [2usize, 4] {
+            for row in 1..=12 {
+                for n in [8 * 1024 + 8 * 13, 8 * 1024 + 8 * 13 + 5, 40_000] {
+                    let elems = planepack_testkit::activation_like(n, width, row, row as u64);
+                    let chunk = chunk_with_up(&elems, width, true, TableForm::Compact, row);
+                    let mut s = DecScratch::default();
+                    for simd in [true, false] {
+                        let mut out = vec![0u8; elems.len()];
+                        let end = decode_with(
+                            &chunk,
+                            width,
+                            true,
+                            TableForm::Compact,
+                            &mut s,
+                            &mut out,
+                            simd,
+                        )
+                        .unwrap();
+                        assert_eq!(end, chunk.len());
+                        assert!(out == elems, "W{width} U{row} n{n} simd {simd}");
+                    }
+                }
+            }
+        }
     }
 
     /// The SIMD lanes and the scalar steps decode every valid chunk alike, and agree on
