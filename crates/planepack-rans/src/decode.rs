@@ -9,7 +9,8 @@ use crate::row_contexts::{RowDecoder, PLANE_ROW_CONTEXT};
 /// Per-thread decoder scratch.
 #[derive(Default)]
 pub(crate) struct DecScratch {
-    pub(crate) modelled: modelled::DecodeState,
+    /// Two modelled chunks' buffers ([`modelled::decode_two`]; one chunk uses the first).
+    pub(crate) modelled: [modelled::DecodeState; 2],
     pub(crate) planes: Vec<Vec<u8>>,
     pub(crate) mask: Vec<u8>,
     /// A sparse chunk's nonzero elements, joined.
@@ -239,6 +240,33 @@ pub(crate) fn decode_chunk(
     Ok(())
 }
 
+/// Decode one or two consecutive chunk payloads (`chunks`, their outputs `outs`, as
+/// [`decode_chunk`]): two modelled chunks have their lanes run together
+/// ([`modelled::decode_two`]), any others are decoded one after the other.
+fn decode_chunks(
+    chunks: &[&[u8]],
+    outs: &mut [&mut [u8]],
+    h: &Header,
+    ctx: Option<&ContextDecoder>,
+    rows: Option<&RowDecoder>,
+    s: &mut DecScratch,
+) -> Result<()> {
+    let modelled = |c: &[u8]| c.first() == Some(&modelled::CHUNK_MODELLED);
+    if let ([a, b], [oa, ob]) = (chunks, &mut *outs) {
+        if h.version >= VERSION_MODELLED && h.width > 1 && modelled(a) && modelled(b) {
+            let ends = modelled::decode_two((a, oa), (b, ob), h.width, h.rotate, h.tables, s)?;
+            if ends != (a.len(), b.len()) {
+                return Err(Error::corrupt("chunk length disagrees with its planes"));
+            }
+            return Ok(());
+        }
+    }
+    for (chunk, o) in chunks.iter().zip(outs.iter_mut()) {
+        decode_chunk(chunk, h, ctx, rows, s, o)?;
+    }
+    Ok(())
+}
+
 impl Rans {
     pub(crate) fn decode_impl(
         &self,
@@ -257,21 +285,42 @@ impl Rans {
         let chunk_bytes = h.chunk_elements() * h.width;
         let ctx = h.contexts.as_deref().map(ContextTables::decoder);
         let rows = h.row_contexts.as_ref().map(|r| r.decoder(h.version));
-        let work = |(span, o): (&(usize, usize), &mut [u8]), s: &mut DecScratch| {
-            let chunk = &compressed[span.0..span.0 + span.1];
-            decode_chunk(chunk, &h, ctx.as_ref(), rows.as_ref(), s, o)
+        // Chunks go in pairs (two modelled chunks decode faster together), except where the
+        // parallel decoder would then have fewer than four tasks a thread.
+        let per = match parallel && spans.len() < 8 * rayon::current_num_threads() {
+            true => 1,
+            false => 2,
+        };
+        let work = |(spans, o): (&[(usize, usize)], &mut [u8]), s: &mut DecScratch| {
+            let mut chunks: [&[u8]; 2] = [&[], &[]];
+            let mut outs: [&mut [u8]; 2] = [&mut [], &mut []];
+            for (c, span) in chunks.iter_mut().zip(spans) {
+                *c = &compressed[span.0..span.0 + span.1];
+            }
+            for (dst, o) in outs.iter_mut().zip(o.chunks_mut(chunk_bytes)) {
+                *dst = o;
+            }
+            let n = spans.len();
+            decode_chunks(
+                &chunks[..n],
+                &mut outs[..n],
+                &h,
+                ctx.as_ref(),
+                rows.as_ref(),
+                s,
+            )
         };
         let Some(m) = &h.rows else {
             if parallel {
                 spans
-                    .par_iter()
-                    .zip(elems.par_chunks_mut(chunk_bytes))
+                    .par_chunks(per)
+                    .zip(elems.par_chunks_mut(per * chunk_bytes))
                     .try_for_each_init(DecScratch::default, |s, x| work(x, s))?;
             } else {
                 let mut s = DecScratch::default();
                 spans
-                    .iter()
-                    .zip(elems.chunks_mut(chunk_bytes))
+                    .chunks(per)
+                    .zip(elems.chunks_mut(per * chunk_bytes))
                     .try_for_each(|x| work(x, &mut s))?;
             }
             return Ok(());
@@ -298,26 +347,35 @@ impl Rans {
             at = next;
         }
         let len_of = |c: usize| chunk_bytes.min(body - c);
+        // One or two chunks (`per`) into scratch, then their rows to their places.
         let place = |(s, buf): &mut (DecScratch, Vec<u8>),
-                     (span, (first, start, piece)): (
-            &(usize, usize),
-            (usize, usize, &mut [u8]),
-        )| {
-            buf.resize(len_of(first), 0);
-            work((span, &mut buf[..]), s)?;
-            scatter(m, first, buf, start, piece)
+                     (spans, pieces): (&[(usize, usize)], &mut [Piece])| {
+            let len: usize = pieces.iter().map(|p| len_of(p.0)).sum();
+            buf.resize(len, 0);
+            work((spans, &mut buf[..]), s)?;
+            for (k, (first_k, start, piece)) in pieces.iter_mut().enumerate() {
+                let from = k * chunk_bytes;
+                scatter(
+                    m,
+                    *first_k,
+                    &buf[from..from + len_of(*first_k)],
+                    *start,
+                    piece,
+                )?;
+            }
+            Ok::<(), Error>(())
         };
         let init = || (DecScratch::default(), Vec::new());
         if parallel {
             spans
-                .par_iter()
-                .zip(pieces)
+                .par_chunks(per)
+                .zip(pieces.par_chunks_mut(per))
                 .try_for_each_init(init, place)?;
         } else {
             let mut s = init();
             spans
-                .iter()
-                .zip(pieces)
+                .chunks(per)
+                .zip(pieces.chunks_mut(per))
                 .try_for_each(|x| place(&mut s, x))?;
         }
         let r = m.row_bytes;
@@ -328,6 +386,10 @@ impl Rans {
         Ok(())
     }
 }
+
+/// Where a chunk's rows go: its first byte in the chunks' order, where that lands in the
+/// tensor, and the output from there to where the next chunk's first byte lands.
+type Piece<'a> = (usize, usize, &'a mut [u8]);
 
 /// Where the originals' byte `x` (counted in the chunks' order) goes in the tensor, and how
 /// many copied rows come before it. Copy `i` comes before original row `j` exactly when fewer

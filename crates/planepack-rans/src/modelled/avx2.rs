@@ -60,84 +60,177 @@ pub unsafe fn steps<const W: usize, const R: bool>(
     steps: usize,
     out: &mut [u8],
 ) -> bool {
-    debug_assert!(lanes.len() == 8 && (W == 2 || W == 4));
-    debug_assert!(lanes
-        .iter()
-        .all(|l| l.i == l.start && l.left_sym == super::NONE));
-    let c = Consts {
-        e0: _mm256_set1_epi32(p.e0 as i32 + SYM_LITERAL as i32),
-        last_word: _mm256_set1_epi32(p.total_words as i32),
-        last_lit: _mm256_set1_epi32(p.literals as i32),
-        dict: _mm256_set1_epi32(p.dict as i32),
-    };
-    let get = |f: &dyn Fn(&LaneState) -> i64| {
-        let mut a = [0i32; 8];
-        for (v, l) in a.iter_mut().zip(lanes.iter()) {
-            *v = f(l) as i32;
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        let mut run = Run::<W, R>::new(p, lanes);
+        for k in 0..steps {
+            run.step(k, out);
         }
-        // SAFETY: an 8 x i32 array read as one vector.
-        unsafe { _mm256_loadu_si256(a.as_ptr() as *const __m256i) }
-    };
-    // "Up" is taken from the U-th step on where U > 0 (a U past i32's range, which a damaged
-    // header can give, is never reached: no lane is that long).
-    let up = p.u;
-    let mut g = Group {
-        x: get(&|l| l.x as i64),
-        word: get(&|l| l.word as i64),
-        lit: get(&|l| l.lit as i64),
-        up_at: get(&|l| (l.start as i64 - (up as i64).min(i32::MAX as i64)) * W as i64),
-        left: _mm256_setzero_si256(),
-        prev: _mm256_setzero_si256(),
-        err: _mm256_setzero_si256(),
-        next: _mm256_setzero_si256(),
-    };
-    // Each lane's first element's byte offset in the output.
-    let mut base = [0usize; 8];
-    for (b, l) in base.iter_mut().zip(lanes.iter()) {
-        *b = l.start * W;
+        run.finish(lanes, steps, out)
     }
-    // Up reaches back at least a tile (or never): elements may wait in the tile.
-    let tiled = up == 0 || up >= TILE;
-    let mut tile = [_mm256_setzero_si256(); TILE];
-    for k in 0..steps {
-        let up_ok = up > 0 && k >= up;
-        // SAFETY: the caller's contract, passed on; `k < steps`.
-        let v = unsafe { step::<W, R>(p, &c, &mut g, out, k == 0, up_ok, k % 2 == 0) };
-        if tiled {
-            tile[k % TILE] = v;
+}
+
+/// [`steps`] for two chunks' groups of eight lanes (`(params, lanes, steps, output)` each),
+/// their steps interleaved so that their dependency chains overlap.
+///
+/// # Safety
+/// As for [`steps`], for each.
+#[target_feature(enable = "avx2")]
+pub unsafe fn steps_two<const W: usize, const R: bool>(
+    a: (&Params, &mut [LaneState], usize, &mut [u8]),
+    b: (&Params, &mut [LaneState], usize, &mut [u8]),
+) -> bool {
+    let ((pa, la, na, oa), (pb, lb, nb, ob)) = (a, b);
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        let mut ra = Run::<W, R>::new(pa, la);
+        let mut rb = Run::<W, R>::new(pb, lb);
+        let both = na.min(nb);
+        for k in 0..both {
+            ra.step(k, oa);
+            rb.step(k, ob);
+        }
+        for k in both..na {
+            ra.step(k, oa);
+        }
+        for k in both..nb {
+            rb.step(k, ob);
+        }
+        let ok = ra.finish(la, na, oa);
+        rb.finish(lb, nb, ob) && ok
+    }
+}
+
+/// Eight lanes of one chunk on their way: the state, what every step reads, and the tile.
+struct Run<'a, const W: usize, const R: bool> {
+    p: &'a Params<'a>,
+    c: Consts,
+    g: Group,
+    /// Each lane's first element's byte offset in the output.
+    base: [usize; 8],
+    /// "Up" is allowed from this step on (0: never).
+    up: usize,
+    /// "Up" reaches back at least a tile (or never): elements may wait in the tile.
+    tiled: bool,
+    tile: [__m256i; TILE],
+}
+
+impl<'a, const W: usize, const R: bool> Run<'a, W, R> {
+    /// # Safety
+    /// As for [`steps`].
+    #[target_feature(enable = "avx2")]
+    unsafe fn new(p: &'a Params<'a>, lanes: &[LaneState]) -> Self {
+        debug_assert!(lanes.len() == 8 && (W == 2 || W == 4));
+        debug_assert!(lanes
+            .iter()
+            .all(|l| l.i == l.start && l.left_sym == super::NONE));
+        let get = |f: &dyn Fn(&LaneState) -> i64| {
+            let mut a = [0i32; 8];
+            for (v, l) in a.iter_mut().zip(lanes.iter()) {
+                *v = f(l) as i32;
+            }
+            // SAFETY: an 8 x i32 array read as one vector.
+            unsafe { _mm256_loadu_si256(a.as_ptr() as *const __m256i) }
+        };
+        // (A U past i32's range, which a damaged header can give, is never reached: no lane
+        // is that long.)
+        let up = p.u;
+        let mut base = [0usize; 8];
+        for (b, l) in base.iter_mut().zip(lanes.iter()) {
+            *b = l.start * W;
+        }
+        Run {
+            p,
+            c: Consts {
+                e0: _mm256_set1_epi32(p.e0 as i32 + SYM_LITERAL as i32),
+                last_word: _mm256_set1_epi32(p.total_words as i32),
+                last_lit: _mm256_set1_epi32(p.literals as i32),
+                dict: _mm256_set1_epi32(p.dict as i32),
+            },
+            g: Group {
+                x: get(&|l| l.x as i64),
+                word: get(&|l| l.word as i64),
+                lit: get(&|l| l.lit as i64),
+                up_at: get(&|l| (l.start as i64 - (up as i64).min(i32::MAX as i64)) * W as i64),
+                left: _mm256_setzero_si256(),
+                prev: _mm256_setzero_si256(),
+                err: _mm256_setzero_si256(),
+                next: _mm256_setzero_si256(),
+            },
+            base,
+            up,
+            tiled: up == 0 || up >= TILE,
+            tile: [_mm256_setzero_si256(); TILE],
+        }
+    }
+
+    /// Step `k` (counted from the lanes' first element) of every lane.
+    ///
+    /// # Safety
+    /// As for [`steps`]; steps are taken in order, each below every lane's length.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn step(&mut self, k: usize, out: &mut [u8]) {
+        let up_ok = self.up > 0 && k >= self.up;
+        // SAFETY: the caller's contract, passed on.
+        let v = unsafe {
+            step::<W, R>(
+                self.p,
+                &self.c,
+                &mut self.g,
+                out,
+                k == 0,
+                up_ok,
+                k.is_multiple_of(2),
+            )
+        };
+        if self.tiled {
+            self.tile[k % TILE] = v;
             if k % TILE == TILE - 1 {
                 // SAFETY: steps k + 1 - TILE ..= k of every lane are below its end.
-                unsafe { write_tile::<W>(&tile, &base, (k + 1 - TILE) * W, out) };
+                unsafe { write_tile::<W>(&self.tile, &self.base, (k + 1 - TILE) * W, out) };
             }
         } else {
             // SAFETY: step k of every lane is below its end.
-            unsafe { write_step::<W>(v, &base, k * W, out) };
+            unsafe { write_step::<W>(v, &self.base, k * W, out) };
         }
     }
-    if tiled {
-        for k in steps / TILE * TILE..steps {
-            // SAFETY: as above, for the steps the last whole tile left.
-            unsafe { write_step::<W>(tile[k % TILE], &base, k * W, out) };
+
+    /// After `steps` steps: the elements still in the tile written, the states back in
+    /// `lanes`. False if a lane broke a rule or is past its words or literals (an error
+    /// here, before the scalar steps, which index the words, can see it).
+    ///
+    /// # Safety
+    /// As for [`steps`]; `steps` steps were taken.
+    #[target_feature(enable = "avx2")]
+    unsafe fn finish(&self, lanes: &mut [LaneState], steps: usize, out: &mut [u8]) -> bool {
+        if steps == 0 {
+            return true;
         }
+        if self.tiled {
+            for k in steps / TILE * TILE..steps {
+                // SAFETY: as in `step`, for the steps the last whole tile left.
+                unsafe { write_step::<W>(self.tile[k % TILE], &self.base, k * W, out) };
+            }
+        }
+        let g = &self.g;
+        let mut a = [[0u32; 8]; 5];
+        for (dst, v) in a.iter_mut().zip([g.x, g.word, g.lit, g.left, g.prev]) {
+            // SAFETY: an 8 x u32 array written as one vector.
+            unsafe { _mm256_storeu_si256(dst.as_mut_ptr() as *mut __m256i, v) };
+        }
+        let mut ok = _mm256_testz_si256(g.err, g.err) == 1;
+        for (j, l) in lanes.iter_mut().enumerate() {
+            l.x = a[0][j];
+            l.word = a[1][j] as usize;
+            l.lit = a[2][j] as usize;
+            l.i = l.start + steps;
+            l.left = a[3][j];
+            l.left_sym = a[4][j] as u16;
+            ok &= l.word <= l.word_end && l.lit <= l.lit_end;
+        }
+        ok
     }
-    // Back to the lanes; a lane past its words or literals is an error here, before the
-    // scalar steps (which index the words) can see it.
-    let mut a = [[0u32; 8]; 5];
-    for (dst, v) in a.iter_mut().zip([g.x, g.word, g.lit, g.left, g.prev]) {
-        // SAFETY: an 8 x u32 array written as one vector.
-        unsafe { _mm256_storeu_si256(dst.as_mut_ptr() as *mut __m256i, v) };
-    }
-    let mut ok = _mm256_testz_si256(g.err, g.err) == 1;
-    for (j, l) in lanes.iter_mut().enumerate() {
-        l.x = a[0][j];
-        l.word = a[1][j] as usize;
-        l.lit = a[2][j] as usize;
-        l.i = l.start + steps;
-        l.left = a[3][j];
-        l.left_sym = a[4][j] as u16;
-        ok &= l.word <= l.word_end && l.lit <= l.lit_end;
-    }
-    ok
 }
 
 /// One element of each of a group's eight lanes, returned: `first` at the lanes' first
