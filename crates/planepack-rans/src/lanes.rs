@@ -1181,25 +1181,9 @@ mod avx2 {
         }
     }
 
-    /// Shuffle controls for 8 16-bit words: entry `m` moves the words at `m`'s set bits to
-    /// the front, in order.
-    const COMPRESS16: [[u8; 16]; 256] = {
-        let mut t = [[0x80u8; 16]; 256];
-        let mut m = 0;
-        while m < 256 {
-            let (mut i, mut k) = (0, 0);
-            while i < 8 {
-                if m >> i & 1 == 1 {
-                    t[m][2 * k] = 2 * i as u8;
-                    t[m][2 * k + 1] = 2 * i as u8 + 1;
-                    k += 1;
-                }
-                i += 1;
-            }
-            m += 1;
-        }
-        t
-    };
+    // Shuffle controls for 8 16-bit words: entry `m` moves the words at `m`'s set bits to
+    // the front, in order.
+    use crate::planes::PACK_2 as COMPRESS16;
 
     /// Bit `i` of byte `l` of the result is bit `l` of byte `i` of `x` (an 8 x 8 bit
     /// transpose).

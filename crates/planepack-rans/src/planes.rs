@@ -321,6 +321,28 @@ pub(crate) fn take_zeros_out(
     nonzero.truncate(k);
 }
 
+/// Per byte `m` (bit `i`: 2-byte element `i` of eight is kept): the byte shuffle that packs the
+/// kept elements of a 16-byte vector to its front, in order, zero bytes after them (the zero
+/// mask's nonzero elements here, the lane coder's emitted words in `lanes`).
+#[cfg(target_arch = "x86_64")]
+pub(crate) static PACK_2: [[u8; 16]; 256] = {
+    let mut t = [[0x80u8; 16]; 256];
+    let mut m = 0;
+    while m < 256 {
+        let (mut i, mut k) = (0, 0);
+        while i < 8 {
+            if m >> i & 1 == 1 {
+                t[m][2 * k] = 2 * i as u8;
+                t[m][2 * k + 1] = 2 * i as u8 + 1;
+                k += 1;
+            }
+            i += 1;
+        }
+        m += 1;
+    }
+    t
+};
+
 /// [`take_zeros_out`] eight elements at a time with AVX2: a compare gives the eight elements'
 /// nonzero bits (the mask byte), a shuffle looked up by that byte moves the nonzero elements
 /// to the front, and the whole vector is stored at the cursor (the elements after them are
@@ -330,25 +352,7 @@ pub(crate) fn take_zeros_out(
 mod zeros_avx2 {
     use std::arch::x86_64::*;
 
-    /// Per nonzero byte `m` (bit `i`: element `i` of eight is nonzero): the byte shuffle that
-    /// packs the nonzero 2-byte elements of a 16-byte vector to its front.
-    static PACK_2: [[u8; 16]; 256] = {
-        let mut t = [[0x80u8; 16]; 256];
-        let mut m = 0;
-        while m < 256 {
-            let (mut i, mut k) = (0, 0);
-            while i < 8 {
-                if m >> i & 1 == 1 {
-                    t[m][2 * k] = 2 * i as u8;
-                    t[m][2 * k + 1] = 2 * i as u8 + 1;
-                    k += 1;
-                }
-                i += 1;
-            }
-            m += 1;
-        }
-        t
-    };
+    use super::PACK_2;
 
     /// Per nonzero byte: the 32-bit permutation that packs the nonzero 4-byte elements of a
     /// 32-byte vector to its front.
