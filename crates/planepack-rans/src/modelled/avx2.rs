@@ -10,7 +10,8 @@
 //! count, which the caller refuses, and every read is clamped inside the buffers meanwhile);
 //! and the elements go to a tile of eight steps that is written out transposed, a 16- or
 //! 32-byte store a lane, instead of eight scattered stores a step (where "up" reaches at
-//! least eight elements back, so it reads only elements already written).
+//! least eight elements back, so it reads only elements already written). Two chunks' lanes
+//! may run with their steps interleaved ([`steps_two`]): two chains in flight instead of one.
 
 use super::SYM_LITERAL;
 use super::{LaneState, Params, L, MODEL_PROB_BITS, MODEL_SCALE, SYMBOLS, SYM_DICT};
