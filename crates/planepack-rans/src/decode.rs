@@ -100,7 +100,13 @@ pub(crate) fn get_joined(
             (PLANE_ROW_CONTEXT, 0, Some(dec), _) => {
                 let dst = &mut rest[0];
                 fit(dst, n);
-                at = lanes::decode_rows(chunk, at + 1, dec, &mut lanes.1, dst)?;
+                // 2-byte elements whose plane 1 is raw are joined as plane 0 decodes.
+                let join = (width == 2).then_some((&mut *out, rotate));
+                let joined;
+                (at, joined) = lanes::decode_rows(chunk, at + 1, dec, &mut lanes.1, dst, join)?;
+                if joined {
+                    return Ok(at);
+                }
                 continue;
             }
             (PLANE_CONTEXT, 1, _, Some(dec)) if width == 2 => {

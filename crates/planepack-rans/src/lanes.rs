@@ -734,13 +734,21 @@ fn scalar_step(
 /// of `out[i - U]` (decoded in an earlier round: by the same lane where the lane count divides
 /// `U`, else, version 7, `k <= U`, by any lane). `words` is scratch. Returns the offset after
 /// the lanes.
+///
+/// With `join` (the output of 2-byte elements, and whether they are rotated) and a raw plane 1
+/// right after this plane: element `i` is also written there, `out[i] << 8 | plane1[i]`
+/// (rotated right by one bit if asked), as the symbols are decoded, and the offset returned
+/// is after plane 1, with `true`. The planes' join was a pass of its own, a quarter of
+/// decoding a KV cache, whose mantissa bytes are raw; in the kernel its loads and stores
+/// overlap the lanes' arithmetic.
 pub fn decode_rows(
     input: &[u8],
     at: usize,
     dec: &crate::row_contexts::RowDecoder,
     words: &mut Vec<u16>,
     out: &mut [u8],
-) -> Result<usize> {
+    join: Option<(&mut [u8], bool)>,
+) -> Result<(usize, bool)> {
     use crate::row_contexts::{ROW_ABSENT, ROW_FIRST};
     let tables = dec.slots.len() / PROB_SCALE as usize;
     if tables == 0 || !dec.slots.len().is_multiple_of(PROB_SCALE as usize) {
@@ -771,15 +779,25 @@ pub fn decode_rows(
     let last_table = (tables - 1) as u8;
     let mut absent = false;
     let n = out.len();
+    // Plane 1 raw, whole, right after this plane's words: joined as this plane decodes.
+    let plane_end = words_at + 2 * next;
+    let mut join = join.and_then(|(o, rotate)| {
+        let low = input.get(plane_end + 1..plane_end + 1 + n)?;
+        (input[plane_end] == crate::PLANE_RAW && o.len() == 2 * n).then_some((o, low, rotate))
+    });
     // Whole rounds of 8, 16, 24 or 32 lanes by the AVX2 kernel, the rest here.
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() {
         let full = n / k * k;
+        let joined = join
+            .as_mut()
+            .map(|(o, low, rotate)| (&mut o[..2 * full], &low[..full], *rotate));
         // SAFETY: the CPU has AVX2 (checked above); k (a multiple of 8, at most 32) is at
         // most u (checked above) and divides `full`; the kernel's loads stay inside `slots` (tables below
-        // `tables`, an absent context's clamped to the last), `out` (earlier rounds) and
-        // `words` (indices <= last, two words after it), and it writes only `out[..full]`.
+        // `tables`, an absent context's clamped to the last), `out` (earlier rounds),
+        // `words` (indices <= last, two words after it) and plane 1's `full` bytes, and it
+        // writes only `out[..full]` and the joined elements' `2 full` bytes.
         let ok = with_u32_positions(&mut pos, |p32| unsafe {
             avx2::decode_rows(
                 k / 8,
@@ -790,6 +808,7 @@ pub fn decode_rows(
                 words,
                 last as u32,
                 &mut out[..full],
+                joined,
             )
         });
         absent |= !ok;
@@ -827,7 +846,18 @@ pub fn decode_rows(
         ));
     }
     check_ends(&x, &pos, &end, k, words_at)?;
-    Ok(words_at + 2 * next)
+    match join {
+        Some((o, low, rotate)) => {
+            // The symbols the scalar loop decoded.
+            for i in done..n {
+                let t = (out[i] as u16) << 8 | low[i] as u16;
+                let v = if rotate { t.rotate_right(1) } else { t };
+                o[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+            }
+            Ok((plane_end + 1 + n, true))
+        }
+        None => Ok((plane_end, false)),
+    }
 }
 
 /// Decode `out` (whole rounds of `k` symbols, then a partial one) with the scalar loop, then
@@ -1328,7 +1358,7 @@ mod avx2 {
             Target::Joined2 { rotate: true, .. } => decode::<JOINED_ROTATED>,
         };
         // SAFETY: the caller's contract, passed on.
-        unsafe { run(groups, x, pos, slots, top, ctx, words, last, out) }
+        unsafe { run(groups, x, pos, slots, top, ctx, words, last, out, &mut []) }
     }
 
     /// How a symbol's table is chosen: its context `clamp((e >> shift) - (e0 >> shift), -3,
@@ -1359,6 +1389,7 @@ mod avx2 {
         words: &[u16],
         last: u32,
         out: &mut [u8],
+        joined: Option<(&mut [u8], &[u8], bool)>,
     ) -> bool {
         use crate::row_contexts::{ROW_CTX_ABOVE, ROW_CTX_BELOW};
         const _: () = assert!(ROW_CTX_BELOW == CTX_BELOW);
@@ -1370,7 +1401,17 @@ mod avx2 {
             distance: dec.distance,
         };
         // SAFETY: the caller's contract, passed on.
-        unsafe { decode::<ROW>(groups, x, pos, slots, &[], ctx, words, last, out) }
+        unsafe {
+            match joined {
+                None => decode::<ROW>(groups, x, pos, slots, &[], ctx, words, last, out, &mut []),
+                Some((j, low, false)) => {
+                    decode::<ROW_JOINED>(groups, x, pos, slots, low, ctx, words, last, out, j)
+                }
+                Some((j, low, true)) => decode::<ROW_JOINED_ROTATED>(
+                    groups, x, pos, slots, low, ctx, words, last, out, j,
+                ),
+            }
+        }
     }
 
     /// [`decode`]'s targets, as the kernel's `MODE`.
@@ -1379,6 +1420,10 @@ mod avx2 {
     pub const JOINED: u8 = 2;
     pub const JOINED_ROTATED: u8 = 3;
     pub const ROW: u8 = 4;
+    /// `ROW`, and each element also joined with its byte of a raw plane 1 (`top`) into
+    /// `joined`, as `JOINED` stores (`ROW_JOINED_ROTATED`: rotated right by one bit).
+    pub const ROW_JOINED: u8 = 5;
+    pub const ROW_JOINED_ROTATED: u8 = 6;
 
     /// Decode whole rounds of `8 groups` lanes: `out.len()` symbols (`PLANE`, `CONTEXT`) or
     /// elements of two bytes (`JOINED`, `JOINED_ROTATED`). Without a plane-0 `top`
@@ -1409,8 +1454,11 @@ mod avx2 {
         words: &[u16],
         last: u32,
         out: &mut [u8],
+        joined: &mut [u8],
     ) -> bool {
         debug_assert!(words.len() >= last as usize + 2);
+        let row_mode = MODE == ROW || MODE == ROW_JOINED || MODE == ROW_JOINED_ROTATED;
+        let row_joined = MODE == ROW_JOINED || MODE == ROW_JOINED_ROTATED;
         let Contexts {
             e0,
             shift,
@@ -1427,12 +1475,13 @@ mod avx2 {
         };
         let n = out.len() / unit;
         assert!(MODE == PLANE || MODE == ROW || top.len() == n);
+        assert!(!row_joined || joined.len() == 2 * n);
         let k = 8 * groups;
         // Rounds whose symbols have no element one row up (ROW): the first distance / k; then,
         // where k does not divide the distance, one round across the first row's end.
         assert!(MODE != ROW || (distance >= k && n.is_multiple_of(k)));
-        let first_rounds = if MODE == ROW { distance / k } else { 0 };
-        let across = MODE == ROW && !distance.is_multiple_of(k);
+        let first_rounds = if row_mode { distance / k } else { 0 };
+        let across = row_mode && !distance.is_multiple_of(k);
         let first_ctx = _mm256_set1_epi32(crate::row_contexts::ROW_FIRST as i32);
         let lane_index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         let mask = _mm256_set1_epi32((PROB_SCALE - 1) as i32);
@@ -1491,9 +1540,9 @@ mod avx2 {
                 let xv = xs[g];
                 let slot = _mm256_and_si256(xv, mask);
                 // The group's plane-0 bytes (unused by PLANE), a row plane's one row up.
-                let e = if MODE == PLANE || (MODE == ROW && r < first_rounds) {
+                let e = if MODE == PLANE || (row_mode && r < first_rounds) {
                     zero
-                } else if MODE == ROW && across && r == first_rounds {
+                } else if row_mode && across && r == first_rounds {
                     // The round across the first row's end: its lanes from symbol `distance`
                     // on take the symbol `distance` back (an earlier round), the rest none.
                     let mut up = [0u8; 8];
@@ -1505,7 +1554,7 @@ mod avx2 {
                     }
                     // SAFETY: `up` is 8 bytes.
                     _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(up.as_ptr() as *const __m128i) })
-                } else if MODE == ROW {
+                } else if row_mode {
                     // SAFETY: r * k >= distance (r > distance / k where k does not divide it),
                     // so r * k + 8 g - distance is at least 0, and below r * k + 8 g - k + 8 <=
                     // r * k (distance >= k): eight bytes decoded in an earlier round, in `out`.
@@ -1521,7 +1570,7 @@ mod avx2 {
                 let index = if MODE == PLANE {
                     slot
                 } else {
-                    let c = if MODE == ROW && r < first_rounds {
+                    let c = if row_mode && r < first_rounds {
                         first_ctx
                     } else {
                         let es = _mm256_srl_epi32(e, shiftv);
@@ -1529,7 +1578,7 @@ mod avx2 {
                             _mm256_max_epi32(_mm256_sub_epi32(es, e0lo), _mm256_setzero_si256()),
                             span,
                         );
-                        if MODE == ROW && across && r == first_rounds {
+                        if row_mode && across && r == first_rounds {
                             // Lanes whose symbol is before `distance`: the first row's context.
                             let i = _mm256_add_epi32(
                                 _mm256_set1_epi32((r * k + 8 * g) as i32),
@@ -1594,6 +1643,32 @@ mod avx2 {
                             _mm256_castsi256_si128(ordered),
                         )
                     };
+                    if row_joined {
+                        // The eight elements, symbol << 8 | plane-1 byte, as eight u16.
+                        // SAFETY: `top` holds a byte per symbol (asserted): the round's
+                        // 8 g-th are inside.
+                        let low = _mm256_cvtepu8_epi32(unsafe {
+                            _mm_loadl_epi64(top.as_ptr().add(r * k + 8 * g) as *const __m128i)
+                        });
+                        let mut el = _mm256_or_si256(_mm256_slli_epi32::<8>(sym), low);
+                        if MODE == ROW_JOINED_ROTATED {
+                            el = _mm256_or_si256(
+                                _mm256_srli_epi32::<1>(el),
+                                _mm256_slli_epi32::<15>(_mm256_and_si256(el, one)),
+                            );
+                            el = _mm256_and_si256(el, low16);
+                        }
+                        let halves = _mm256_packus_epi32(el, zero);
+                        let ordered = _mm256_permute4x64_epi64::<0b00_00_10_00>(halves);
+                        // SAFETY: `joined` holds 2 n bytes (asserted): the round's 16 bytes
+                        // from 2 (r k + 8 g) are inside.
+                        unsafe {
+                            _mm_storeu_si128(
+                                joined.as_mut_ptr().add(2 * (r * k + 8 * g)) as *mut __m128i,
+                                _mm256_castsi256_si128(ordered),
+                            )
+                        };
+                    }
                 }
             }
         }
