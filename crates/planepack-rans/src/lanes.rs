@@ -1211,6 +1211,30 @@ mod avx2 {
         }
     }
 
+    /// Eight 2-byte elements, the low halves of `el`'s lanes, rotated right by one bit if
+    /// `rotate`, stored in lane order at `dst` (the joined modes' output).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `dst` must be valid for 16 bytes of writes.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn store_elements(el: __m256i, rotate: bool, dst: *mut u8) {
+        let el = match rotate {
+            true => _mm256_and_si256(
+                _mm256_or_si256(
+                    _mm256_srli_epi32::<1>(el),
+                    _mm256_slli_epi32::<15>(_mm256_and_si256(el, _mm256_set1_epi32(1))),
+                ),
+                _mm256_set1_epi32(0xffff),
+            ),
+            false => el,
+        };
+        let halves = _mm256_packus_epi32(el, _mm256_setzero_si256());
+        let ordered = _mm256_permute4x64_epi64::<0b00_00_10_00>(halves);
+        // SAFETY: the caller's contract.
+        unsafe { _mm_storeu_si128(dst as *mut __m128i, _mm256_castsi256_si128(ordered)) };
+    }
+
     // Shuffle controls for 8 16-bit words: entry `m` moves the words at `m`'s set bits to
     // the front, in order.
     use crate::planes::PACK_2 as COMPRESS16;
@@ -1614,24 +1638,10 @@ mod avx2 {
                 next[g] = _mm256_blendv_epi8(next[g], _mm256_srli_epi32::<16>(next[g]), need);
                 let sym = _mm256_and_si256(v, byte);
                 if MODE == JOINED || MODE == JOINED_ROTATED {
-                    // The eight elements, top << 8 | symbol, as eight u16 in lane order.
-                    let mut el = _mm256_or_si256(_mm256_slli_epi32::<8>(e), sym);
-                    if MODE == JOINED_ROTATED {
-                        el = _mm256_or_si256(
-                            _mm256_srli_epi32::<1>(el),
-                            _mm256_slli_epi32::<15>(_mm256_and_si256(el, one)),
-                        );
-                        el = _mm256_and_si256(el, low16);
-                    }
-                    let halves = _mm256_packus_epi32(el, zero);
-                    let ordered = _mm256_permute4x64_epi64::<0b00_00_10_00>(halves);
+                    // The eight elements, top << 8 | symbol.
+                    let el = _mm256_or_si256(_mm256_slli_epi32::<8>(e), sym);
                     // SAFETY: row points at the round's 2 * 8 * groups bytes, g < groups.
-                    unsafe {
-                        _mm_storeu_si128(
-                            row.add(16 * g) as *mut __m128i,
-                            _mm256_castsi256_si128(ordered),
-                        )
-                    };
+                    unsafe { store_elements(el, MODE == JOINED_ROTATED, row.add(16 * g)) };
                 } else {
                     // The group's eight symbols (u32 lanes) as eight bytes, in lane order.
                     let bytes = _mm256_packus_epi16(_mm256_packus_epi32(sym, zero), zero);
@@ -1650,22 +1660,14 @@ mod avx2 {
                         let low = _mm256_cvtepu8_epi32(unsafe {
                             _mm_loadl_epi64(top.as_ptr().add(r * k + 8 * g) as *const __m128i)
                         });
-                        let mut el = _mm256_or_si256(_mm256_slli_epi32::<8>(sym), low);
-                        if MODE == ROW_JOINED_ROTATED {
-                            el = _mm256_or_si256(
-                                _mm256_srli_epi32::<1>(el),
-                                _mm256_slli_epi32::<15>(_mm256_and_si256(el, one)),
-                            );
-                            el = _mm256_and_si256(el, low16);
-                        }
-                        let halves = _mm256_packus_epi32(el, zero);
-                        let ordered = _mm256_permute4x64_epi64::<0b00_00_10_00>(halves);
+                        let el = _mm256_or_si256(_mm256_slli_epi32::<8>(sym), low);
                         // SAFETY: `joined` holds 2 n bytes (asserted): the round's 16 bytes
                         // from 2 (r k + 8 g) are inside.
                         unsafe {
-                            _mm_storeu_si128(
-                                joined.as_mut_ptr().add(2 * (r * k + 8 * g)) as *mut __m128i,
-                                _mm256_castsi256_si128(ordered),
+                            store_elements(
+                                el,
+                                MODE == ROW_JOINED_ROTATED,
+                                joined.as_mut_ptr().add(2 * (r * k + 8 * g)),
                             )
                         };
                     }
