@@ -849,11 +849,7 @@ pub fn decode_rows(
     match join {
         Some((o, low, rotate)) => {
             // The symbols the scalar loop decoded.
-            for i in done..n {
-                let t = (out[i] as u16) << 8 | low[i] as u16;
-                let v = if rotate { t.rotate_right(1) } else { t };
-                o[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
-            }
+            crate::planes::join_all(&[&out[done..], &low[done..]], 2, rotate, &mut o[2 * done..]);
             Ok((plane_end + 1 + n, true))
         }
         None => Ok((plane_end, false)),

@@ -324,19 +324,39 @@ pub(crate) fn take_zeros_out(
 /// Per byte `m` (bit `i`: 2-byte element `i` of eight is kept): the byte shuffle that packs the
 /// kept elements of a 16-byte vector to its front, in order, zero bytes after them (the zero
 /// mask's nonzero elements here, the lane coder's emitted words in `lanes`).
+/// For each byte `m`, the positions of its set bits in increasing order (the rest 0): which
+/// of eight elements a packing shuffle keeps, and where each goes.
 #[cfg(target_arch = "x86_64")]
-pub(crate) static PACK_2: [[u8; 16]; 256] = {
-    let mut t = [[0x80u8; 16]; 256];
+const KEPT: [[u8; 8]; 256] = {
+    let mut t = [[0u8; 8]; 256];
     let mut m = 0;
     while m < 256 {
         let (mut i, mut k) = (0, 0);
         while i < 8 {
             if m >> i & 1 == 1 {
-                t[m][2 * k] = 2 * i as u8;
-                t[m][2 * k + 1] = 2 * i as u8 + 1;
+                t[m][k] = i as u8;
                 k += 1;
             }
             i += 1;
+        }
+        m += 1;
+    }
+    t
+};
+
+/// Per byte `m` (bit `i`: 2-byte element `i` of eight is kept): the byte shuffle that packs the
+/// kept elements of a 16-byte vector to its front, in order, zero bytes after them (the zero
+/// mask's nonzero elements here, the lane coder's emitted words in `lanes`).
+#[cfg(target_arch = "x86_64")]
+pub(crate) static PACK_2: [[u8; 16]; 256] = {
+    let mut t = [[0x80u8; 16]; 256];
+    let mut m = 0;
+    while m < 256 {
+        let mut k = 0;
+        while k < (m as u32).count_ones() as usize {
+            t[m][2 * k] = 2 * KEPT[m][k];
+            t[m][2 * k + 1] = 2 * KEPT[m][k] + 1;
+            k += 1;
         }
         m += 1;
     }
@@ -360,13 +380,10 @@ mod zeros_avx2 {
         let mut t = [[0u32; 8]; 256];
         let mut m = 0;
         while m < 256 {
-            let (mut i, mut k) = (0, 0);
-            while i < 8 {
-                if m >> i & 1 == 1 {
-                    t[m][k] = i as u32;
-                    k += 1;
-                }
-                i += 1;
+            let mut k = 0;
+            while k < 8 {
+                t[m][k] = super::KEPT[m][k] as u32;
+                k += 1;
             }
             m += 1;
         }
