@@ -803,17 +803,21 @@ mod tests {
                     let mut o = vec![0u8; len];
                     decode_with(c, width, true, TableForm::Compact, s, &mut o, true).map(|e| (e, o))
                 };
-                let mut oa = vec![0u8; ea.len()];
-                let mut ob = vec![0u8; eb.len()];
-                let ends = decode_two(
-                    (&ca, &mut oa),
-                    (&cb, &mut ob),
-                    width,
-                    true,
-                    TableForm::Compact,
-                    &mut s,
-                )
-                .unwrap();
+                // Both chunks together: their ends and outputs.
+                let two = |a: &[u8], b: &[u8], s: &mut DecScratch| {
+                    let mut oa = vec![0u8; ea.len()];
+                    let mut ob = vec![0u8; eb.len()];
+                    let ends = decode_two(
+                        (a, &mut oa),
+                        (b, &mut ob),
+                        width,
+                        true,
+                        TableForm::Compact,
+                        s,
+                    );
+                    ends.map(|e| (e, oa, ob))
+                };
+                let (ends, oa, ob) = two(&ca, &cb, &mut s).unwrap();
                 assert_eq!(ends, (ca.len(), cb.len()));
                 assert!(oa == ea && ob == eb, "W{width} {na} {nb} U{row}");
                 for _ in 0..100 {
@@ -829,18 +833,8 @@ mod tests {
                     let at = (r >> 8) as usize % hit.len();
                     hit[at] ^= 1 << ((r >> 4) % 8);
                     let (ra, rb) = (alone(&ba, ea.len(), &mut s), alone(&bb, eb.len(), &mut s));
-                    let mut oa = vec![0u8; ea.len()];
-                    let mut ob = vec![0u8; eb.len()];
-                    let two = decode_two(
-                        (&ba, &mut oa),
-                        (&bb, &mut ob),
-                        width,
-                        true,
-                        TableForm::Compact,
-                        &mut s,
-                    );
-                    match (ra, rb, two) {
-                        (Ok((xa, ya)), Ok((xb, yb)), Ok(e)) => {
+                    match (ra, rb, two(&ba, &bb, &mut s)) {
+                        (Ok((xa, ya)), Ok((xb, yb)), Ok((e, oa, ob))) => {
                             assert!(e == (xa, xb) && oa == ya && ob == yb, "W{width} byte {at}")
                         }
                         (Ok(_), Ok(_), Err(e)) => {
