@@ -390,8 +390,8 @@ mod zeros_avx2 {
         t
     };
 
-    /// [`super::take_zeros_out_w`] for `W` = 2 or 4; the elements past the last whole eight
-    /// by that scalar loop.
+    /// [`super::take_zeros_out_w`] for `W` = 2 or 4: each group of eight's nonzero bits by a
+    /// compare, then [`pack`]; the elements past the last whole eight by that scalar loop.
     ///
     /// # Safety
     /// The CPU must have AVX2; `mask` holds `ceil(n / 8)` zero bytes and `nonzero` at least
@@ -405,41 +405,103 @@ mod zeros_avx2 {
         let group = 8 * W;
         let whole = elems.len() / group;
         assert!(mask.len() >= whole && nonzero.len() >= elems.len());
-        let (src, dst) = (elems.as_ptr(), nonzero.as_mut_ptr());
-        let mut k = 0usize;
+        let src = elems.as_ptr();
         for (b, bits) in mask[..whole].iter_mut().enumerate() {
-            // SAFETY: group b lies in `elems`; the store at k writes `group` bytes, and k is
-            // at most the bytes of the groups before (group * b), so it ends within
-            // group * (b + 1) <= elems.len() <= nonzero.len().
-            let nz = unsafe {
+            // SAFETY: group b lies in `elems`.
+            *bits = unsafe {
                 if W == 2 {
                     let v = _mm_loadu_si128(src.add(group * b) as *const __m128i);
                     let z = _mm_cmpeq_epi16(v, _mm_setzero_si128());
-                    let nz = !_mm_movemask_epi8(_mm_packs_epi16(z, z)) as u32 & 0xff;
-                    let ctl = _mm_loadu_si128(PACK_2[nz as usize].as_ptr() as *const __m128i);
-                    _mm_storeu_si128(dst.add(k) as *mut __m128i, _mm_shuffle_epi8(v, ctl));
-                    nz
+                    !_mm_movemask_epi8(_mm_packs_epi16(z, z)) as u8
                 } else {
                     let v = _mm256_loadu_si256(src.add(group * b) as *const __m256i);
                     let z = _mm256_cmpeq_epi32(v, _mm256_setzero_si256());
-                    let nz = !_mm256_movemask_ps(_mm256_castsi256_ps(z)) as u32 & 0xff;
-                    let perm = _mm256_loadu_si256(PACK_4[nz as usize].as_ptr() as *const __m256i);
-                    _mm256_storeu_si256(
-                        dst.add(k) as *mut __m256i,
-                        _mm256_permutevar8x32_epi32(v, perm),
-                    );
-                    nz
+                    !_mm256_movemask_ps(_mm256_castsi256_ps(z)) as u8
                 }
             };
-            *bits = nz as u8;
-            k += W * nz.count_ones() as usize;
         }
+        // SAFETY: as this function's.
+        let k = unsafe { pack::<W>(&elems[..group * whole], &mask[..whole], nonzero) };
         k + super::take_zeros_out_w::<W>(
             &elems[group * whole..],
             &mut mask[whole..],
             &mut nonzero[k..],
         )
     }
+
+    /// [`super::take_kept`] for `W` = 2 or 4, eight elements at a time: a shuffle looked up
+    /// by the group's byte of `keep` moves its kept elements to the front, and the whole
+    /// vector is stored at the cursor (the elements after them are overwritten by the next
+    /// store); the elements past the last whole eight by the scalar loop.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `keep` holds at least `ceil(n / 8)` bytes and `out` at least
+    /// `elems.len()` bytes.
+    #[target_feature(enable = "avx2,popcnt")]
+    pub(super) unsafe fn pack<const W: usize>(elems: &[u8], keep: &[u8], out: &mut [u8]) -> usize {
+        let group = 8 * W;
+        let whole = elems.len() / group;
+        assert!(keep.len() >= whole && out.len() >= elems.len());
+        let (src, dst) = (elems.as_ptr(), out.as_mut_ptr());
+        let mut k = 0usize;
+        for (b, &bits) in keep[..whole].iter().enumerate() {
+            // SAFETY: group b lies in `elems`; the store at k writes `group` bytes, and k is
+            // at most the bytes of the groups before (group * b), so it ends within
+            // group * (b + 1) <= elems.len() <= out.len().
+            unsafe {
+                if W == 2 {
+                    let v = _mm_loadu_si128(src.add(group * b) as *const __m128i);
+                    let ctl = _mm_loadu_si128(PACK_2[bits as usize].as_ptr() as *const __m128i);
+                    _mm_storeu_si128(dst.add(k) as *mut __m128i, _mm_shuffle_epi8(v, ctl));
+                } else {
+                    let v = _mm256_loadu_si256(src.add(group * b) as *const __m256i);
+                    let perm = _mm256_loadu_si256(PACK_4[bits as usize].as_ptr() as *const __m256i);
+                    _mm256_storeu_si256(
+                        dst.add(k) as *mut __m256i,
+                        _mm256_permutevar8x32_epi32(v, perm),
+                    );
+                }
+            }
+            k += W * bits.count_ones() as usize;
+        }
+        k + super::take_kept_w::<W>(&elems[group * whole..], &keep[whole..], &mut out[k..])
+    }
+}
+
+/// The elements of `elems` (whole elements of `width` bytes) whose bit is set in `keep` (bit
+/// `i % 8` of byte `i / 8` for element `i`), in order, into `out` (at least `elems.len()`
+/// bytes); returns the bytes of `out` used. Branch-free as [`take_zeros_out`], with its AVX2
+/// packing where the CPU has it (the modelled chunk's literals).
+pub(crate) fn take_kept(elems: &[u8], width: usize, keep: &[u8], out: &mut [u8]) -> usize {
+    let n = elems.len() / width;
+    assert!(keep.len() >= n.div_ceil(8) && out.len() >= elems.len());
+    #[cfg(target_arch = "x86_64")]
+    if width > 1 && planepack_core::cpu::x86_64_v3() {
+        // SAFETY: the CPU has AVX2 (x86-64-v3); `keep` and `out` are as long as asserted.
+        return unsafe {
+            match width {
+                2 => zeros_avx2::pack::<2>(elems, keep, out),
+                _ => zeros_avx2::pack::<4>(elems, keep, out),
+            }
+        };
+    }
+    match width {
+        2 => take_kept_w::<2>(elems, keep, out),
+        4 => take_kept_w::<4>(elems, keep, out),
+        _ => take_kept_w::<1>(elems, keep, out),
+    }
+}
+
+/// [`take_kept`] for `W`-byte elements, without SIMD.
+fn take_kept_w<const W: usize>(elems: &[u8], keep: &[u8], out: &mut [u8]) -> usize {
+    let mut k = 0;
+    for (bits, group) in keep.iter().zip(elems.chunks(8 * W)) {
+        for (i, e) in group.chunks_exact(W).enumerate() {
+            out[k..k + W].copy_from_slice(e);
+            k += W * usize::from(bits >> i & 1 == 1);
+        }
+    }
+    k
 }
 
 /// [`take_zeros_out`] for `W`-byte elements (a constant width, so each store is one move);
@@ -509,6 +571,44 @@ mod tests {
                     want.truncate(k);
                     assert_eq!(mask, want_mask, "W{width} n{n}");
                     assert_eq!(nonzero, want, "W{width} n{n}");
+                }
+            }
+        }
+    }
+
+    /// `take_kept` (the AVX2 packing where the CPU has it) keeps exactly the elements whose
+    /// bit is set, in order: against a plain filter, for every width, lengths around the
+    /// eight-element groups, and masks of every density (none, all, runs, at random).
+    #[test]
+    fn kept_elements_taken_in_order() {
+        let mut x = 0x9e37_79b9_u32;
+        let mut next = || {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            x
+        };
+        for width in [1usize, 2, 4] {
+            for n in [0usize, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 4099] {
+                for density in [0u32, 1, 8, 15, 16] {
+                    let elems: Vec<u8> = (0..n * width).map(|_| (next() >> 24) as u8).collect();
+                    let kept: Vec<bool> = (0..n)
+                        .map(|i| match density {
+                            16 => (i / 24) % 2 == 0,
+                            d => (next() >> 28) < d,
+                        })
+                        .collect();
+                    let mut keep = vec![0u8; n.div_ceil(8)];
+                    for (i, _) in kept.iter().enumerate().filter(|k| *k.1) {
+                        keep[i / 8] |= 1 << (i % 8);
+                    }
+                    let want: Vec<u8> = elems
+                        .chunks(width)
+                        .zip(&kept)
+                        .filter(|(_, &k)| k)
+                        .flat_map(|(e, _)| e.to_vec())
+                        .collect();
+                    let mut out = vec![0u8; elems.len()];
+                    let used = take_kept(&elems, width, &keep, &mut out);
+                    assert_eq!(out[..used], want[..], "W{width} n{n} density {density}");
                 }
             }
         }

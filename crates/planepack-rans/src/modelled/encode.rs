@@ -3,6 +3,8 @@
 //! lanes coded backwards.
 
 use super::*;
+use crate::model::histogram;
+use crate::planes::{fit, split, take_kept};
 
 /// How the encoder classified a chunk: parameters, each element's symbol and context, and the
 /// literals' lower bytes.
@@ -25,7 +27,6 @@ pub(crate) struct Classified {
 #[derive(Default)]
 pub(crate) struct Scratch {
     c: Classified,
-    values: Vec<u32>,
     /// [`COUNT_COPIES`] sets of the context counts (one for chunks under [`LONG_CHUNK`]
     /// elements),
     /// element `i` counted in set `i % 4`.
@@ -39,6 +40,13 @@ pub(crate) struct Scratch {
     direct: Vec<u32>,
     /// The literals [`classify`] samples for the dictionary.
     sampled: Vec<u32>,
+    /// Bit `i % 8` of byte `i / 8`: element `i` is a literal.
+    keep: Vec<u8>,
+    /// The literal elements, packed together.
+    packed: Vec<u8>,
+    /// The packed literals' planes (the first the top bytes; the rest become the literal
+    /// planes).
+    split: Vec<Vec<u8>>,
     distances: Distances,
 }
 
@@ -52,8 +60,6 @@ pub(crate) struct Distances {
     generation: u32,
     counts: Vec<u32>,
     counted: Vec<u32>,
-    /// A stretch's followed pairs: (position, the pair's 64-bit key).
-    followed: Vec<(u32, u64)>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -80,6 +86,9 @@ const PROBE_REPEATS: u32 = 2;
 /// size (a table of every pair of a 48 KB chunk missed the caches and halved the encoder's
 /// speed on the corpus's small activations).
 const SAMPLE_BITS: u32 = 2;
+
+/// Elements [`repeat_distance`] hashes before it looks their followed pairs up.
+const FOLLOW_BLOCK: usize = 256;
 
 /// The distance at which the chunk's elements most often repeat an earlier one, for a tensor
 /// whose shape gives no rows (a flat buffer, a 1-D tensor): the "up" of its modelled chunk
@@ -125,50 +134,53 @@ fn repeat_distance_as<const W: usize>(elems: &[u8], s: &mut Distances) -> usize 
     let generation = s.generation;
     let mut repeats = 0u32;
     // In two stretches: the first PROBE_ELEMENTS, and the rest unless they showed too few
-    // repeats. Each stretch's followed pairs are first gathered without a branch (which pair
+    // repeats. Each block's followed pairs are first gathered without a branch (which pair
     // is followed is its hash's coin toss, a branch mispredicted about one pair in five),
     // then looked up in the table in order.
     let probe = n.min(PROBE_ELEMENTS);
+    let (slots, counts, counted) = (&mut s.slots[..], &mut s.counts[..], &mut s.counted);
+    // A block's followed pairs: (position, the pair's 64-bit key); a block at a time, so that
+    // they stay in L1 (the whole stretch's took a store of 16 bytes an element, and zeroing).
+    let mut followed = [(0u32, 0u64); FOLLOW_BLOCK];
     for (from, to) in [(1, probe), (probe, n)] {
         if from == PROBE_ELEMENTS && repeats < PROBE_REPEATS {
             break;
         }
-        let followed = &mut s.followed;
-        followed.clear();
-        followed.resize(to.saturating_sub(from), (0, 0));
-        let mut m = 0usize;
         let mut prev = load(elems, from - 1, W);
-        for i in from..to {
-            let v = load(elems, i, W);
-            let key = ((prev as u64) << 32 | v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            followed[m] = (i as u32, key);
-            m += usize::from(v != prev && (key >> 32) as u32 & ((1 << SAMPLE_BITS) - 1) == 0);
-            prev = v;
-        }
-        for &(i, key) in &followed[..m] {
-            let hash = (key >> 32) as u32;
-            let mut h = (key >> (64 - bits)) as usize;
-            loop {
-                let slot = &mut s.slots[h];
-                if slot.generation != generation {
-                    *slot = PairSlot {
-                        hash,
-                        at: i,
-                        generation,
-                    };
-                    break;
-                }
-                if slot.hash == hash {
-                    let d = (i - slot.at) as usize;
-                    if s.counts[d] == 0 {
-                        s.counted.push(d as u32);
+        for start in (from..to).step_by(FOLLOW_BLOCK) {
+            let mut m = 0usize;
+            for i in start..to.min(start + FOLLOW_BLOCK) {
+                let v = load(elems, i, W);
+                let key = ((prev as u64) << 32 | v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                followed[m] = (i as u32, key);
+                m += usize::from(v != prev && (key >> 32) as u32 & ((1 << SAMPLE_BITS) - 1) == 0);
+                prev = v;
+            }
+            for &(i, key) in &followed[..m] {
+                let hash = (key >> 32) as u32;
+                let mut h = (key >> (64 - bits)) as usize;
+                loop {
+                    let slot = &mut slots[h];
+                    if slot.generation != generation {
+                        *slot = PairSlot {
+                            hash,
+                            at: i,
+                            generation,
+                        };
+                        break;
                     }
-                    s.counts[d] += 1;
-                    repeats += 1;
-                    slot.at = i;
-                    break;
+                    if slot.hash == hash {
+                        let d = (i - slot.at) as usize;
+                        if counts[d] == 0 {
+                            counted.push(d as u32);
+                        }
+                        counts[d] += 1;
+                        repeats += 1;
+                        slot.at = i;
+                        break;
+                    }
+                    h = (h + 1) & mask;
                 }
-                h = (h + 1) & mask;
             }
         }
     }
@@ -308,9 +320,14 @@ const _: () = assert!(COUNT_COPIES.is_power_of_two());
 /// their contexts in [`COUNT_COPIES`] sets; shorter ones take every element, in one set.
 const LONG_CHUNK: usize = 4096;
 
-/// Classify `elems` (whole elements of `width` bytes) with rows of `row` elements (0: no
-/// "equal to up").
-pub(crate) fn classify(elems: &[u8], width: usize, rotate: bool, row: usize, s: &mut Scratch) {
+with_avx2! {
+    /// Classify `elems` (whole elements of `width` bytes) with rows of `row` elements (0: no
+    /// "equal to up"); its loops compiled with AVX2 where the CPU has it.
+    pub(crate) fn classify(elems: &[u8], width: usize, rotate: bool, row: usize, s: &mut Scratch) = classify_any;
+}
+
+#[inline(always)]
+fn classify_any(elems: &[u8], width: usize, rotate: bool, row: usize, s: &mut Scratch) {
     // One loop per element width and rotation, so that loads, rotations and plane splits are
     // fixed shifts (as the decoder's `decode_lanes`).
     match (width, rotate && width > 1) {
@@ -322,12 +339,21 @@ pub(crate) fn classify(elems: &[u8], width: usize, rotate: bool, row: usize, s: 
     }
 }
 
+/// A `W`-byte element's value (little-endian).
+#[inline(always)]
+fn value<const W: usize>(x: &[u8; W]) -> u32 {
+    let mut b = [0u8; 4];
+    b[..W].copy_from_slice(x);
+    u32::from_le_bytes(b)
+}
+
+#[inline(always)]
 fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut Scratch) {
     let n = elems.len() / W;
     let c = &mut s.c;
-    let v = &mut s.values;
-    v.clear();
-    v.extend((0..n).map(|i| load(elems, i, W)));
+    // The elements as arrays of W bytes: compared as they are, read as a value (`value`)
+    // only where one is needed (a copy of them as u32 doubled a BF16 chunk's memory traffic).
+    let v = &elems.as_chunks::<W>().0[..n];
     let k = lanes_for(n);
     let u = if row > 0 && row < n { row } else { 0 };
     // Pass 1: zero, left and up (D is not known yet); the dictionary is the most frequent
@@ -341,10 +367,6 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     // worth a symbol of its own is at least a few percent of them; the table of a quarter
     // of the elements stays in cache).
     let sample = if n >= LONG_CHUNK { 3 } else { 0 };
-    // Top bytes of the literals; slot 256 takes the repeats' (uncounted) increments.
-    // Counted in COUNT_COPIES copies in turn, so that a run of repeats (or of one exponent)
-    // does not make each increment wait for the last.
-    let mut tops = [[0u32; 257]; COUNT_COPIES];
     // The symbols lane by lane, without the dictionary: a loop with no stores but the
     // symbols', which the compiler vectorises (the lane's first element has no left
     // neighbour, its first `u` none one row up).
@@ -352,8 +374,8 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
         let r = lane_range(j, n, k);
         let lane = &v[r.clone()];
         let syms = &mut c.symbols[r];
-        let sym = |x: u32, left: bool, up: bool| {
-            if x == 0 {
+        let sym = |x: [u8; W], left: bool, up: bool| {
+            if x == [0; W] {
                 SYM_ZERO
             } else if left {
                 SYM_LEFT
@@ -383,20 +405,20 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
             }
         }
     }
-    // The literals' top bytes (slot 256 takes the repeats' uncounted increments).
-    for (i, (&x, &sy)) in v.iter().zip(&c.symbols).enumerate() {
-        let top = (rotated(x, W, R) >> (8 * (W - 1))) as usize;
-        tops[i % COUNT_COPIES][if sy == SYM_LITERAL { top } else { 256 }] += 1;
-    }
     // The dictionary candidates, the sampled literals: gathered without a branch (which
     // element is a literal follows the data), then counted in element order.
     let lits = &mut s.sampled;
     lits.clear();
     lits.resize(n.div_ceil(sample + 1), 0);
     let mut m = 0usize;
-    for (&x, &sy) in v.iter().zip(&c.symbols).step_by(sample + 1) {
-        lits[m] = x;
-        m += usize::from(sy == SYM_LITERAL);
+    {
+        // (On plain slices: through `s` the loop reloaded the vectors' pointers at every
+        // element, its stores may alias them as far as the compiler knows.)
+        let (lits, symbols) = (&mut lits[..], &c.symbols[..n]);
+        for (x, &sy) in v.iter().zip(symbols).step_by(sample + 1) {
+            lits[m] = value(x);
+            m += usize::from(sy == SYM_LITERAL);
+        }
     }
     let dict = if W <= 2 {
         most_frequent_direct(&lits[..m], 1 << (8 * W), &mut s.direct)
@@ -408,10 +430,54 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
         }
         counter.most_frequent()
     };
+    // Pass 2, element by element with no dependency between elements: the final symbols
+    // (a pass-1 literal equal to the dictionary value is its class; a literal is never zero,
+    // so a dictionary of 0, none, matches none), each literal's bit in `keep`.
+    let symbols = &mut c.symbols[..n];
+    let mut dicts = 0u32;
+    for (sym, x) in symbols.iter_mut().zip(v) {
+        let x = value(x);
+        let top = (rotated(x, W, R) >> (8 * (W - 1))) as u16;
+        let (literal, in_dict) = (*sym == SYM_LITERAL, x == dict);
+        dicts += u32::from(literal && in_dict);
+        let class = if in_dict { SYM_DICT } else { SYM_LITERAL + top };
+        *sym = if literal { class } else { *sym };
+    }
+    let keep = &mut s.keep;
+    keep.clear();
+    keep.resize(n.div_ceil(8), 0);
+    for (bits, group) in keep.iter_mut().zip(symbols.chunks(8)) {
+        *bits = group
+            .iter()
+            .enumerate()
+            .fold(0, |m, (i, &y)| m | u8::from(y >= SYM_LITERAL) << i);
+    }
+    // The literals packed together and split into planes (the top plane and the literal
+    // planes); the reference exponent is the most frequent top byte of pass 1's literals
+    // (ties: the smaller), those left literal and the dictionary's.
+    fit(&mut s.packed, n * W);
+    let literals = take_kept(&elems[..n * W], W, keep, &mut s.packed) / W;
+    s.split.resize_with(W, Vec::new);
+    split(&s.packed[..literals * W], W, R, &mut s.split);
+    let mut tops = histogram(&s.split[0]);
+    if dicts > 0 {
+        tops[(rotated(dict, W, R) >> (8 * (W - 1))) as usize] += dicts;
+    }
     let e0 = (0..256)
-        .max_by_key(|&e| (tops.iter().map(|t| t[e]).sum::<u32>(), std::cmp::Reverse(e)))
+        .max_by_key(|&e| (tops[e], std::cmp::Reverse(e)))
         .unwrap_or(0) as u8;
-    // Pass 2: the dictionary, the literal symbols and planes, the contexts and counts.
+    c.literal_planes.resize_with(W - 1, Vec::new);
+    for (plane, split) in c.literal_planes.iter_mut().zip(&mut s.split[1..]) {
+        std::mem::swap(plane, split);
+    }
+    c.lane_literals.clear();
+    c.lane_literals.extend((0..k).map(|j| {
+        let lane = &symbols[lane_range(j, n, k)];
+        lane.iter()
+            .map(|&y| u32::from(y >= SYM_LITERAL))
+            .sum::<u32>()
+    }));
+    // Pass 3: the contexts and counts.
     c.u = u;
     c.dict = dict;
     c.e0 = e0;
@@ -423,62 +489,49 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     let copies = if n >= LONG_CHUNK { COUNT_COPIES } else { 1 };
     counts.clear();
     counts.resize(CONTEXTS * copies, [0; SYMBOLS]);
-    // Each symbol's context for its successor, looked up rather than computed.
-    let ctx_after: [u8; SYMBOLS] = std::array::from_fn(|s| context(Some(s as u16), e0) as u8);
-    // The literal planes are written at a cursor that moves only for literals (every element
-    // writes, so no branch), then cut to length.
-    c.literal_planes.resize_with(W - 1, Vec::new);
-    for p in c.literal_planes.iter_mut() {
-        p.clear();
-        p.resize(n + 1, 0);
-    }
-    let mut planes: [&mut [u8]; 3] = {
-        let mut it = c.literal_planes.iter_mut().map(|p| &mut p[..]);
-        std::array::from_fn(|_| it.next().unwrap_or_default())
-    };
-    let mut at = 0usize;
-    c.lane_literals.clear();
-    // The loop works on plain slices (through `c`'s vectors it reloaded their pointers and
-    // lengths at every element: its byte stores may alias them as far as the compiler knows).
-    let (symbols, contexts) = (&mut c.symbols[..n], &mut c.contexts[..n]);
-    let counts = &mut counts[..];
-    let mask = copies - 1;
-    for j in 0..k {
-        let r = lane_range(j, n, k);
-        let lane_start = at;
-        let mut ctx = 0u8;
-        let start = r.start;
-        for (i, ((&x, sym_slot), ctx_slot)) in v[r.clone()]
-            .iter()
-            .zip(&mut symbols[r.clone()])
-            .zip(&mut contexts[r])
-            .enumerate()
-        {
-            let i = start + i;
-            let mut sym = *sym_slot;
-            let literal = sym == SYM_LITERAL && !(dict != 0 && x == dict);
-            let t = rotated(x, W, R);
-            if sym == SYM_LITERAL {
-                sym = if literal {
-                    SYM_LITERAL + (t >> (8 * (W - 1))) as u16
-                } else {
-                    SYM_DICT
-                };
-            }
-            for (p, plane) in planes.iter_mut().enumerate().take(W - 1) {
-                plane[at] = (t >> (8 * (W - 2 - p))) as u8;
-            }
-            at += literal as usize;
-            *sym_slot = sym;
-            *ctx_slot = ctx;
-            counts[(i & mask) * CONTEXTS + ctx as usize][sym as usize] += 1;
-            ctx = ctx_after[sym as usize];
+    // Each element's context: its left neighbour's symbol's, 0 at a lane's start.
+    let (symbols, contexts) = (&c.symbols[..n], &mut c.contexts[..n]);
+    let low = e0 as i16 + SYM_LITERAL as i16 + CTX_LOW as i16;
+    let high = e0 as i16 + SYM_LITERAL as i16 + CTX_HIGH as i16;
+    let after = |sym: u16| -> u8 {
+        let literal =
+            (sym as i16).clamp(low, high) - e0 as i16 - SYM_LITERAL as i16 + CTX_LITERAL as i16;
+        if sym == SYM_ZERO {
+            0
+        } else if sym < SYM_LITERAL {
+            1
+        } else {
+            literal as u8
         }
-        c.lane_literals.push((at - lane_start) as u32);
+    };
+    debug_assert!((0..SYMBOLS as u16).all(|y| after(y) as usize == context(Some(y), e0)));
+    if n > 0 {
+        for (ctx, &left) in contexts[1..].iter_mut().zip(&symbols[..n - 1]) {
+            *ctx = after(left);
+        }
     }
-    for p in c.literal_planes.iter_mut() {
-        p.truncate(at);
+    for j in 0..k {
+        contexts[lane_range(j, n, k).start] = 0;
     }
+    // The counts, element i in copy i % copies.
+    let counts = counts.as_flattened_mut();
+    if copies == COUNT_COPIES {
+        let (syms4, ctxs4) = (symbols.chunks_exact(4), contexts.chunks_exact(4));
+        let (sym_rest, ctx_rest) = (syms4.remainder(), ctxs4.remainder());
+        for (sy, cx) in syms4.zip(ctxs4) {
+            for q in 0..4 {
+                counts[(q * CONTEXTS + cx[q] as usize) * SYMBOLS + sy[q] as usize] += 1;
+            }
+        }
+        for (&sy, &cx) in sym_rest.iter().zip(ctx_rest) {
+            counts[cx as usize * SYMBOLS + sy as usize] += 1;
+        }
+    } else {
+        for (&sy, &cx) in symbols.iter().zip(&*contexts) {
+            counts[cx as usize * SYMBOLS + sy as usize] += 1;
+        }
+    }
+    let counts = &s.counts;
     c.counts.clear();
     c.counts.extend_from_slice(&counts[..CONTEXTS]);
     for copy in counts[CONTEXTS..].chunks_exact(CONTEXTS) {
