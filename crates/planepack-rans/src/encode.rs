@@ -664,7 +664,6 @@ impl Rans {
         }
         if let Some((_, tables, plans)) = modelled {
             modelled::encode(
-                elems,
                 width,
                 &tables,
                 &plans,

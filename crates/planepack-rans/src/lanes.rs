@@ -384,7 +384,7 @@ impl Encoder {
 /// before it is read (each lane's words from the top of its region down, the stage round by
 /// round), so clearing it for every plane (three times a plane's symbols in words) only cost
 /// time.
-fn grow<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
+pub(crate) fn grow<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
     if v.len() < n {
         v.resize(n, T::default());
     }
@@ -1088,20 +1088,20 @@ mod avx512 {
 /// (the scalar step, eight lanes at a time; the tests compare both on valid and damaged
 /// streams).
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use super::Target;
     use super::{L, MAX_LANES, PROB_BITS, PROB_SCALE};
     use crate::contexts::{ABSENT, CONTEXTS, CTX_ABOVE, CTX_BELOW};
     use std::arch::x86_64::*;
 
-    /// `(floor(x / f), x mod f)` per lane, for states `x` below `f * 2^20` (as after
-    /// renormalisation) and frequencies `f` in 1..=4096, from f32 arithmetic and one
-    /// correction each way. `x` is converted in two exact halves and summed (relative error
-    /// at most 2^-24); `1 / f` is the hardware's estimate refined by one Newton step (at most
-    /// about 5 * 2^-24); with the product's rounding the estimate of `x / f` (below 2^20) is
-    /// within 2^20 * 8 * 2^-24 = 0.5 of it, so truncating it is off by at most one, and the
-    /// remainder's sign and size say which way. (Tested against integer division for every
-    /// `f` at the edges of the quotients.)
+    /// `(floor(x / f), x mod f)` per lane, for states `x` below `f * 2^21` and below 2^32
+    /// (as after renormalisation, at 12- or 11-bit probabilities) and frequencies `f` in
+    /// 1..=4096, from f32 arithmetic and one correction each way. `x` is converted in two
+    /// exact halves and summed (relative error at most 2^-24); `1 / f` is the hardware's
+    /// estimate refined by one Newton step (at most about 5 * 2^-24); with the product's
+    /// rounding the estimate of `x / f` (below 2^21) is within 2^21 * 8 * 2^-24 = 1 of it, so
+    /// truncating it is off by at most one, and the remainder's sign and size say which way.
+    /// (Tested against integer division for every `f` at the edges of the quotients.)
     #[inline]
     #[target_feature(enable = "avx2,fma")]
     pub fn div_mod(x: __m256i, f: __m256i) -> (__m256i, __m256i) {
@@ -1149,14 +1149,7 @@ mod avx2 {
         let mut xs: [__m256i; G] = std::array::from_fn(|g| unsafe {
             _mm256_loadu_si256(x.as_ptr().add(8 * g) as *const __m256i)
         });
-        let fmask = _mm256_set1_epi32(0x1fff);
         let table = info.as_ptr() as *const i32;
-        // Bytes 0, 1, 4, 5, 8, 9, 12, 13 of each 128-bit half: the low 16 bits of its four
-        // states, to the half's low 8 bytes.
-        let low16 = _mm256_setr_epi8(
-            0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1,
-            -1, -1, -1, -1, -1, -1, -1,
-        );
         for (r, row) in symbols.chunks_exact(k).enumerate().rev() {
             let mut bits_all = 0u32;
             for (g, xg) in xs.iter_mut().enumerate() {
@@ -1171,33 +1164,10 @@ mod avx2 {
                 }
                 // SAFETY: a symbol's entry is below 256 in its table, inside `info` (asserted).
                 let e = unsafe { _mm256_i32gather_epi32::<4>(table, sv) };
-                let f = _mm256_and_si256(e, fmask);
-                let cum = _mm256_srli_epi32::<13>(e);
-                let mut xv = *xg;
-                // Renormalise where x >= freq << (32 - PROB_BITS) (as the scalar step; a
-                // frequency of 4096 shifts to 0 and never renormalises): unsigned x >= m is
-                // max(x, m) == x.
-                let xmax = _mm256_slli_epi32::<{ 32 - PROB_BITS as i32 }>(f);
-                let emit = _mm256_andnot_si256(
-                    _mm256_cmpeq_epi32(xmax, _mm256_setzero_si256()),
-                    _mm256_cmpeq_epi32(_mm256_max_epu32(xv, xmax), xv),
-                );
-                let bits = _mm256_movemask_ps(_mm256_castsi256_ps(emit)) as u32;
-                bits_all |= bits << (8 * g);
-                let w = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(xv, low16));
                 // SAFETY: round r's words for lanes 8g..8g+8 lie inside `stage` (checked).
-                unsafe {
-                    _mm_storeu_si128(
-                        stage.as_mut_ptr().add(r * k + 8 * g) as *mut __m128i,
-                        _mm256_castsi256_si128(w),
-                    )
-                };
-                xv = _mm256_blendv_epi8(xv, _mm256_srli_epi32::<16>(xv), emit);
-                let (q, rem) = div_mod(xv, f);
-                *xg = _mm256_add_epi32(
-                    _mm256_add_epi32(_mm256_slli_epi32::<{ PROB_BITS as i32 }>(q), rem),
-                    cum,
-                );
+                let bits =
+                    unsafe { step::<PROB_BITS>(xg, e, stage.as_mut_ptr().add(r * k + 8 * g)) };
+                bits_all |= bits << (8 * g);
             }
             emitted[r] = bits_all;
         }
@@ -1205,6 +1175,89 @@ mod avx2 {
             // SAFETY: eight lanes from 8 * g are inside `x` (32 lanes).
             unsafe { _mm256_storeu_si256(x.as_mut_ptr().add(8 * g) as *mut __m256i, *v) };
         }
+    }
+
+    /// One coding step of eight lanes at `P`-bit probabilities (12: the planes, 11: the
+    /// modelled chunk's lanes): states `xv`, their symbols' entries `e` (`freq | cum << 13`).
+    /// Stores the eight candidate words (each state's low 16 bits before the step) at `stage`,
+    /// updates the states and returns the emit bits (bit `l`: lane `l` emitted its word).
+    /// An entry of frequency `2^P` (cumulative 0) leaves its state as it is and emits nothing:
+    /// a lane with no symbol in the round.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `stage` must be valid for 16 bytes of writes; each
+    /// state below `2^32` and its frequency 1 to `2^P` (so that after renormalisation it is
+    /// below `f * 2^(32 - P)`, as [`div_mod`] needs).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn step<const P: u32>(xv: &mut __m256i, e: __m256i, stage: *mut u16) -> u32 {
+        // Bytes 0, 1, 4, 5, 8, 9, 12, 13 of each 128-bit half: the low 16 bits of its four
+        // states, to the half's low 8 bytes.
+        let low16 = _mm256_setr_epi8(
+            0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1,
+            -1, -1, -1, -1, -1, -1, -1,
+        );
+        let f = _mm256_and_si256(e, _mm256_set1_epi32(0x1fff));
+        let cum = _mm256_srli_epi32::<13>(e);
+        let x = *xv;
+        // Renormalise where x >= freq << (32 - P) (as the scalar step; a frequency of 2^P
+        // shifts to 0 and never renormalises): unsigned x >= m is max(x, m) == x.
+        let xmax = match P {
+            11 => _mm256_slli_epi32::<21>(f),
+            _ => _mm256_slli_epi32::<{ 32 - PROB_BITS as i32 }>(f),
+        };
+        let emit = _mm256_andnot_si256(
+            _mm256_cmpeq_epi32(xmax, _mm256_setzero_si256()),
+            _mm256_cmpeq_epi32(_mm256_max_epu32(x, xmax), x),
+        );
+        let bits = _mm256_movemask_ps(_mm256_castsi256_ps(emit)) as u32;
+        let w = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(x, low16));
+        // SAFETY: the caller's contract.
+        unsafe { _mm_storeu_si128(stage as *mut __m128i, _mm256_castsi256_si128(w)) };
+        let x = _mm256_blendv_epi8(x, _mm256_srli_epi32::<16>(x), emit);
+        let (q, rem) = div_mod(x, f);
+        let q = match P {
+            11 => _mm256_slli_epi32::<11>(q),
+            _ => _mm256_slli_epi32::<{ PROB_BITS as i32 }>(q),
+        };
+        *xv = _mm256_add_epi32(_mm256_add_epi32(q, rem), cum);
+        bits
+    }
+
+    /// [`encode`] for eight lanes whose symbols come as indices into `info` (`ids`, a round
+    /// of eight after another, coded from the last round back) at `P`-bit probabilities: the
+    /// modelled chunk's lanes (11-bit tables of 260 symbols in 8 contexts, an index per
+    /// context and symbol). Stage and emit masks as [`encode`]'s, for [`compact`].
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. `P` is 11 or 12; every id is below `info.len()` and
+    /// names an entry of frequency 1 to `2^P`; `ids.len()` is a multiple of 8, `stage` holds
+    /// a word per id and `emitted` a mask per round.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn encode_ids<const P: u32>(
+        info: &[u32],
+        ids: &[u16],
+        stage: &mut [u16],
+        emitted: &mut [u32],
+        x: &mut [u32; 8],
+    ) {
+        assert!(ids.len().is_multiple_of(8) && stage.len() >= ids.len());
+        assert!(emitted.len() >= ids.len() / 8);
+        debug_assert!(ids.iter().all(|&i| (i as usize) < info.len()));
+        // SAFETY: `x` holds eight lanes.
+        let mut xv = unsafe { _mm256_loadu_si256(x.as_ptr() as *const __m256i) };
+        let table = info.as_ptr() as *const i32;
+        for (r, round) in ids.chunks_exact(8).enumerate().rev() {
+            // SAFETY: the round holds eight ids; each below `info.len()` (the contract);
+            // round r's words lie inside `stage` (asserted).
+            unsafe {
+                let iv = _mm256_cvtepu16_epi32(_mm_loadu_si128(round.as_ptr() as *const __m128i));
+                let e = _mm256_i32gather_epi32::<4>(table, iv);
+                emitted[r] = step::<P>(&mut xv, e, stage.as_mut_ptr().add(8 * r));
+            }
+        }
+        // SAFETY: `x` holds eight lanes.
+        unsafe { _mm256_storeu_si256(x.as_mut_ptr() as *mut __m256i, xv) };
     }
 
     /// Eight 2-byte elements, the low halves of `el`'s lanes, rotated right by one bit if
@@ -1738,13 +1791,15 @@ mod tests {
         );
         let mut seed = 5u64;
         for f in 1..=4096u32 {
-            let top = (f as u64) << 20; // exclusive
+            // The states after renormalisation, at 12-bit probabilities (the planes) and
+            // 11-bit ones (the modelled lanes, f up to 2048): x < f * 2^21, x < 2^32.
+            let top = ((f as u64) << 21).min(1 << 32); // exclusive
             let mut xs: Vec<u32> = vec![0, 1, (top - 1) as u32, (top - 2) as u32, 1 << 16];
             for _ in 0..64 {
                 seed = seed
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
-                let q = (seed >> 33) % (1 << 20);
+                let q = (seed >> 33) % (1 << 21);
                 for d in [0i64, -1, 1, f as i64 - 1] {
                     let x = (q * f as u64) as i64 + d;
                     if (0..top as i64).contains(&x) {

@@ -735,7 +735,6 @@ mod tests {
         let (_, tables, plans) = plan(elems, width, rotate, row, form, &mut s);
         let mut out = Vec::new();
         encode(
-            elems,
             width,
             &tables,
             &plans,

@@ -33,7 +33,14 @@ pub(crate) struct Scratch {
     counts: Vec<[u32; SYMBOLS]>,
     /// Per context, each present symbol's `ceil(2^52 / freq)`.
     rcp: Vec<[u64; SYMBOLS]>,
+    /// The lanes' words (the scalar coder's regions, the AVX2 coder's compacted lanes).
     words: Vec<u16>,
+    /// The AVX2 coder's entries (`freq | cum << 13` per context and symbol), each round's
+    /// entry indices, candidate words and emit bits.
+    info: Vec<u32>,
+    ids: Vec<u16>,
+    stage: Vec<u16>,
+    emitted: Vec<u32>,
     counter: ValueCounter,
     /// A count for every value of one or two bytes ([`most_frequent_direct`]), zero between
     /// chunks.
@@ -584,10 +591,8 @@ pub(crate) fn plan(
     estimate(s, width, form)
 }
 
-/// Append the modelled chunk planned last by [`plan`] on `elems` to `out`.
-#[allow(clippy::too_many_arguments)]
+/// Append the modelled chunk planned last by [`plan`] (of `width`-byte elements) to `out`.
 pub(crate) fn encode(
-    elems: &[u8],
     width: usize,
     tables: &[ModelTable],
     plans: &[(PlanePlan, f64)],
@@ -597,9 +602,7 @@ pub(crate) fn encode(
     out: &mut Vec<u8>,
 ) -> Result<()> {
     let c = &s.c;
-    let n = elems.len() / width;
     let k = c.lanes;
-    debug_assert!(k <= 32);
     out.push(CHUNK_MODELLED);
     out.extend_from_slice(&(c.u as u32).to_le_bytes());
     out.extend_from_slice(&c.dict.to_le_bytes()[..width]);
@@ -608,6 +611,76 @@ pub(crate) fn encode(
     for t in tables {
         t.write(out, form);
     }
+    code_lanes(tables, s, planepack_core::cpu::AVX512, out)?;
+    for (p, (plan, _)) in s.c.literal_planes.iter().zip(plans) {
+        put_plane(p, plan, form, None, planes, out)?;
+    }
+    Ok(())
+}
+
+/// Code the classified chunk's lanes with `tables` and append their headers (final state,
+/// word count, literal count) and words: with the AVX2 kernel where `tier` allows it and the
+/// CPU has it (the same bytes), else the scalar coder.
+fn code_lanes(tables: &[ModelTable], s: &mut Scratch, tier: u8, out: &mut Vec<u8>) -> Result<()> {
+    let k = s.c.lanes;
+    debug_assert!(k <= 8);
+    let mut x = [L; 8];
+    // Lane j's words in decoding order: `words[j]` in `s.words`.
+    let mut words: [std::ops::Range<usize>; 8] = Default::default();
+    #[cfg(target_arch = "x86_64")]
+    let vector = tier >= planepack_core::cpu::X86_64_V3 && planepack_core::cpu::x86_64_v3();
+    #[cfg(not(target_arch = "x86_64"))]
+    let vector = {
+        let _ = tier;
+        false
+    };
+    if vector {
+        #[cfg(target_arch = "x86_64")]
+        code_lanes_avx2(tables, s, &mut x, &mut words);
+    } else {
+        code_lanes_scalar(tables, s, &mut x, &mut words);
+    }
+    let c = &s.c;
+    let heads_at = out.len();
+    out.resize(heads_at + k * LANE_HEADER, 0);
+    for j in 0..k {
+        let count = words[j].len();
+        if count > u16::MAX as usize {
+            return Err(Error::Unsupported(
+                "a modelled lane would need more than 65535 words".into(),
+            ));
+        }
+        let h = heads_at + j * LANE_HEADER;
+        out[h..h + 4].copy_from_slice(&x[j].to_le_bytes());
+        out[h + 4..h + 6].copy_from_slice(&(count as u16).to_le_bytes());
+        out[h + 6..h + 10].copy_from_slice(&c.lane_literals[j].to_le_bytes());
+    }
+    for r in &words[..k] {
+        let at = out.len();
+        out.resize(at + 2 * r.len(), 0);
+        for (dst, w) in out[at..]
+            .as_chunks_mut::<2>()
+            .0
+            .iter_mut()
+            .zip(&s.words[r.clone()])
+        {
+            *dst = w.to_le_bytes();
+        }
+    }
+    Ok(())
+}
+
+/// The scalar lane coder: every lane backwards from its last element, all lanes in step
+/// (their state chains are independent, so the CPU overlaps them); lane j's words are
+/// written down from the end of its region of `s.words`, so they end up in decoding order.
+fn code_lanes_scalar(
+    tables: &[ModelTable],
+    s: &mut Scratch,
+    x: &mut [u32; 8],
+    words: &mut [std::ops::Range<usize>; 8],
+) {
+    let c = &s.c;
+    let (n, k) = (c.symbols.len(), c.lanes);
     // floor(x / f) by a multiply, as the planes' coder does (`lanes::div_by`); entries of
     // absent symbols are left as they were (never read).
     s.rcp.resize(CONTEXTS, [0; SYMBOLS]);
@@ -619,18 +692,14 @@ pub(crate) fn encode(
         }
     }
     let rcp = &s.rcp;
-    // Every lane backwards from its last element, all lanes in step (their state chains are
-    // independent, so the CPU overlaps them): lane j's words are written down from the end
-    // of its region of `words`, so they end up in decoding order.
-    let ranges: [std::ops::Range<usize>; 32] =
+    let ranges: [std::ops::Range<usize>; 8] =
         std::array::from_fn(|j| if j < k { lane_range(j, n, k) } else { 0..0 });
     let ranges = &ranges[..k];
     let longest = ranges.iter().map(|r| r.len()).max().unwrap_or(0);
     let region = longest + 1;
     s.words.clear();
     s.words.resize(k * region, 0);
-    let mut x = [L; 32];
-    let mut pos = [region; 32];
+    let mut pos = [region; 8];
     for t in 0..longest {
         for (j, r) in ranges.iter().enumerate() {
             if t >= r.len() {
@@ -651,29 +720,82 @@ pub(crate) fn encode(
             x[j] = (q << MODEL_PROB_BITS) + (x[j] - q * f) + table.cum[sym] as u32;
         }
     }
-    let heads_at = out.len();
-    out.resize(heads_at + k * LANE_HEADER, 0);
     for j in 0..k {
-        let words = region - pos[j];
-        if words > u16::MAX as usize {
-            return Err(Error::Unsupported(
-                "a modelled lane would need more than 65535 words".into(),
-            ));
+        words[j] = j * region + pos[j]..(j + 1) * region;
+    }
+}
+
+/// The AVX2 lane coder: the eight lanes (a lane past the chunk's `k`, or past its own end,
+/// steps with an entry that leaves its state alone) coded round by round from the last by
+/// the planes' kernel at 11-bit probabilities (`lanes::avx2::encode_ids`), each element's
+/// entry its context's table's symbol; the staged words compacted per lane as the planes'
+/// are. Writes what [`code_lanes_scalar`] writes (the tests compare them).
+#[cfg(target_arch = "x86_64")]
+fn code_lanes_avx2(
+    tables: &[ModelTable],
+    s: &mut Scratch,
+    x: &mut [u32; 8],
+    words: &mut [std::ops::Range<usize>; 8],
+) {
+    use crate::lanes::{avx2, grow};
+    let c = &s.c;
+    let (n, k) = (c.symbols.len(), c.lanes);
+    // The entries: context t's symbol y at t * SYMBOLS + y, then the idle entry.
+    const IDLE: usize = CONTEXTS * SYMBOLS;
+    s.info.clear();
+    for t in tables {
+        s.info.extend(
+            t.freq
+                .iter()
+                .zip(&t.cum)
+                .map(|(&f, &cum)| f as u32 | (cum as u32) << 13),
+        );
+    }
+    s.info.resize(IDLE, 0);
+    s.info.push(MODEL_SCALE);
+    // Round r holds element r of each lane (the idle entry where a lane has none).
+    let rounds = lane_range(0, n, k).len();
+    s.ids.clear();
+    s.ids.resize(8 * rounds, IDLE as u16);
+    for j in 0..k {
+        let r = lane_range(j, n, k);
+        let (syms, ctxs) = (&c.symbols[r.clone()], &c.contexts[r]);
+        for (t, (&y, &ctx)) in syms.iter().zip(ctxs).enumerate() {
+            s.ids[8 * t + j] = (ctx as usize * SYMBOLS + y as usize) as u16;
         }
-        let h = heads_at + j * LANE_HEADER;
-        out[h..h + 4].copy_from_slice(&x[j].to_le_bytes());
-        out[h + 4..h + 6].copy_from_slice(&(words as u16).to_le_bytes());
-        out[h + 6..h + 10].copy_from_slice(&c.lane_literals[j].to_le_bytes());
     }
-    for (j, &p) in pos[..k].iter().enumerate() {
-        for w in &s.words[j * region + p..(j + 1) * region] {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
+    grow(&mut s.stage, 8 * rounds);
+    grow(&mut s.emitted, rounds);
+    // SAFETY: the CPU has AVX2 and FMA (x86-64-v3, the caller checked); every id is below
+    // `info.len()` and names a present symbol's entry (frequency 1 to 2048) or the idle one
+    // (2048); `ids` is whole rounds of eight; the stage holds a word per id and `emitted` a
+    // mask per round.
+    unsafe {
+        avx2::encode_ids::<MODEL_PROB_BITS>(
+            &s.info,
+            &s.ids,
+            &mut s.stage[..8 * rounds],
+            &mut s.emitted[..rounds],
+            x,
+        )
+    };
+    let stride = rounds + 8;
+    grow(&mut s.words, 8 * stride);
+    let mut counts = [0usize; crate::lanes::MAX_LANES];
+    // SAFETY: as above; each lane's area has `rounds + 8` words.
+    unsafe {
+        avx2::compact(
+            &s.stage[..8 * rounds],
+            &s.emitted[..rounds],
+            8,
+            &mut s.words,
+            stride,
+            &mut counts,
+        )
+    };
+    for j in 0..8 {
+        words[j] = j * stride..j * stride + counts[j];
     }
-    for (p, (plan, _)) in c.literal_planes.iter().zip(plans) {
-        put_plane(p, plan, form, None, planes, out)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -707,15 +829,18 @@ mod tests {
     /// The symbols, dictionary and literal planes [`classify`] leaves, against a plain
     /// element-by-element reference of the rule (docs/format-rans.md, "Modelled chunk"), for
     /// lanes shorter and longer than a row, with and without rows, every width and rotation,
-    /// on values with many repeats (so that every class occurs).
+    /// on values with many repeats (so that every class occurs); then the reference exponent,
+    /// contexts, counts and literals per lane, and the lanes coded at every instruction-set
+    /// tier against the scalar coder (one to eight lanes, the last shorter).
     #[test]
     fn classify_matches_a_plain_reference() {
+        use planepack_core::cpu;
         let mut rng = planepack_testkit::Rng(7);
         let mut next = move || (rng.next_u64() >> 32) as u32;
         // One scratch for every case: what a chunk leaves in it must not change the next.
         let mut s = Scratch::default();
         for (width, rotate) in [(1, false), (2, false), (2, true), (4, false), (4, true)] {
-            for n in [1usize, 5, 63, 64, 200, 4095, 4096, 5000] {
+            for n in [1usize, 5, 63, 64, 200, 4095, 4096, 5000, 8192 + 13] {
                 for row in [0usize, 1, 3, 7, 64, 300, 5000] {
                     let vals: Vec<u32> = (0..n)
                         .map(|_| match next() % 6 {
@@ -768,9 +893,19 @@ mod tests {
                     let case = format!("width {width} rotate {rotate} n {n} row {row}");
                     assert_eq!(c.dict, dict, "{case}");
                     let mut planes = vec![Vec::new(); width - 1];
+                    let mut symbols = vec![0u16; n];
+                    // The reference exponent: the most frequent top byte of the first pass's
+                    // literals (ties: the smaller).
+                    let mut tops = [0u32; 256];
+                    for i in (0..n).filter(|&i| first[i] == SYM_LITERAL) {
+                        let t = rotated(v[i], width, rotate && width > 1);
+                        tops[(t >> (8 * (width - 1))) as usize] += 1;
+                    }
+                    let e0 = (0..256).rev().max_by_key(|&e| tops[e]).unwrap() as u8;
+                    assert_eq!(c.e0, e0, "{case}");
                     for i in 0..n {
                         let t = rotated(v[i], width, rotate && width > 1);
-                        let want = match first[i] {
+                        symbols[i] = match first[i] {
                             SYM_LITERAL if dict != 0 && v[i] == dict => SYM_DICT,
                             SYM_LITERAL => {
                                 for (p, plane) in planes.iter_mut().enumerate() {
@@ -780,9 +915,33 @@ mod tests {
                             }
                             other => other,
                         };
-                        assert_eq!(c.symbols[i], want, "{case}, element {i}");
                     }
+                    assert_eq!(c.symbols, symbols, "{case}");
                     assert_eq!(c.literal_planes[..width - 1], planes[..], "{case}");
+                    // Each element's context (its left neighbour's symbol's, none at a lane's
+                    // start), the counts by context and symbol, the literals per lane.
+                    let mut counts = vec![[0u32; SYMBOLS]; CONTEXTS];
+                    for j in 0..k {
+                        let r = lane_range(j, n, k);
+                        for i in r.clone() {
+                            let left = (i > r.start).then(|| symbols[i - 1]);
+                            let ctx = context(left, e0);
+                            assert_eq!(c.contexts[i] as usize, ctx, "{case}, element {i}");
+                            counts[ctx][symbols[i] as usize] += 1;
+                        }
+                        let literals = symbols[r].iter().filter(|&&y| y >= SYM_LITERAL).count();
+                        assert_eq!(c.lane_literals[j] as usize, literals, "{case}, lane {j}");
+                    }
+                    assert_eq!(c.counts, counts, "{case}");
+                    // The lanes coded at every tier: the scalar coder's bytes.
+                    let (_, tables, _) = estimate(&s, width, TableForm::Compact);
+                    let mut scalar = Vec::new();
+                    code_lanes(&tables, &mut s, cpu::PORTABLE, &mut scalar).unwrap();
+                    for tier in [cpu::X86_64_V3, cpu::AVX512] {
+                        let mut coded = Vec::new();
+                        code_lanes(&tables, &mut s, tier, &mut coded).unwrap();
+                        assert!(coded == scalar, "{case}, tier {tier}");
+                    }
                 }
             }
         }
