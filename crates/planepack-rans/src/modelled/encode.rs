@@ -422,9 +422,10 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
         // (On plain slices: through `s` the loop reloaded the vectors' pointers at every
         // element, its stores may alias them as far as the compiler knows.)
         let (lits, symbols) = (&mut lits[..], &c.symbols[..n]);
-        for (x, &sy) in v.iter().zip(symbols).step_by(sample + 1) {
-            lits[m] = value(x);
-            m += usize::from(sy == SYM_LITERAL);
+        // (Each group's first element: `step_by` compiled to a call of `nth` an element.)
+        for (xs, ys) in v.chunks(sample + 1).zip(symbols.chunks(sample + 1)) {
+            lits[m] = value(&xs[0]);
+            m += usize::from(ys[0] == SYM_LITERAL);
         }
     }
     let dict = if W <= 2 {
