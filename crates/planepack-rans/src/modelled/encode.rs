@@ -521,13 +521,15 @@ fn classify_as<const W: usize, const R: bool>(elems: &[u8], row: usize, s: &mut 
     for j in 0..k {
         contexts[lane_range(j, n, k).start] = 0;
     }
-    // The counts, element i in copy i % copies.
+    // The counts, element i in copy i % copies (the elements after the last whole group of
+    // copies in the first).
     let counts = counts.as_flattened_mut();
     if copies == COUNT_COPIES {
-        let (syms4, ctxs4) = (symbols.chunks_exact(4), contexts.chunks_exact(4));
+        let syms4 = symbols.chunks_exact(COUNT_COPIES);
+        let ctxs4 = contexts.chunks_exact(COUNT_COPIES);
         let (sym_rest, ctx_rest) = (syms4.remainder(), ctxs4.remainder());
         for (sy, cx) in syms4.zip(ctxs4) {
-            for q in 0..4 {
+            for q in 0..COUNT_COPIES {
                 counts[(q * CONTEXTS + cx[q] as usize) * SYMBOLS + sy[q] as usize] += 1;
             }
         }
