@@ -1,6 +1,6 @@
 //! One 128-byte block: choosing its mode, sizing it, writing and reading its payload.
 //!
-//! The encoder builds a [`Plan`] for every candidate mode it can afford to size, keeps the
+//! The encoder builds a `Plan` for every candidate mode it can afford to size, keeps the
 //! smallest, and writes it later (the chunk writes all block sizes before any payload).
 //! Ties go to the mode that is cheapest to decode, in the order of [`Mode::TIE_ORDER`].
 

@@ -4,7 +4,7 @@
 //! elements and, transposed, `W` planes of `N` bits. The three widths get their own types so
 //! that planes live in a machine word (`u32` for FP32, `u64` for 16-bit types, `u128` for
 //! 8-bit types) and the hot loops compile to plain integer code; the coding logic in
-//! [`crate::symbols`] and [`crate::block`] is written once, generic over [`Geometry`].
+//! `crate::symbols` and [`crate::block`] is written once, generic over [`Geometry`].
 
 use planepack_core::bitio::{BitReader, SliceBitWriter};
 use planepack_core::transpose;
@@ -40,7 +40,7 @@ pub trait Plane:
     fn from_u64(v: u64) -> Self;
     /// The low 64 bits.
     fn low_u64(self) -> u64;
-    /// The coded size of `planes` ([`crate::symbols::planes_size`]), with tier `T`'s vector
+    /// The coded size of `planes` (`crate::symbols::planes_size`), with tier `T`'s vector
     /// version where there is one.
     ///
     /// # Safety

@@ -11,7 +11,7 @@
 //! The codec works on raw bit patterns (no float arithmetic) and is lossless for every input:
 //! NaN payloads, -0.0, subnormals and tails of any length included.
 //!
-//! Module map: [`geometry`] (elements and planes per width), [`symbols`] (BPC's plane code and
+//! Module map: [`geometry`] (elements and planes per width), `symbols` (BPC's plane code and
 //! base code), [`block`] (mode choice and block payloads), this file (stream and chunks),
 //! [`stats`] (per-mode counts and the cost of each format deviation).
 

@@ -21,9 +21,9 @@
 //! The byte layout is specified in `docs/format-container.md`.
 //!
 //! Modules: [`source`] parses the input files (which bytes are header, which are tensors),
-//! [`format`] is the on-disk header and entry table, [`codecs`] maps codec ids to codecs,
+//! [`format`](mod@format) is the on-disk header and entry table, [`codecs`] maps codec ids to codecs,
 //! [`select`] chooses a codec per part, [`engine`] is where codecs run (the CPU, or a GPU
-//! plugged in for the codecs it has kernels for), [`write`] compresses a file, [`read`] opens,
+//! plugged in for the codecs it has kernels for), [`write`](mod@write) compresses a file, [`read`] opens,
 //! verifies and decompresses one, [`read_at`] is the positioned reads both use.
 
 pub mod codecs;

@@ -275,7 +275,7 @@ kernel_params! {
         /// divide `U`).
         row_across,
         /// 1 if a modelled chunk's scratch holds its decode slots after its rank tables
-        /// ([`crate::rans::MODEL_SLOT_WORDS`]); 0: the lanes search the ranks.
+        /// (`crate::rans::MODEL_SLOT_WORDS`); 0: the lanes search the ranks.
         model_slots,
     } pad 3
 }

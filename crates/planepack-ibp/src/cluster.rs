@@ -37,7 +37,7 @@ pub fn assign(rows: &Rows, c: usize) -> (Vec<u8>, usize) {
     assign_fitted_on(rows, c, FIT_ROWS)
 }
 
-/// [`assign`] with centroids fitted on at most `fit_rows` rows (`i * N / fit_rows`).
+/// `assign` with centroids fitted on at most `fit_rows` rows (`i * N / fit_rows`).
 pub fn assign_fitted_on(rows: &Rows, c: usize, fit_rows: usize) -> (Vec<u8>, usize) {
     let fit_rows = fit_rows.max(1);
     let fit: Vec<usize> = if rows.count <= fit_rows {

@@ -228,7 +228,7 @@ pub struct Ibp {
     pub sample: Sample,
     pub default_row_bytes: usize,
     /// Masks per group: above 1, rows are clustered by Hamming k-means into at most this many
-    /// clusters ([`cluster::assign`]), each with its own mask (stream version 2); 1 writes the
+    /// clusters (`cluster::assign`), each with its own mask (stream version 2); 1 writes the
     /// one-mask stream (version 1). Decoding reads whichever the stream holds.
     pub clusters: usize,
 }
@@ -395,7 +395,7 @@ pub struct StreamParts<'a> {
 
 /// Write an `Ibp` stream from its parts: the one writer of the layout, for the CPU encoder and
 /// the GPU encoder (`planepack-gpu`) alike.
-/// Panics if `masks` is empty or longer than [`cluster::MAX_CLUSTERS`], or if clusters do not
+/// Panics if `masks` is empty or longer than `cluster::MAX_CLUSTERS`, or if clusters do not
 /// come with one id per row.
 pub fn write_stream(p: &StreamParts, out: &mut Vec<u8>) {
     let c = p.masks.len();

@@ -18,8 +18,8 @@ pub(crate) struct Models<'a> {
 pub(crate) const ROTATION_SAMPLES: usize = 4;
 pub(crate) const ROTATION_SAMPLE_BYTES: usize = 8 << 10;
 
-/// The samples [`rotation_pays`] reads from a body of `body_len` bytes of `width`-byte
-/// elements: up to [`ROTATION_SAMPLES`] byte ranges of [`ROTATION_SAMPLE_BYTES`] (whole
+/// The samples `rotation_pays` reads from a body of `body_len` bytes of `width`-byte
+/// elements: up to `ROTATION_SAMPLES` byte ranges of `ROTATION_SAMPLE_BYTES` (whole
 /// elements), evenly spaced. (The GPU encoder counts the same ranges on the device.)
 pub fn rotation_samples(body_len: usize, width: usize) -> Vec<std::ops::Range<usize>> {
     let sample = ROTATION_SAMPLE_BYTES / width * width;
@@ -181,7 +181,7 @@ pub(crate) fn plan_plane(symbols: &[u8], form: TableForm) -> (PlanePlan, f64) {
     plan_plane_counts(&histogram(symbols), form)
 }
 
-/// [`plan_plane`] from the plane's histogram alone (its length is the counts' sum; a
+/// `plan_plane` from the plane's histogram alone (its length is the counts' sum; a
 /// constant plane's byte the one symbol present, 0 for an empty plane): what the GPU encoder
 /// plans by, from counts taken on the device.
 pub fn plan_plane_counts(counts: &[u32; 256], form: TableForm) -> (PlanePlan, f64) {

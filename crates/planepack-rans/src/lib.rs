@@ -236,28 +236,28 @@ pub struct Rans {
     pub rotate: bool,
     /// Code repeated rows as references to earlier ones ([`RowMap`]; needs a shape).
     pub rows: bool,
-    /// Try the modelled chunk ([`modelled`]: runs, repeated values, neighbours' magnitudes)
+    /// Try the modelled chunk (`modelled`: runs, repeated values, neighbours' magnitudes)
     /// and keep it where it is smaller.
     pub modelled: bool,
-    /// Try block-scaled chunks ([`scaled`]: FP32 blocks that are a scale times small
+    /// Try block-scaled chunks (`scaled`: FP32 blocks that are a scale times small
     /// integers) and keep them where they are smaller.
     pub scaled: bool,
-    /// Code plane 1 with the exponent as context ([`contexts`], stream version 4) where a
+    /// Code plane 1 with the exponent as context (`contexts`, stream version 4) where a
     /// sample of the tensor says it pays and a chunk's plane comes out smaller that way.
     pub contexts: bool,
-    /// Try difference chunks ([`difference`]: the steps between neighbouring elements as
+    /// Try difference chunks (`difference`: the steps between neighbouring elements as
     /// planes, stream version 5) where a sample of the tensor says they may pay, and keep
     /// them where they are smaller. Every decoder (CPU, both GPU scan paths) reads them.
     pub differences: bool,
     /// Code plane 0 with the exponent of the element one row up as context
-    /// ([`row_contexts`], stream version 6; needs a shape) where the tensor's tables pay and
+    /// (`row_contexts`, stream version 6; needs a shape) where the tensor's tables pay and
     /// a chunk's plane comes out smaller that way.
     pub row_contexts: bool,
     /// Write every frequency table in the compact form (header flag bit 2, module
     /// `compact`: varint frequencies, the last implied, symbols as runs), about a third of
     /// the wide form's bytes. Off: the wide tables every decoder before the flag reads.
     pub compact_tables: bool,
-    /// Try tail-dictionary chunks ([`tails`]: FP32 chunks with at most 256 distinct low
+    /// Try tail-dictionary chunks (`tails`: FP32 chunks with at most 256 distinct low
     /// three bytes, header flag `T`) and keep them where they are smaller. Every decoder (CPU,
     /// both GPU scan paths) reads them.
     pub tails: bool,

@@ -17,7 +17,7 @@ pub const PROB_SCALE: u32 = 1 << PROB_BITS;
 pub const LIST_MAX: usize = 32;
 
 /// How a stream writes its frequency tables: `Wide` (u16 frequencies, a symbol list or map;
-/// every stream without flag bit 2) or `Compact` ([`crate::compact`]; flag bit 2).
+/// every stream without flag bit 2) or `Compact` (`crate::compact`; flag bit 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableForm {
     Wide,
