@@ -9,7 +9,7 @@
 //! a column form a few runs (a float's mantissa, its low exponent bits), and a run is one
 //! shift and one AND, the same for all lanes. A lane whose chunk does not participate takes
 //! its `W` bits whole, as in the scalar decoder. 32-bit chunks use eight 32-bit lanes, so
-//! eight rows at once ([`lanes`]).
+//! eight rows at once (`lanes`).
 //!
 //! Only the lockstep loop is here. Which rows go through it, the participation-bitmap checks
 //! before and the length and padding checks after are the scalar code's, so both paths accept

@@ -166,7 +166,7 @@ pub struct ContextDecoder {
     /// 4096 decode slots per present table, in context order.
     pub slots: Vec<u32>,
     /// The stream's `E0`, and per context its table's index in `slots` (in units of 4096),
-    /// or [`ABSENT`]: what [`ContextDecoder::select`] computes each element's table from.
+    /// or [`ABSENT`]: what [`ContextDecoder::table_of`] computes each element's table from.
     e0: u8,
     by_context: [u8; CONTEXTS],
 }
