@@ -1191,6 +1191,7 @@ pub(crate) mod avx2 {
     #[inline]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn step<const P: u32>(xv: &mut __m256i, e: __m256i, stage: *mut u16) -> u32 {
+        const { assert!(P == 11 || P == PROB_BITS) };
         // Bytes 0, 1, 4, 5, 8, 9, 12, 13 of each 128-bit half: the low 16 bits of its four
         // states, to the half's low 8 bytes.
         let low16 = _mm256_setr_epi8(
@@ -1230,8 +1231,8 @@ pub(crate) mod avx2 {
     /// context and symbol). Stage and emit masks as [`encode`]'s, for [`compact`].
     ///
     /// # Safety
-    /// The CPU must have AVX2 and FMA. `P` is 11 or 12; every id is below `info.len()` and
-    /// names an entry of frequency 1 to `2^P`; `ids.len()` is a multiple of 8, `stage` holds
+    /// The CPU must have AVX2 and FMA. `P` is 11 or 12; every id names an entry of `info`
+    /// (asserted) of frequency 1 to `2^P`; `ids.len()` is a multiple of 8, `stage` holds
     /// a word per id and `emitted` a mask per round.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn encode_ids<const P: u32>(
@@ -1243,12 +1244,14 @@ pub(crate) mod avx2 {
     ) {
         assert!(ids.len().is_multiple_of(8) && stage.len() >= ids.len());
         assert!(emitted.len() >= ids.len() / 8);
-        debug_assert!(ids.iter().all(|&i| (i as usize) < info.len()));
+        // Every entry a gather reads lies in `info` (one pass over the ids, a small part of
+        // the coding).
+        assert!(ids.iter().max().is_none_or(|&i| (i as usize) < info.len()));
         // SAFETY: `x` holds eight lanes.
         let mut xv = unsafe { _mm256_loadu_si256(x.as_ptr() as *const __m256i) };
         let table = info.as_ptr() as *const i32;
         for (r, round) in ids.chunks_exact(8).enumerate().rev() {
-            // SAFETY: the round holds eight ids; each below `info.len()` (the contract);
+            // SAFETY: the round holds eight ids; each below `info.len()` (asserted);
             // round r's words lie inside `stage` (asserted).
             unsafe {
                 let iv = _mm256_cvtepu16_epi32(_mm_loadu_si128(round.as_ptr() as *const __m128i));

@@ -321,9 +321,6 @@ pub(crate) fn take_zeros_out(
     nonzero.truncate(k);
 }
 
-/// Per byte `m` (bit `i`: 2-byte element `i` of eight is kept): the byte shuffle that packs the
-/// kept elements of a 16-byte vector to its front, in order, zero bytes after them (the zero
-/// mask's nonzero elements here, the lane coder's emitted words in `lanes`).
 /// For each byte `m`, the positions of its set bits in increasing order (the rest 0): which
 /// of eight elements a packing shuffle keeps, and where each goes.
 #[cfg(target_arch = "x86_64")]
@@ -504,24 +501,20 @@ fn take_kept_w<const W: usize>(elems: &[u8], keep: &[u8], out: &mut [u8]) -> usi
     k
 }
 
-/// [`take_zeros_out`] for `W`-byte elements (a constant width, so each store is one move);
-/// returns the bytes of `nonzero` used.
+/// [`take_zeros_out`] for `W`-byte elements, without SIMD: each group of eight's nonzero bits
+/// into `mask`, then [`take_kept_w`]; returns the bytes of `nonzero` used.
 pub(crate) fn take_zeros_out_w<const W: usize>(
     elems: &[u8],
     mask: &mut [u8],
     nonzero: &mut [u8],
 ) -> usize {
-    let mut k = 0;
     for (bits, group) in mask.iter_mut().zip(elems.chunks(8 * W)) {
-        for (i, e) in group.chunks_exact(W).enumerate() {
-            let e: &[u8; W] = e.try_into().expect("W bytes");
-            let nz = e.iter().fold(0, |a, &b| a | b) != 0;
-            nonzero[k..k + W].copy_from_slice(e);
-            k += W * nz as usize;
-            *bits |= (nz as u8) << i;
-        }
+        *bits = group
+            .chunks_exact(W)
+            .enumerate()
+            .fold(0, |m, (i, e)| m | u8::from(e.iter().any(|&b| b != 0)) << i);
     }
-    k
+    take_kept_w::<W>(elems, mask, nonzero)
 }
 
 #[cfg(test)]
