@@ -6,7 +6,8 @@
 
 use crate::geometry::{Geometry, Plane, BLOCK_BYTES};
 use crate::symbols::{decode_base, encode_base, encode_planes, Count};
-use planepack_core::bitio::{mask64, BitReader, SliceBitWriter};
+use planepack_core::bitio::{BitReader, SliceBitWriter};
+use planepack_core::cpu;
 
 /// Bits of a RAW payload.
 pub const RAW_BITS: u32 = (BLOCK_BYTES * 8) as u32;
@@ -148,13 +149,18 @@ pub(crate) fn plan<G: Geometry, const T: u8>(
         }
     }
     if allowed(Mode::Dbx) {
-        let mut deltas = G::zero_elems();
-        let mask_w = mask64(G::W);
-        for i in 0..G::N - 1 {
-            let d = e[i + 1].into().wrapping_sub(e[i].into()) & mask_w;
-            deltas.as_mut()[i] = G::elem(d);
-        }
-        let planes = to_planes::<G, T>(&deltas);
+        // AVX-512 transposes with one GF(2) affine instruction, cheaper there than the borrow
+        // ripple through 32 FP32 planes; everywhere else the planes' subtraction is cheaper.
+        let planes = if T >= cpu::AVX512 {
+            let mut deltas = G::zero_elems();
+            for i in 0..G::N - 1 {
+                let d = e[i + 1].into().wrapping_sub(e[i].into());
+                deltas.as_mut()[i] = G::elem(d);
+            }
+            to_planes::<G, T>(&deltas)
+        } else {
+            delta_planes::<G>(&bx_planes)
+        };
         let base = e[0].into();
         let mut c = Count::default();
         encode_base(base, G::W, &mut c);
@@ -168,6 +174,26 @@ pub(crate) fn plan<G: Geometry, const T: u8>(
         }
     }
     best
+}
+
+/// DBX's planes: the planes of `e[i + 1] - e[i]` (wrapping, `W` bits; zero for the last
+/// element) computed from the elements' planes, not by transposing the differences. Element
+/// `i + 1`'s bits are the planes shifted down by one, and the subtraction is the schoolbook one
+/// with a borrow plane rippling from the lowest plane up: a few word operations per plane in
+/// place of a second transpose (on AVX2, 32 mask extractions on one port for BF16 blocks;
+/// BF16 encode +10-17 %, FP32 +10 % on one AVX2 core).
+#[inline(always)]
+fn delta_planes<G: Geometry>(planes: &G::Planes) -> G::Planes {
+    let top = G::Plane::ONE << (G::N as u32 - 1);
+    let mut out = G::zero_planes();
+    let mut borrow = G::Plane::ZERO;
+    for (d, &p) in out.as_mut().iter_mut().zip(planes.as_ref()) {
+        let (next, this) = (p >> 1, p & !top);
+        let diff = next ^ this;
+        *d = diff ^ borrow;
+        borrow = (!next & this) | (!diff & borrow);
+    }
+    out
 }
 
 /// Write the payload of a planned block.
@@ -348,4 +374,48 @@ pub(crate) fn zvc_bits<G: Geometry>(r: &BitReader) -> u32 {
     let mut peek = r.clone();
     let mask = G::Plane::get(&mut peek, G::N as u32);
     G::N as u32 + mask.count_ones() * G::W
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::{W16, W32, W8};
+
+    /// The planes' subtraction against the elements' differences transposed, at every width,
+    /// on blocks with small steps (the borrow runs far) and with extreme values.
+    fn deltas_agree<G: Geometry>() {
+        let mut rng = planepack_testkit::Rng(11);
+        for round in 0..2000 {
+            let mut bytes = [0u8; BLOCK_BYTES];
+            match round % 3 {
+                0 => bytes.iter_mut().for_each(|b| *b = rng.next_u64() as u8),
+                1 => bytes
+                    .iter_mut()
+                    .for_each(|b| *b = [0, 0xFF, 0x80, 1][rng.below(4) as usize]),
+                _ => bytes
+                    .iter_mut()
+                    .for_each(|b| *b = (rng.below(3) as u8).wrapping_sub(1)),
+            }
+            let e = G::load(&bytes);
+            let mut deltas = G::zero_elems();
+            for i in 0..G::N - 1 {
+                deltas.as_mut()[i] =
+                    G::elem(e.as_ref()[i + 1].into().wrapping_sub(e.as_ref()[i].into()));
+            }
+            let planes = to_planes::<G, { cpu::PORTABLE }>(&e);
+            let expect = to_planes::<G, { cpu::PORTABLE }>(&deltas);
+            assert!(
+                delta_planes::<G>(&planes).as_ref() == expect.as_ref(),
+                "width {}",
+                G::W
+            );
+        }
+    }
+
+    #[test]
+    fn delta_planes_match_the_transposed_differences() {
+        deltas_agree::<W8>();
+        deltas_agree::<W16>();
+        deltas_agree::<W32>();
+    }
 }

@@ -45,6 +45,8 @@ pub const CHUNK_BLOCKS: usize = 32;
 pub const CHUNK_BYTES: usize = CHUNK_BLOCKS * BLOCK_BYTES;
 /// Bits of one block-table entry: 3-bit tag + 10-bit payload length.
 pub const TABLE_ENTRY_BITS: usize = 13;
+/// Bytes of a full chunk's block table.
+const TABLE_BYTES: usize = (CHUNK_BLOCKS * TABLE_ENTRY_BITS).div_ceil(8);
 /// Bits of the tag at the bottom of a block-table entry.
 pub const TAG_BITS: u32 = 3;
 /// Largest possible compressed chunk: header, full table, 32 RAW blocks.
@@ -210,9 +212,11 @@ fn encode_chunk<G: Geometry, const T: u8>(
     out: &mut Vec<u8>,
     stats: &mut Stats,
 ) {
-    // Plan every block first: the table, which comes first, needs all payload sizes; then the
-    // payloads are written straight behind it.
+    // The table comes first and needs every payload's size, but its own size is known from the
+    // block count: each block's payload is written where it belongs as soon as it is planned,
+    // its table entry into a buffer of its own, OR-ed in front at the end.
     let nb = chunk.len().div_ceil(BLOCK_BYTES);
+    let table_bits = nb * TABLE_ENTRY_BITS;
     // Blocks are read in place; only a short last block is copied, zero padded.
     let mut tail = [0u8; BLOCK_BYTES];
     let full = chunk.len() / BLOCK_BYTES;
@@ -223,20 +227,19 @@ fn encode_chunk<G: Geometry, const T: u8>(
             None => &tail,
         }
     };
-    let mut plans = [const { None }; CHUNK_BLOCKS];
-    for (b, plan) in plans[..nb].iter_mut().enumerate() {
-        *plan = Some(block::plan::<G, T>(block_at(b), forced));
-    }
-    let plans = plans[..nb].iter().map(|p| p.as_ref().unwrap());
 
     // Room for the largest chunk and the writer's 8 bytes of slack, zeroed; cut to size after.
     let start = out.len();
     out.resize(start + MAX_CHUNK_BYTES + 8, 0);
-    let mut w = SliceBitWriter::new(&mut out[start + 2..]);
+    let mut w = SliceBitWriter::at_bit(&mut out[start + 2..], table_bits);
+    let mut table = [0u8; TABLE_BYTES + 8];
+    let mut t = SliceBitWriter::new(&mut table);
     let mut payload_bits = 0;
-    for p in plans.clone() {
-        w.put(p.mode as u64, TAG_BITS);
-        w.put(
+    for b in 0..nb {
+        let block = block_at(b);
+        let p = block::plan::<G, T>(block, forced);
+        t.put(p.mode as u64, TAG_BITS);
+        t.put(
             if p.mode == Mode::Raw {
                 0
             } else {
@@ -244,21 +247,24 @@ fn encode_chunk<G: Geometry, const T: u8>(
             },
             TABLE_ENTRY_BITS as u32 - TAG_BITS,
         );
+        write(&p, block, &mut w);
         payload_bits += p.bits as usize;
-    }
-    for (b, p) in plans.clone().enumerate() {
-        write(p, block_at(b), &mut w);
-    }
-    let bits = w.bit_len();
-    let len = 2 + bits.div_ceil(8);
-    debug_assert!(len <= MAX_CHUNK_BYTES);
-    out.truncate(start + len);
-    out[start..start + 2].copy_from_slice(&(len as u16).to_le_bytes());
-
-    for p in plans {
         stats.blocks[p.mode as usize] += 1;
         stats.payload_bits[p.mode as usize] += p.bits as u64;
     }
+    let bits = w.bit_len();
+    debug_assert_eq!(bits, table_bits + payload_bits);
+    let len = 2 + bits.div_ceil(8);
+    debug_assert!(len <= MAX_CHUNK_BYTES);
+    out.truncate(start + len);
+    for (o, &x) in out[start + 2..]
+        .iter_mut()
+        .zip(&table[..table_bits.div_ceil(8)])
+    {
+        *o |= x;
+    }
+    out[start..start + 2].copy_from_slice(&(len as u16).to_le_bytes());
+
     stats.chunks += 1;
     stats.header_bytes += 2;
     stats.table_bits += (nb * TABLE_ENTRY_BITS) as u64;

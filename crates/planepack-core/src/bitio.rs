@@ -36,6 +36,18 @@ impl<'a> SliceBitWriter<'a> {
         }
     }
 
+    /// Write from bit `bit` of `buf`, the bits before it left as they are in the byte the
+    /// writer shares with them (zero) for the caller to fill in after (by OR-ing, as the
+    /// bit-plane chunk's block table is, which precedes payloads written as they are planned).
+    pub fn at_bit(buf: &'a mut [u8], bit: usize) -> Self {
+        SliceBitWriter {
+            buf,
+            byte: bit / 8,
+            acc: 0,
+            nbits: (bit % 8) as u32,
+        }
+    }
+
     /// Write the low `n <= 56` bits of `value` (higher bits must be zero).
     #[inline(always)]
     pub fn put(&mut self, value: u64, n: u32) {

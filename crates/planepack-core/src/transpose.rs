@@ -522,9 +522,12 @@ mod avx2 {
                 | (_mm256_movemask_epi8(lo[1]) as u32 as u64) << 32;
             planes[8 + k] = _mm256_movemask_epi8(hi[0]) as u32 as u64
                 | (_mm256_movemask_epi8(hi[1]) as u32 as u64) << 32;
-            for v in lo.iter_mut().chain(hi.iter_mut()) {
-                *v = _mm256_add_epi8(*v, *v);
-            }
+            // Four named registers, not a chained iterator over two arrays: that loop was kept
+            // as one, through memory (a quarter of the AVX2 bit-plane encoder's time).
+            let [l0, l1] = lo;
+            let [h0, h1] = hi;
+            lo = [_mm256_add_epi8(l0, l0), _mm256_add_epi8(l1, l1)];
+            hi = [_mm256_add_epi8(h0, h0), _mm256_add_epi8(h1, h1)];
         }
         planes
     }
