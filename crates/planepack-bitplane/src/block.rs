@@ -207,7 +207,7 @@ pub(crate) fn write<G: Geometry>(
         Mode::Zero => {}
         Mode::Raw => {
             for word in block.chunks_exact(8) {
-                w.put_u64(u64::from_le_bytes(word.try_into().unwrap()), 64);
+                w.put_wide(u64::from_le_bytes(word.try_into().unwrap()) as u128, 64);
             }
         }
         Mode::Zvc => {

@@ -35,6 +35,9 @@ pub trait Plane:
     /// The lowest set bit alone (zero for zero).
     fn lowest_one(self) -> Self;
     fn put(self, w: &mut SliceBitWriter, n: u32);
+    /// Write the raw symbol of a plane wider than 55 bits: the code bit `1`, then `p_bits`
+    /// bits.
+    fn put_raw_wide(self, w: &mut SliceBitWriter, p_bits: u32);
     fn get(r: &mut BitReader, n: u32) -> Self;
     /// The low bits of a peeked word.
     fn from_u64(v: u64) -> Self;
@@ -77,6 +80,16 @@ macro_rules! impl_plane {
             #[inline(always)]
             fn put(self, w: &mut SliceBitWriter, n: u32) {
                 w.$write(self as $wide, n)
+            }
+            #[inline(always)]
+            fn put_raw_wide(self, w: &mut SliceBitWriter, p_bits: u32) {
+                if p_bits <= 119 {
+                    w.put_wide(1 | (self as u128) << 1, 1 + p_bits);
+                } else {
+                    // Only 8-bit elements' planes are this wide.
+                    w.put_wide(1 | (self as u128 & 0xFFFF_FFFF) << 1, 33);
+                    w.put_u128((self as u128) >> 32, p_bits - 32);
+                }
             }
             #[inline(always)]
             fn get(r: &mut BitReader, n: u32) -> Self {

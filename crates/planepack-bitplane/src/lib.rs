@@ -228,9 +228,10 @@ fn encode_chunk<G: Geometry, const T: u8>(
         }
     };
 
-    // Room for the largest chunk and the writer's 8 bytes of slack, zeroed; cut to size after.
+    // Room for the largest chunk and the writer's 16 bytes of slack (`put_wide`), zeroed; cut
+    // to size after.
     let start = out.len();
-    out.resize(start + MAX_CHUNK_BYTES + 8, 0);
+    out.resize(start + MAX_CHUNK_BYTES + 16, 0);
     let mut w = SliceBitWriter::at_bit(&mut out[start + 2..], table_bits);
     let mut table = [0u8; TABLE_BYTES + 8];
     let mut t = SliceBitWriter::new(&mut table);

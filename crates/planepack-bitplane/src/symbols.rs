@@ -81,7 +81,8 @@ pub const CODES: [(&str, u64, u32); 11] = {
 /// Where bits go: a counter when sizing candidates, a [`SliceBitWriter`] when emitting.
 pub(crate) trait Sink {
     fn put(&mut self, value: u64, n: u32);
-    fn put_plane<P: Plane>(&mut self, p: P, n: u32);
+    /// A raw symbol of more than 55 bits: its code bit, then the plane's `p_bits` bits.
+    fn put_raw_wide<P: Plane>(&mut self, p: P, p_bits: u32);
     #[inline]
     fn code(&mut self, c: Code) {
         self.put(c.bits, c.len)
@@ -98,8 +99,8 @@ impl Sink for Count {
         self.0 += n;
     }
     #[inline]
-    fn put_plane<P: Plane>(&mut self, _: P, n: u32) {
-        self.0 += n;
+    fn put_raw_wide<P: Plane>(&mut self, _: P, p_bits: u32) {
+        self.0 += RAW.len + p_bits;
     }
 }
 
@@ -108,19 +109,21 @@ impl Sink for SliceBitWriter<'_> {
     fn put(&mut self, value: u64, n: u32) {
         self.put_u64(value, n)
     }
-    #[inline]
-    fn put_plane<P: Plane>(&mut self, p: P, n: u32) {
-        p.put(self, n)
+    #[inline(always)]
+    fn put_raw_wide<P: Plane>(&mut self, p: P, p_bits: u32) {
+        p.put_raw_wide(self, p_bits)
     }
 }
 
 /// Code `planes` (index 0 = least significant plane; each with `p_bits` significant bits).
 ///
 /// Raw planes (most of the low planes of real data, in long stretches that predict well)
-/// take a fast path: their code bit and bits in one field (two if wider than 55 bits). Every
-/// other plane emits one field in the table's order of precedence; a zero symbol emits nothing
-/// unless it ends its run, where it emits the run's code. With [`SliceBitWriter`] an empty
-/// field costs the same as any other.
+/// take a fast path: their code bit and bits in one field (planes over 55 bits through
+/// [`SliceBitWriter::put_wide`], whose 128-bit shifts narrower planes need not pay; two
+/// fields for 8-bit elements' planes of more than 119 bits). Every other plane emits one field
+/// in the table's order of precedence; a zero symbol emits nothing unless it ends its run,
+/// where it emits the run's code. With [`SliceBitWriter`] an empty field costs the same as any
+/// other.
 #[inline(always)]
 pub(crate) fn encode_planes<P: Plane, S: Sink>(planes: &[P], p_bits: u32, sink: &mut S) {
     if p_bits <= 55 {
@@ -130,10 +133,9 @@ pub(crate) fn encode_planes<P: Plane, S: Sink>(planes: &[P], p_bits: u32, sink: 
     }
 }
 
-/// [`encode_planes`]; with `SPLIT` a raw plane is written as its low 32 bits (with the code)
-/// and then the rest.
+/// [`encode_planes`]; `WIDE`: the planes have more than 55 bits.
 #[inline(always)]
-fn encode_planes_with<P: Plane, S: Sink, const SPLIT: bool>(
+fn encode_planes_with<P: Plane, S: Sink, const WIDE: bool>(
     planes: &[P],
     p_bits: u32,
     sink: &mut S,
@@ -143,8 +145,6 @@ fn encode_planes_with<P: Plane, S: Sink, const SPLIT: bool>(
     let two_field = bits_for(p_bits - 1);
     let one_field = bits_for(p_bits);
     let all = P::ones(p_bits);
-    let lo_bits = if SPLIT { 32 } else { p_bits };
-    let hi_bits = if SPLIT { p_bits - 32 } else { 0 };
     let mut run = 0u32;
     for b in (0..q).rev() {
         let dbp = planes[b];
@@ -156,12 +156,9 @@ fn encode_planes_with<P: Plane, S: Sink, const SPLIT: bool>(
             zero || dbx == all || dbp == P::ZERO || dbx == low || dbx == (low | (low << 1));
         if !special {
             run = 0;
-            sink.put(
-                RAW.bits | (P::low_u64(dbx) & mask64(lo_bits)) << 1,
-                1 + lo_bits,
-            );
-            if SPLIT {
-                sink.put_plane(dbx >> 32, hi_bits);
+            match WIDE {
+                true => sink.put_raw_wide(dbx, p_bits),
+                false => sink.put(RAW.bits | P::low_u64(dbx) << 1, 1 + p_bits),
             }
             continue;
         }
