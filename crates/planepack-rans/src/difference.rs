@@ -83,7 +83,7 @@ pub(crate) fn forward(elems: &[u8], width: usize, out: &mut Vec<u8>) {
     forward_elems(&elems[..n], width, out);
 }
 
-with_avx2! {
+planepack_core::with_avx2! {
     /// [`forward`] into `out`, as long as `elems`.
     fn forward_elems(elems: &[u8], width: usize, out: &mut [u8]) = forward_any;
 }
@@ -119,7 +119,7 @@ fn forward_any(elems: &[u8], width: usize, out: &mut [u8]) {
     }
 }
 
-with_avx2! {
+planepack_core::with_avx2! {
     /// The inverse of [`forward`], in place: folded steps to elements.
     ///
     /// In blocks of [`INVERSE_BLOCK`] elements and three passes each: unfold (vectorised), the

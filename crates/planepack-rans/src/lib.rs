@@ -64,29 +64,6 @@
 //! # Ok::<(), planepack_core::Error>(())
 //! ```
 
-/// `fn $name(args) -> R` that runs `$portable(args)` compiled a second time with AVX2 where
-/// the CPU has it (x86-64-v3, checked at run time), else as built. For loops written to
-/// vectorise: the crate is built for any x86-64 CPU, whose 16-byte vectors were a sixth of
-/// encoding FP32 tensors in the plane split. `$portable` should be `#[inline(always)]`, so
-/// that its body is compiled inside the AVX2 function.
-macro_rules! with_avx2 {
-    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? = $portable:path;) => {
-        $(#[$doc])*
-        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
-            #[cfg(target_arch = "x86_64")]
-            if planepack_core::cpu::x86_64_v3() {
-                #[target_feature(enable = "avx2")]
-                unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
-                    $portable($($arg),*)
-                }
-                // SAFETY: the CPU has AVX2 (checked just above).
-                return unsafe { avx2($($arg),*) };
-            }
-            $portable($($arg),*)
-        }
-    };
-}
-
 mod compact;
 mod contexts;
 mod difference;

@@ -21,7 +21,7 @@ pub(crate) fn fit(v: &mut Vec<u8>, n: usize) {
     }
 }
 
-with_avx2! {
+planepack_core::with_avx2! {
     /// [`split`]'s loops on whole elements.
     fn split_elems(elems: &[u8], width: usize, rotate: bool, planes: &mut [Vec<u8>]) = split_any;
 }

@@ -327,7 +327,7 @@ const _: () = assert!(COUNT_COPIES.is_power_of_two());
 /// their contexts in [`COUNT_COPIES`] sets; shorter ones take every element, in one set.
 const LONG_CHUNK: usize = 4096;
 
-with_avx2! {
+planepack_core::with_avx2! {
     /// Classify `elems` (whole elements of `width` bytes) with rows of `row` elements (0: no
     /// "equal to up"); its loops compiled with AVX2 where the CPU has it.
     pub(crate) fn classify(elems: &[u8], width: usize, rotate: bool, row: usize, s: &mut Scratch) = classify_any;
