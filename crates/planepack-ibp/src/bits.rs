@@ -193,11 +193,7 @@ mod tests {
         fn refill(&mut self) {
             let b = (self.width / 8) as usize;
             let word = match self.data.get(self.pos..self.pos + b) {
-                Some(bytes) => {
-                    let mut w = [0u8; 8];
-                    w[..b].copy_from_slice(bytes);
-                    u64::from_le_bytes(w)
-                }
+                Some(bytes) => crate::row::le_word(bytes),
                 None => {
                     self.overran = true;
                     0

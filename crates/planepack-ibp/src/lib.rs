@@ -135,11 +135,7 @@ impl<'a> Rows<'a> {
         let b = (self.width / 8) as usize;
         self.row(r)[cols.start * b..cols.end * b]
             .chunks_exact(b)
-            .map(move |c| {
-                let mut w = [0u8; 8];
-                w[..b].copy_from_slice(c);
-                u64::from_le_bytes(w)
-            })
+            .map(row::le_word)
     }
 }
 
@@ -519,11 +515,7 @@ fn read_meta(compressed: &[u8]) -> Result<StreamMeta> {
     )?;
     let mut masks = Vec::with_capacity(h.clusters);
     for one in meta.chunks_exact(mask_bytes.max(1)).take(h.clusters) {
-        let word = |i: usize| {
-            let mut w = [0u8; 8];
-            w[..b].copy_from_slice(&one[i * b..i * b + b]);
-            u64::from_le_bytes(w)
-        };
+        let word = |i: usize| row::le_word(&one[i * b..i * b + b]);
         let mask = Mask {
             width: h.width,
             mask: (0..h.columns).map(word).collect(),
