@@ -170,7 +170,7 @@ trait Lane: Copy + Default + Eq + std::ops::BitAnd<Output = Self> {
     /// The low bits of a mask word.
     fn of(x: u64) -> Self;
     /// [`kept_any`] for this width, compiled with AVX2 where the CPU has it.
-    fn kept(vals: &[Self], mask: &[Self], bitval: &[Self], pops: &[u32]) -> u32;
+    fn kept(row: &[u8], mask: &[Self], bitval: &[Self], pops: &[u32]) -> u32;
 }
 
 macro_rules! lane {
@@ -186,8 +186,8 @@ macro_rules! lane {
                 x as $t
             }
             #[inline(always)]
-            fn kept(vals: &[Self], mask: &[Self], bitval: &[Self], pops: &[u32]) -> u32 {
-                $kept(vals, mask, bitval, pops)
+            fn kept(row: &[u8], mask: &[Self], bitval: &[Self], pops: &[u32]) -> u32 {
+                $kept(row, mask, bitval, pops)
             }
         }
     };
@@ -239,38 +239,34 @@ fn add_kept<T: Lane>(
     let mask: Vec<T> = m.mask.iter().map(|&x| T::of(x)).collect();
     let bitval: Vec<T> = m.bitval.iter().map(|&x| T::of(x)).collect();
     let pops: Vec<u32> = m.mask.iter().map(|x| x.count_ones()).collect();
-    let mut vals = vec![T::default(); cols.len()];
     for (&r, k) in ids.iter().zip(kept) {
         let row = &rows.row(r)[cols.start * T::BYTES..cols.end * T::BYTES];
-        for (v, c) in vals.iter_mut().zip(row.chunks_exact(T::BYTES)) {
-            *v = T::read(c);
-        }
-        *k += T::kept(&vals, &mask, &bitval, &pops) as i64;
+        *k += T::kept(row, &mask, &bitval, &pops) as i64;
     }
 }
 
-/// The invariant bits (`pops`) of the chunks `vals` whose masked bits equal the bitval.
+/// The invariant bits (`pops`) of the chunks of `row` whose masked bits equal the bitval.
 #[inline(always)]
-fn kept_any<T: Lane>(vals: &[T], mask: &[T], bitval: &[T], pops: &[u32]) -> u32 {
-    vals.iter()
+fn kept_any<T: Lane>(row: &[u8], mask: &[T], bitval: &[T], pops: &[u32]) -> u32 {
+    row.chunks_exact(T::BYTES)
         .zip(mask)
         .zip(bitval)
         .zip(pops)
-        .map(|(((&x, &mk), &bv), &p)| if x & mk == bv { p } else { 0 })
+        .map(|(((x, &mk), &bv), &p)| if T::read(x) & mk == bv { p } else { 0 })
         .sum()
 }
 
 planepack_core::with_avx2! {
     /// [`kept_any`] on 16-bit chunks.
-    fn kept16(vals: &[u16], mask: &[u16], bitval: &[u16], pops: &[u32]) -> u32 = kept_any::<u16>;
+    fn kept16(row: &[u8], mask: &[u16], bitval: &[u16], pops: &[u32]) -> u32 = kept_any::<u16>;
 }
 planepack_core::with_avx2! {
     /// [`kept_any`] on 32-bit chunks.
-    fn kept32(vals: &[u32], mask: &[u32], bitval: &[u32], pops: &[u32]) -> u32 = kept_any::<u32>;
+    fn kept32(row: &[u8], mask: &[u32], bitval: &[u32], pops: &[u32]) -> u32 = kept_any::<u32>;
 }
 planepack_core::with_avx2! {
     /// [`kept_any`] on 64-bit chunks.
-    fn kept64(vals: &[u64], mask: &[u64], bitval: &[u64], pops: &[u32]) -> u32 = kept_any::<u64>;
+    fn kept64(row: &[u8], mask: &[u64], bitval: &[u64], pops: &[u32]) -> u32 = kept_any::<u64>;
 }
 
 /// Which rows build the mask.
@@ -483,7 +479,11 @@ mod tests {
                         .iter()
                         .filter(|&&r| crate::row::chunk(rows.row(r), col, b) >> bit & 1 == 1)
                         .count();
-                    assert_eq!(got.counts[j * width as usize + bit], ones as u32, "W={width}");
+                    assert_eq!(
+                        got.counts[j * width as usize + bit],
+                        ones as u32,
+                        "W={width}"
+                    );
                 }
             }
             let counts = BitCounts::of(&rows, ids.iter().copied());
@@ -504,7 +504,11 @@ mod tests {
                         (kept - columns as i64).max(0)
                     })
                     .sum();
-                assert_eq!(score(&rows, ids.iter().copied(), &m), expect, "W={width} t={t}");
+                assert_eq!(
+                    score(&rows, ids.iter().copied(), &m),
+                    expect,
+                    "W={width} t={t}"
+                );
             }
         }
     }
