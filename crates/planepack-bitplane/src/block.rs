@@ -152,12 +152,7 @@ pub(crate) fn plan<G: Geometry, const T: u8>(
         // AVX-512 transposes with one GF(2) affine instruction, cheaper there than the borrow
         // ripple through 32 FP32 planes; everywhere else the planes' subtraction is cheaper.
         let planes = if T >= cpu::AVX512 {
-            let mut deltas = G::zero_elems();
-            for i in 0..G::N - 1 {
-                let d = e[i + 1].into().wrapping_sub(e[i].into());
-                deltas.as_mut()[i] = G::elem(d);
-            }
-            to_planes::<G, T>(&deltas)
+            to_planes::<G, T>(&deltas::<G>(&elems))
         } else {
             delta_planes::<G>(&bx_planes)
         };
@@ -174,6 +169,17 @@ pub(crate) fn plan<G: Geometry, const T: u8>(
         }
     }
     best
+}
+
+/// DBX's elements: `e[i + 1] - e[i]` (wrapping, `W` bits), zero for the last element.
+#[inline(always)]
+fn deltas<G: Geometry>(elems: &G::Elems) -> G::Elems {
+    let e = elems.as_ref();
+    let mut deltas = G::zero_elems();
+    for i in 0..G::N - 1 {
+        deltas.as_mut()[i] = G::elem(e[i + 1].into().wrapping_sub(e[i].into()));
+    }
+    deltas
 }
 
 /// DBX's planes: the planes of `e[i + 1] - e[i]` (wrapping, `W` bits; zero for the last
@@ -397,13 +403,8 @@ mod tests {
                     .for_each(|b| *b = (rng.below(3) as u8).wrapping_sub(1)),
             }
             let e = G::load(&bytes);
-            let mut deltas = G::zero_elems();
-            for i in 0..G::N - 1 {
-                deltas.as_mut()[i] =
-                    G::elem(e.as_ref()[i + 1].into().wrapping_sub(e.as_ref()[i].into()));
-            }
             let planes = to_planes::<G, { cpu::PORTABLE }>(&e);
-            let expect = to_planes::<G, { cpu::PORTABLE }>(&deltas);
+            let expect = to_planes::<G, { cpu::PORTABLE }>(&deltas::<G>(&e));
             assert!(
                 delta_planes::<G>(&planes).as_ref() == expect.as_ref(),
                 "width {}",

@@ -8,6 +8,7 @@
 //! a tie; the score is the reference's estimate (bits a row saves beyond its participation
 //! bits, summed over rows that save anything). No positive score leaves an empty mask.
 
+use crate::row::Columns;
 use crate::Rows;
 
 /// Mask and bitval of one group of rows: one `W`-bit word per column.
@@ -152,62 +153,10 @@ pub const SWEEP: [f32; 6] = {
 pub fn score(rows: &Rows, row_ids: impl Iterator<Item = usize>, m: &Mask) -> i64 {
     let ids: Vec<usize> = row_ids.collect();
     let mut kept = vec![0i64; ids.len()];
-    by_width!(
-        rows.width,
-        add_kept(rows, &ids, 0..rows.columns, m, &mut kept)
-    );
+    add_kept(rows, &ids, 0..rows.columns, m, &mut kept);
     let v = rows.columns as i64;
     kept.into_iter().map(|saved| (saved - v).max(0)).sum()
 }
-
-/// A chunk as its own integer type, so that scoring runs over a row's columns as vectors of
-/// that type (it reads every chunk of every sampled row once per threshold: with the counts,
-/// most of the encoder's time). One instantiation per width; [`by_width!`] picks it.
-trait Lane: Copy + Default + Eq + std::ops::BitAnd<Output = Self> {
-    const BYTES: usize;
-    /// A chunk's little-endian bytes.
-    fn read(bytes: &[u8]) -> Self;
-    /// The low bits of a mask word.
-    fn of(x: u64) -> Self;
-    /// [`kept_any`] for this width, compiled with AVX2 where the CPU has it.
-    fn kept(row: &[u8], mask: &[Self], bitval: &[Self], pops: &[u32]) -> u32;
-}
-
-macro_rules! lane {
-    ($t:ty, $kept:ident) => {
-        impl Lane for $t {
-            const BYTES: usize = size_of::<$t>();
-            #[inline(always)]
-            fn read(bytes: &[u8]) -> Self {
-                <$t>::from_le_bytes(bytes.try_into().unwrap())
-            }
-            #[inline(always)]
-            fn of(x: u64) -> Self {
-                x as $t
-            }
-            #[inline(always)]
-            fn kept(row: &[u8], mask: &[Self], bitval: &[Self], pops: &[u32]) -> u32 {
-                $kept(row, mask, bitval, pops)
-            }
-        }
-    };
-}
-lane!(u16, kept16);
-lane!(u32, kept32);
-lane!(u64, kept64);
-
-/// `$f::<T>(args)` with `T` the [`Lane`] of chunk width `$width` (16, 32 or 64, as
-/// [`Rows::new`] allows).
-macro_rules! by_width {
-    ($width:expr, $f:ident($($arg:expr),*)) => {
-        match $width {
-            16 => $f::<u16>($($arg),*),
-            32 => $f::<u32>($($arg),*),
-            _ => $f::<u64>($($arg),*),
-        }
-    };
-}
-use by_width;
 
 planepack_core::with_avx2! {
     /// Add bit `k` of each byte of `bytes` to `acc[k * bytes.len() + i]` (eight planes of
@@ -228,45 +177,13 @@ fn count_byte_bits_any(bytes: &[u8], acc: &mut [u8]) {
 
 /// Add to `kept[i]` the invariant bits of row `ids[i]`'s chunks `cols` that participate under
 /// `m` (`m`'s first column is `cols.start`; a chunk participates when its masked bits equal the
-/// bitval), in lanes of `T`.
-fn add_kept<T: Lane>(
-    rows: &Rows,
-    ids: &[usize],
-    cols: std::ops::Range<usize>,
-    m: &Mask,
-    kept: &mut [i64],
-) {
-    let mask: Vec<T> = m.mask.iter().map(|&x| T::of(x)).collect();
-    let bitval: Vec<T> = m.bitval.iter().map(|&x| T::of(x)).collect();
-    let pops: Vec<u32> = m.mask.iter().map(|x| x.count_ones()).collect();
+/// bitval): [`crate::row::saved_bits`], the packed row's own saving.
+fn add_kept(rows: &Rows, ids: &[usize], cols: std::ops::Range<usize>, m: &Mask, kept: &mut [i64]) {
+    let c = Columns::new(m);
+    let b = (rows.width / 8) as usize;
     for (&r, k) in ids.iter().zip(kept) {
-        let row = &rows.row(r)[cols.start * T::BYTES..cols.end * T::BYTES];
-        *k += T::kept(row, &mask, &bitval, &pops) as i64;
+        *k += crate::row::saved_bits(&rows.row(r)[cols.start * b..cols.end * b], &c) as i64;
     }
-}
-
-/// The invariant bits (`pops`) of the chunks of `row` whose masked bits equal the bitval.
-#[inline(always)]
-fn kept_any<T: Lane>(row: &[u8], mask: &[T], bitval: &[T], pops: &[u32]) -> u32 {
-    row.chunks_exact(T::BYTES)
-        .zip(mask)
-        .zip(bitval)
-        .zip(pops)
-        .map(|(((x, &mk), &bv), &p)| if T::read(x) & mk == bv { p } else { 0 })
-        .sum()
-}
-
-planepack_core::with_avx2! {
-    /// [`kept_any`] on 16-bit chunks.
-    fn kept16(row: &[u8], mask: &[u16], bitval: &[u16], pops: &[u32]) -> u32 = kept_any::<u16>;
-}
-planepack_core::with_avx2! {
-    /// [`kept_any`] on 32-bit chunks.
-    fn kept32(row: &[u8], mask: &[u32], bitval: &[u32], pops: &[u32]) -> u32 = kept_any::<u32>;
-}
-planepack_core::with_avx2! {
-    /// [`kept_any`] on 64-bit chunks.
-    fn kept64(row: &[u8], mask: &[u64], bitval: &[u64], pops: &[u32]) -> u32 = kept_any::<u64>;
 }
 
 /// Which rows build the mask.
@@ -359,8 +276,7 @@ fn preprocess_tiled(rows: &Rows, threshold: Threshold, ids: &[usize]) -> Preproc
         let counts = BitCounts::of_columns(rows, ids.iter().copied(), cols.clone());
         for (k, &t) in thresholds.iter().enumerate() {
             let m = counts.mask(t);
-            let kept = &mut kept[k * n..(k + 1) * n];
-            by_width!(rows.width, add_kept(rows, ids, cols.clone(), &m, kept));
+            add_kept(rows, ids, cols.clone(), &m, &mut kept[k * n..(k + 1) * n]);
         }
     }
     let v = rows.columns as i64;

@@ -108,27 +108,40 @@ pub fn le_word(bytes: &[u8]) -> u64 {
 
 /// Compressed size `H + D` of a row (before the raw fallback).
 pub fn packed_size(row: &[u8], c: &Columns) -> usize {
-    let b = c.b();
-    let row = &row[..c.row_bytes()];
-    // Every chunk takes `W` bits but a participating one's invariant bits; the saving summed
-    // without a branch per chunk, the chunk width known to the compiler.
-    let saved = match b {
+    // Every chunk takes `W` bits but a participating one's invariant bits.
+    let bits = c.v() * c.width as usize - saved_bits(&row[..c.row_bytes()], c) as usize;
+    c.header_bytes() + align(bits.div_ceil(8), c.b())
+}
+
+/// The invariant bits of `row`'s participating chunks (`row` holds `c`'s columns): what a
+/// packed row saves, and the sum the encoder's threshold sweep scores masks by. Without a
+/// branch per chunk, the chunk width known to the compiler, with AVX2 where the CPU has it:
+/// the sweep reads every chunk of every sampled row once per threshold.
+pub(crate) fn saved_bits(row: &[u8], c: &Columns) -> u32 {
+    match c.b() {
         2 => saved_bits2(row, c),
         4 => saved_bits4(row, c),
         _ => saved_bits8(row, c),
-    };
-    let bits = c.v() * c.width as usize - saved as usize;
-    c.header_bytes() + align(bits.div_ceil(8), b)
+    }
 }
 
 /// The invariant bits of `row`'s participating chunks of `B` bytes.
 #[inline(always)]
 fn saved_bits_any<const B: usize>(row: &[u8], c: &Columns) -> u32 {
-    row.chunks_exact(B)
+    // Chunks as arrays of `B` bytes: a copy of a constant length, which vectorises (a slice's
+    // length matched at run time, as `le_word` does, kept the loop scalar).
+    let chunk = |x: &[u8; B]| {
+        let mut w = [0u8; 8];
+        w[..B].copy_from_slice(x);
+        u64::from_le_bytes(w)
+    };
+    row.as_chunks::<B>()
+        .0
+        .iter()
         .zip(&c.mask)
         .zip(&c.bitval)
         .zip(&c.field_bits)
-        .map(|(((x, &mk), &bv), &f)| match le_word(x) & mk == bv {
+        .map(|(((x, &mk), &bv), &f)| match chunk(x) & mk == bv {
             true => c.width - f,
             false => 0,
         })
