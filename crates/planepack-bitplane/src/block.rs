@@ -1,7 +1,8 @@
 //! One 128-byte block: choosing its mode, sizing it, writing and reading its payload.
 //!
 //! The encoder builds a `Plan` for every candidate mode it can afford to size, keeps the
-//! smallest, and writes it later (the chunk writes all block sizes before any payload).
+//! smallest, and writes it at once (the chunk starts the payloads behind the room its block
+//! table takes, and fills the table in at the end).
 //! Ties go to the mode that is cheapest to decode, in the order of [`Mode::TIE_ORDER`].
 
 use crate::geometry::{Geometry, Plane, BLOCK_BYTES};

@@ -268,8 +268,9 @@ fn zero_runs_size(zero: u64, q: usize) -> u32 {
 }
 
 /// [`planes_size`] for 32-bit planes; 32 of them (FP32 blocks) at once with AVX-512 where
-/// present, four AVX2 registers of them at the AVX2 tier. Why: the encoder sizes up to three candidate modes per block (BX, ZBX, DBX), and
-/// one plane at a time this loop was the largest share of encoding (FP32 encode +30 %).
+/// present, in four AVX2 registers at the AVX2 tier. Why: the encoder sizes up to three
+/// candidate modes per block (BX, ZBX, DBX), and one plane at a time this loop was the largest
+/// share of encoding (FP32 encode +30 %).
 ///
 /// # Safety
 /// The CPU must run tier `T` ([`planepack_core::cpu`]).

@@ -122,19 +122,8 @@ impl<'a> Rows<'a> {
     /// Row `r`'s chunks as integers.
     #[inline]
     pub fn row_chunks(&self, r: usize) -> impl Iterator<Item = u64> + 'a {
-        self.row_chunks_in(r, 0..self.columns)
-    }
-
-    /// Row `r`'s chunks `cols` as integers.
-    #[inline]
-    pub fn row_chunks_in(
-        &self,
-        r: usize,
-        cols: std::ops::Range<usize>,
-    ) -> impl Iterator<Item = u64> + 'a {
-        let b = (self.width / 8) as usize;
-        self.row(r)[cols.start * b..cols.end * b]
-            .chunks_exact(b)
+        self.row(r)
+            .chunks_exact((self.width / 8) as usize)
             .map(row::le_word)
     }
 }

@@ -74,17 +74,17 @@ impl BitCounts {
         row_ids: impl Iterator<Item = usize>,
         cols: std::ops::Range<usize>,
     ) -> BitCounts {
-        let b = (rows.width / 8) as usize;
-        let bytes = cols.len() * b;
+        let (w, cb) = (rows.width as usize, (rows.width / 8) as usize);
+        let bytes = cols.len() * cb;
         // `acc[k * bytes + i]`: rows since the last flush whose byte `i` (of the columns' bytes)
-        // has bit `k` set. Bit `b` of chunk `j` is bit `b % 8` of byte `j * B + b / 8`, so the
+        // has bit `k` set. Bit `t` of chunk `j` is bit `t % 8` of byte `j * cb + t / 8`, so the
         // counts are the bytes' bits, whatever the width.
         let mut acc = vec![0u8; 8 * bytes];
-        let mut counts = vec![0u32; cols.len() * rows.width as usize];
+        let mut counts = vec![0u32; cols.len() * w];
         let flush = |acc: &mut [u8], counts: &mut [u32]| {
             for (k, by_byte) in acc.chunks_exact_mut(bytes.max(1)).enumerate() {
                 for (i, c) in by_byte.iter_mut().enumerate() {
-                    counts[(i / b) * rows.width as usize + (i % b) * 8 + k] += *c as u32;
+                    counts[(i / cb) * w + (i % cb) * 8 + k] += *c as u32;
                     *c = 0;
                 }
             }
@@ -92,7 +92,7 @@ impl BitCounts {
         let (mut n, mut pending) = (0, 0);
         for r in row_ids {
             n += 1;
-            count_byte_bits(&rows.row(r)[cols.start * b..cols.end * b], &mut acc);
+            count_byte_bits(&rows.row(r)[cols.start * cb..cols.end * cb], &mut acc);
             pending += 1;
             if pending == u8::MAX {
                 flush(&mut acc, &mut counts);
@@ -367,8 +367,8 @@ impl Preprocessed {
 mod tests {
     use super::*;
 
-    /// The counts (8-bit counters flushed every 255 rows) and the scores (lanes of the chunk
-    /// width) against a count and a score one chunk and one bit at a time: every width, more
+    /// The counts (8-bit counters flushed every 255 rows) and the scores (`row::saved_bits`)
+    /// against a count and a score one chunk and one bit at a time: every width, more
     /// rows than a flush takes, a column range that starts inside the row, every threshold.
     #[test]
     fn counts_and_scores_match_one_bit_at_a_time() {

@@ -87,23 +87,31 @@ pub fn chunk(row: &[u8], j: usize, b: usize) -> u64 {
     le_word(&row[j * b..j * b + b])
 }
 
-/// `bytes` (at most 8) as a little-endian integer. The chunk widths by name, not a copy of a
-/// length known at run time: that copy compiled to a call to `memcpy` per chunk, which was a
-/// fifth of the encoder's time (the mask sweep reads every chunk of every row once per
+/// `bytes` (at most 8) as a little-endian integer, through [`le_chunk`] for the chunk widths:
+/// a copy of a length known only at run time compiled to a call to `memcpy` per chunk, which
+/// was a fifth of the encoder's time (the mask sweep reads every chunk of every row once per
 /// threshold).
 #[inline(always)]
 pub fn le_word(bytes: &[u8]) -> u64 {
-    match *bytes {
-        [a] => a as u64,
-        [a, b] => u16::from_le_bytes([a, b]) as u64,
-        [a, b, c, d] => u32::from_le_bytes([a, b, c, d]) as u64,
-        [a, b, c, d, e, f, g, h] => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
-        _ => {
+    match bytes.len() {
+        2 => le_chunk::<2>(bytes.try_into().unwrap()),
+        4 => le_chunk::<4>(bytes.try_into().unwrap()),
+        8 => le_chunk::<8>(bytes.try_into().unwrap()),
+        n => {
             let mut w = [0u8; 8];
-            w[..bytes.len()].copy_from_slice(bytes);
+            w[..n].copy_from_slice(bytes);
             u64::from_le_bytes(w)
         }
     }
+}
+
+/// A chunk of `B` bytes (little-endian) as an integer: a copy of a constant length, which
+/// loops over a row's chunks vectorise.
+#[inline(always)]
+pub(crate) fn le_chunk<const B: usize>(x: &[u8; B]) -> u64 {
+    let mut w = [0u8; 8];
+    w[..B].copy_from_slice(x);
+    u64::from_le_bytes(w)
 }
 
 /// Compressed size `H + D` of a row (before the raw fallback).
@@ -128,20 +136,15 @@ pub(crate) fn saved_bits(row: &[u8], c: &Columns) -> u32 {
 /// The invariant bits of `row`'s participating chunks of `B` bytes.
 #[inline(always)]
 fn saved_bits_any<const B: usize>(row: &[u8], c: &Columns) -> u32 {
-    // Chunks as arrays of `B` bytes: a copy of a constant length, which vectorises (a slice's
-    // length matched at run time, as `le_word` does, kept the loop scalar).
-    let chunk = |x: &[u8; B]| {
-        let mut w = [0u8; 8];
-        w[..B].copy_from_slice(x);
-        u64::from_le_bytes(w)
-    };
+    // Chunks as arrays of `B` bytes (`le_word`'s match on a slice's length kept the loop
+    // scalar).
     row.as_chunks::<B>()
         .0
         .iter()
         .zip(&c.mask)
         .zip(&c.bitval)
         .zip(&c.field_bits)
-        .map(|(((x, &mk), &bv), &f)| match chunk(x) & mk == bv {
+        .map(|(((x, &mk), &bv), &f)| match le_chunk(x) & mk == bv {
             true => c.width - f,
             false => 0,
         })
