@@ -18,7 +18,8 @@
 //! ranks codecs by the geomean over records, where a few hundred small tensors weigh as much
 //! as gigabytes of large ones. Then the ratio with the codec's difference chunks on (off by
 //! default until the bench has measured them), and where rans trails the best peer, what they
-//! would make of the gap and which repeats remain. (An earlier column estimated plane 1 with
+//! would make of the gap and which repeats remain, and an estimate of what contexts by channel
+//! class would save ([`channel_context_bits`]: statistics, not repeats). (An earlier column estimated plane 1 with
 //! the exponent as context, which became stream version 4, and then the steps between
 //! neighbours, which became version 5.) Writes
 //! `bench-results/activation-study.md` (`activation-study-workloads.md`).
@@ -113,6 +114,122 @@ fn few_tails(v: &[u32], width: usize) -> u64 {
         })
         .map(|p| p.len() as u64)
         .sum()
+}
+
+/// Classes a tensor's channels are put in for [`channel_context_bits`].
+const CHANNEL_CLASSES: usize = 8;
+/// What one entry of a frequency table costs in [`channel_context_bits`] (a compact table's
+/// frequency byte or two and the symbol's share of its set).
+const TABLE_ENTRY_BITS: f64 = 10.0;
+
+/// Bits of planes 0 and 1 (as the codec rotates them) of one tensor under the contexts `rans`
+/// codes them with, and under the same contexts split by the element's channel class:
+/// `(rans's contexts, with channel classes)`, from the tensor's own counts (conditional
+/// entropy, every nonzero table entry at [`TABLE_ENTRY_BITS`]). `rans` codes plane 0 with the
+/// row context of the exponent one row up (row tables) and plane 1 with its element's exponent
+/// context (context tables), as the codec defines them (row shift 0, `E0` the most frequent
+/// nonzero element's plane-0 byte); here plane 0's context is also the class of the channel's mean exponent
+/// byte, plane 1's the class of the channel's share of negative elements (for BF16 and FP16
+/// the sign is plane 1's low bit after the rotation), each of [`CHANNEL_CLASSES`] quantiles of
+/// the tensor's channels. The channel is the last dimension (rank 2 and 3: a transformer's
+/// hidden features) or dimension 1 (rank 4 and more: a CNN's NCHW channels). `None` where the
+/// codec's own chunk tables already follow the channels (a channel block of more than an
+/// eighth of a chunk: early CNN layers), or the tensor has no channels or is too small to
+/// tell. An estimate of what a GPU-decodable context by channel could take, not a coder: its
+/// tables would cost what is counted here.
+fn channel_context_bits(shape: &[usize], data: &[u8], width: usize) -> Option<(f64, f64)> {
+    let n = data.len() / width.max(1);
+    if width < 2 || shape.len() < 2 || n < 4096 {
+        return None;
+    }
+    let (channels, inner) = match shape.len() {
+        2 | 3 => (*shape.last()?, 1usize),
+        _ => (shape[1], shape[2..].iter().product()),
+    };
+    let chunk_elems = (1usize << planepack_rans::DEFAULT_CHUNK_LOG2) / width;
+    if channels < 2 || inner.checked_mul(8)? > chunk_elems {
+        return None;
+    }
+    let row = *shape.last()?;
+    // Planes 0 and 1 and the sign of each element.
+    let planes: Vec<(u8, u8, bool)> = data
+        .chunks_exact(width)
+        .map(|c| {
+            let (t, sign) = match width {
+                2 => {
+                    let v = u16::from_le_bytes([c[0], c[1]]);
+                    ((v.rotate_left(1) as u32) << 16, v >> 15 == 1)
+                }
+                _ => {
+                    let v = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    (v.rotate_left(1), v >> 31 == 1)
+                }
+            };
+            ((t >> 24) as u8, (t >> 16) as u8, sign)
+        })
+        .collect();
+    let channel = |i: usize| (i / inner) % channels;
+    // Each channel's class: its rank among the tensor's channels by a mean, in quantiles.
+    let classes = |value: &dyn Fn(&(u8, u8, bool)) -> f64| -> Vec<usize> {
+        let mut sum = vec![0f64; channels];
+        let mut count = vec![0u64; channels];
+        for (i, e) in planes.iter().enumerate() {
+            sum[channel(i)] += value(e);
+            count[channel(i)] += 1;
+        }
+        let mut order: Vec<usize> = (0..channels).collect();
+        let mean = |c: usize| sum[c] / count[c].max(1) as f64;
+        order.sort_by(|&a, &b| mean(a).total_cmp(&mean(b)));
+        let mut class = vec![0usize; channels];
+        for (rank, &c) in order.iter().enumerate() {
+            class[c] = rank * CHANNEL_CLASSES / channels;
+        }
+        class
+    };
+    let by_exponent = classes(&|e| e.0 as f64);
+    let by_sign = classes(&|e| e.2 as u8 as f64);
+    // Counts of (context, symbol) under `rans`'s contexts: plane 0 by the row context of the
+    // byte one row up (the first row's own), plane 1 by its element's exponent context, both
+    // relative to the tensor's most frequent nonzero plane-0 byte (`E0`; the row shift 0).
+    use planepack_rans::internals::contexts::{context, CONTEXTS};
+    use planepack_rans::internals::row_contexts::{row_context, ROW_CONTEXTS, ROW_FIRST};
+    let mut modes = [0u64; 256];
+    for (&(e, ..), element) in planes.iter().zip(data.chunks_exact(width)) {
+        modes[e as usize] += u64::from(element.iter().any(|&b| b != 0));
+    }
+    let e0 = (0..256)
+        .max_by_key(|&e| (modes[e], std::cmp::Reverse(e)))
+        .unwrap_or(0) as u8;
+    let mut p0 = vec![0u32; ROW_CONTEXTS * 256];
+    let mut p0_classed = vec![0u32; CHANNEL_CLASSES * ROW_CONTEXTS * 256];
+    let mut p1 = vec![0u32; CONTEXTS * 256];
+    let mut p1_classed = vec![0u32; CHANNEL_CLASSES * CONTEXTS * 256];
+    for (i, &(e, m, _)) in planes.iter().enumerate() {
+        let up = match i >= row {
+            true => row_context(planes[i - row].0, e0, 0),
+            false => ROW_FIRST,
+        };
+        let own = context(e, e0);
+        let c = channel(i);
+        p0[up * 256 + e as usize] += 1;
+        p0_classed[(by_exponent[c] * ROW_CONTEXTS + up) * 256 + e as usize] += 1;
+        p1[own * 256 + m as usize] += 1;
+        p1_classed[(by_sign[c] * CONTEXTS + own) * 256 + m as usize] += 1;
+    }
+    // Bits of symbols under their contexts' tables (256 symbols a context), tables included.
+    let bits = |counts: &[u32]| -> f64 {
+        counts
+            .chunks_exact(256)
+            .map(|t| {
+                let total = t.iter().map(|&c| c as f64).sum::<f64>();
+                t.iter()
+                    .filter(|&&c| c > 0)
+                    .map(|&c| c as f64 * (total / c as f64).log2() + TABLE_ENTRY_BITS)
+                    .sum::<f64>()
+            })
+            .sum()
+    };
+    Some((bits(&p0) + bits(&p1), bits(&p0_classed) + bits(&p1_classed)))
 }
 
 /// Classify one tensor's elements.
@@ -214,6 +331,9 @@ struct Row {
     nodiff: u64,
     notails: u64,
     modelled: u64,
+    /// Bits that contexts by channel class would save on planes 0 and 1, summed over the
+    /// tensors where they save any ([`channel_context_bits`]).
+    channel_saving_bits: f64,
 }
 
 /// Bytes of `g` through `codec` (every stream decoded and compared).
@@ -221,9 +341,10 @@ fn compressed(codec: &Rans, g: &Group) -> Result<u64> {
     let mut total = 0u64;
     for (shape, data) in &g.tensors {
         let mut enc = Vec::new();
-        codec.encode_shaped(data, g.elem, shape, &mut enc)?;
+        // (The parallel coder writes the same bytes as one core's, on every core.)
+        codec.encode_shaped_parallel(data, g.elem, shape, &mut enc)?;
         let mut out = vec![0u8; data.len()];
-        codec.decode(&enc, &mut out)?;
+        codec.decode_parallel(&enc, &mut out)?;
         anyhow::ensure!(
             out == *data,
             "{} does not round-trip on {}",
@@ -238,8 +359,12 @@ fn compressed(codec: &Rans, g: &Group) -> Result<u64> {
 fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
     let width = g.elem.size();
     let mut shares = Shares::default();
+    let mut channel_saving_bits = 0.0;
     for (shape, data) in &g.tensors {
         shares.add(&classify(shape, data, width));
+        if let Some((now, classed)) = channel_context_bits(shape, data, width) {
+            channel_saving_bits += (now - classed).max(0.0);
+        }
     }
     let nomodel = compressed(
         &Rans {
@@ -275,6 +400,7 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             r.nodiff += nodiff;
             r.notails += notails;
             r.modelled += modelled;
+            r.channel_saving_bits += channel_saving_bits;
         }
         None => rows.push(Row {
             category: g.category.clone(),
@@ -287,6 +413,7 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             nodiff,
             notails,
             modelled,
+            channel_saving_bits,
         }),
     }
     Ok(())
@@ -394,6 +521,22 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
             b.size_class,
         ))
     });
+    // A machine without its own bench run of these tensors takes another's peer ratios.
+    let results = match results.exists() {
+        true => results,
+        false => {
+            let rel = results
+                .strip_prefix(&machine_dir)
+                .unwrap_or(&results)
+                .to_owned();
+            let mut others: Vec<_> = std::fs::read_dir(root.join("bench-results"))?
+                .filter_map(|d| d.ok().map(|d| d.path().join(&rel)))
+                .filter(|p| p.exists())
+                .collect();
+            others.sort();
+            others.into_iter().next().unwrap_or(results)
+        }
+    };
     let peers = peers(&results)?;
     let mut md = format!(
         "# Structure in the tensors, what the rANS modelled chunk takes, what is left\n\n\
@@ -417,18 +560,38 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
          elements as planes, for smooth values), without the tail dictionaries (header flag \
          T) and as the default encoder writes it, measured here on the same bytes (every stream decoded and compared), and the \
          best peer of the record (CPU coders, GPU-decodable or not, at every setting \
-         measured) from `{}` of the same machine. Gap: rans over the best peer, minus one; \
-         where rans trails the best peer, the structure left says which repeats remain.\n\n",
+         measured) from `{}` (the same machine's where it has one: a peer's ratio does not \
+         depend on the machine). Gap: rans over the best peer, minus one; \
+         where rans trails the best peer, the structure left says which repeats remain. \
+         **rans + channel contexts, est.**: what is not repeats but statistics, the values' \
+         distributions per channel (a CNN's channels of a few pixels each, a transformer's \
+         hidden features), which a chunk's tables mix: the default stream less the bits that \
+         planes 0 and 1 would save with their contexts (the exponent one row up, the \
+         element's own exponent) also split by the channel's class ({CHANNEL_CLASSES} \
+         quantiles of the tensor's channels by mean exponent byte, by share of negative \
+         elements), estimated from each tensor's counts with every table entry at \
+         {TABLE_ENTRY_BITS} bits, on the tensors where that saves any and a channel block \
+         is at most an eighth of a chunk. An estimate for the next modelling step, not a \
+         coder.\n\n",
         if workloads { " --workloads" } else { "" },
         results.strip_prefix(root).unwrap_or(&results).display()
     );
     let _ = writeln!(
         md,
-        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | few tails % | rans-nomodel | rans-nodiff | rans-notails | rans | best peer | gap | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | few tails % | rans-nomodel | rans-nodiff | rans-notails | rans | rans + channel contexts, est. | best peer | gap | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     // Per category: shares, raw, nomodel, modelled, rans ratios and best-peer ratios per record,
     // rans-nodiff ratios per record.
-    type Cat = (Shares, u64, u64, u64, Vec<f64>, Vec<f64>, Vec<f64>);
+    type Cat = (
+        Shares,
+        u64,
+        u64,
+        u64,
+        Vec<f64>,
+        Vec<f64>,
+        Vec<f64>,
+        Vec<f64>,
+    );
     let mut cats: BTreeMap<String, Cat> = BTreeMap::new();
     for r in &rows {
         let s = &r.shares;
@@ -436,6 +599,8 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         let rm = r.raw as f64 / r.modelled.max(1) as f64;
         let rd = r.raw as f64 / r.nodiff.max(1) as f64;
         let rt = r.raw as f64 / r.notails.max(1) as f64;
+        let channel_bytes = r.channel_saving_bits / 8.0;
+        let rc = r.raw as f64 / (r.modelled as f64 - channel_bytes).max(1.0);
         let peer = peers
             .best
             .get(&(r.dataset.clone(), r.dtype.clone(), r.size_class));
@@ -448,7 +613,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
                         ("matches at a distance", s.matched),
                     ];
                     repeats.sort_by_key(|k| std::cmp::Reverse(k.1));
-                    if repeats[0].1 > 0 {
+                    let mut left = if repeats[0].1 > 0 {
                         format!(
                             "{} ({:.1} % of elements)",
                             repeats[0].0,
@@ -456,7 +621,16 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
                         )
                     } else {
                         "no repeats left".to_string()
+                    };
+                    let saving = channel_bytes / r.modelled.max(1) as f64;
+                    if saving >= 0.001 {
+                        let _ = write!(
+                            left,
+                            "; per-channel distributions (est. {:.1} % of the bytes)",
+                            100.0 * saving
+                        );
                     }
+                    left
                 } else {
                     "-".to_string()
                 };
@@ -470,7 +644,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {rn:.3} | {rd:.3} | {rt:.3} | {rm:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
+            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {rn:.3} | {rd:.3} | {rt:.3} | {rm:.3} | {rc:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
             r.category,
             r.dataset,
             r.dtype,
@@ -490,24 +664,27 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
             c.5.push(*p);
         }
         c.6.push(rd);
+        c.7.push(rc);
     }
     let _ = writeln!(
         md,
-        "\n## Per category\n\nBytes summed over the records, and the geomean over records the bench's headline ranks by: rans against the peer with the highest geomean in the category.\n\n| category | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | rans-nomodel | rans | rans-nodiff, geomean of records | rans, geomean of records | best peer, geomean of records | gap |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n## Per category\n\nBytes summed over the records, and the geomean over records the bench's headline ranks by: rans against the peer with the highest geomean in the category.\n\n| category | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | rans-nomodel | rans | rans-nodiff, geomean of records | rans, geomean of records | rans + channel contexts (est.), geomean of records | best peer, geomean of records | gap | gap with channel contexts (est.) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
-    for (cat, (s, raw, nm, m, rans_records, _, diff_records)) in &cats {
+    for (cat, (s, raw, nm, m, rans_records, _, diff_records, channel_records)) in &cats {
         let g = planepack_harness::report::geomean(rans_records);
         let gd = planepack_harness::report::geomean(diff_records);
-        let (peer_cell, gap_cell) = match peers.category_best.get(cat) {
+        let gc = planepack_harness::report::geomean(channel_records);
+        let (peer_cell, gap_cell, channel_gap_cell) = match peers.category_best.get(cat) {
             Some((c, p)) => (
                 format!("{c} {p:.3}"),
                 format!("{:+.1} %", 100.0 * (g / p - 1.0)),
+                format!("{:+.1} %", 100.0 * (gc / p - 1.0)),
             ),
-            None => ("-".into(), "-".into()),
+            None => ("-".into(), "-".into(), "-".into()),
         };
         let _ = writeln!(
             md,
-            "| {cat} | {:.1} | {} | {:.3} | {:.3} | {gd:.3} | {g:.3} | {peer_cell} | {gap_cell} |",
+            "| {cat} | {:.1} | {} | {:.3} | {:.3} | {gd:.3} | {g:.3} | {gc:.3} | {peer_cell} | {gap_cell} | {channel_gap_cell} |",
             *raw as f64 / 1e6,
             s.class_cells(),
             *raw as f64 / *nm.max(&1) as f64,
@@ -530,6 +707,39 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// BF16 elements of `rows` rows of `channels` features, each feature `f(row, channel)`.
+    fn bf16(rows: usize, channels: usize, f: impl Fn(usize, usize) -> f32) -> Vec<u8> {
+        (0..rows * channels)
+            .flat_map(|i| ((f(i / channels, i % channels).to_bits() >> 16) as u16).to_le_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn channel_contexts_pay_only_where_channels_differ() {
+        // Magnitudes over four binades, alike in every channel; the sign is the channel's
+        // (even channels positive) or the element's own. Neither the exponent one row up nor
+        // the element's own tells the sign; the channel does.
+        let hash = |r: usize, c: usize| (r * 7919 + c * 104_729).wrapping_mul(2_654_435_761) >> 7;
+        let magnitude = |r: usize, c: usize| {
+            (1.0 + (hash(r, c) % 1024) as f32 / 1024.0) * (1 << (hash(c, r) % 4)) as f32
+        };
+        let by_channel = bf16(2048, 64, |r, c| match c % 2 {
+            0 => magnitude(r, c),
+            _ => -magnitude(r, c),
+        });
+        let (now, classed) = channel_context_bits(&[2048, 64], &by_channel, 2).unwrap();
+        assert!(classed < 0.95 * now, "{classed} vs {now}");
+        let own = bf16(2048, 64, |r, c| match hash(r + 1, c) % 2 {
+            0 => magnitude(r, c),
+            _ => -magnitude(r, c),
+        });
+        let (now, classed) = channel_context_bits(&[2048, 64], &own, 2).unwrap();
+        assert!(classed > now, "{classed} vs {now}: only the tables' cost");
+        // No channels to split, or chunk tables that already follow them.
+        assert!(channel_context_bits(&[2048 * 64], &own, 2).is_none());
+        assert!(channel_context_bits(&[1, 2, 1024, 64], &own, 2).is_none());
+    }
 
     #[test]
     fn every_element_has_one_class() {
