@@ -18,8 +18,8 @@
 //! ranks codecs by the geomean over records, where a few hundred small tensors weigh as much
 //! as gigabytes of large ones. Then the ratio with the codec's difference chunks on (off by
 //! default until the bench has measured them), and where rans trails the best peer, what they
-//! would make of the gap and which repeats remain, and an estimate of what contexts by channel
-//! class would save ([`channel_context_bits`]: statistics, not repeats). (An earlier column estimated plane 1 with
+//! would make of the gap and which repeats remain, and estimates of what two contexts `rans`
+//! lacks would save ([`ContextSavings`]: statistics, not repeats). (An earlier column estimated plane 1 with
 //! the exponent as context, which became stream version 4, and then the steps between
 //! neighbours, which became version 5.) Writes
 //! `bench-results/activation-study.md` (`activation-study-workloads.md`).
@@ -116,106 +116,73 @@ fn few_tails(v: &[u32], width: usize) -> u64 {
         .sum()
 }
 
-/// Classes a tensor's channels are put in for [`channel_context_bits`].
+/// Classes a tensor's channels are put in for [`context_estimates`].
 const CHANNEL_CLASSES: usize = 8;
-/// What one entry of a frequency table costs in [`channel_context_bits`] (a compact table's
+/// What one entry of a frequency table costs in [`context_estimates`] (a compact table's
 /// frequency byte or two and the symbol's share of its set).
 const TABLE_ENTRY_BITS: f64 = 10.0;
 
-/// Bits of planes 0 and 1 (as the codec rotates them) of one tensor under the contexts `rans`
-/// codes them with, and under the same contexts split by the element's channel class:
-/// `(rans's contexts, with channel classes)`, from the tensor's own counts (conditional
-/// entropy, every nonzero table entry at [`TABLE_ENTRY_BITS`]). `rans` codes plane 0 with the
-/// row context of the exponent one row up (row tables) and plane 1 with its element's exponent
-/// context (context tables), as the codec defines them (row shift 0, `E0` the most frequent
-/// nonzero element's plane-0 byte); here plane 0's context is also the class of the channel's mean exponent
-/// byte, plane 1's the class of the channel's share of negative elements (for BF16 and FP16
-/// the sign is plane 1's low bit after the rotation), each of [`CHANNEL_CLASSES`] quantiles of
-/// the tensor's channels. The channel is the last dimension (rank 2 and 3: a transformer's
-/// hidden features) or dimension 1 (rank 4 and more: a CNN's NCHW channels). `None` where the
-/// codec's own chunk tables already follow the channels (a channel block of more than an
-/// eighth of a chunk: early CNN layers), or the tensor has no channels or is too small to
-/// tell. An estimate of what a GPU-decodable context by channel could take, not a coder: its
-/// tables would cost what is counted here.
-fn channel_context_bits(shape: &[usize], data: &[u8], width: usize) -> Option<(f64, f64)> {
+/// Bits two contexts `rans` does not have would save on one tensor (negative: they would cost
+/// more in tables than they save), each estimated from the tensor's own counts (conditional
+/// entropies, every nonzero table entry at [`TABLE_ENTRY_BITS`]) against the contexts `rans`
+/// codes with: plane 0 by the row context of the exponent one row up (row tables), plane 1 by
+/// its element's exponent context (context tables), as the codec defines them (row shift 0,
+/// `E0` the most frequent nonzero element's plane-0 byte), the other planes order 0.
+/// Statistics, not repeats, and both decodable in parallel as row planes are (a symbol's
+/// context is in an earlier plane, or a row back in its own):
+#[derive(Default, Clone, Copy)]
+struct ContextSavings {
+    /// Planes 0 and 1 with their contexts also split by the class of the element's channel
+    /// ([`CHANNEL_CLASSES`] quantiles of the tensor's channels: by mean exponent byte for
+    /// plane 0, by share of negative elements for plane 1). The channel is the last dimension
+    /// (rank 2 and 3: a transformer's hidden features) or dimension 1 (rank 4 and more: a CNN's
+    /// NCHW channels). `None` where the codec's own chunk tables already follow the channels
+    /// (a channel block of more than an eighth of a chunk: early CNN layers) or there are none.
+    channel: Option<f64>,
+    /// The plane that holds the sign after the codec's rotation (its low bit: plane 1 of BF16
+    /// and FP16, plane 3 of FP32) with the sign of the element one row up as context too
+    /// (positive, negative, or zero or none): smooth feature maps keep their sign over
+    /// neighbourhoods.
+    up_sign: f64,
+}
+
+/// [`ContextSavings`] of one tensor; `None` for bytes, flat tensors and tensors too small to
+/// tell.
+fn context_estimates(shape: &[usize], data: &[u8], width: usize) -> Option<ContextSavings> {
+    use planepack_rans::internals::contexts::{context, CONTEXTS};
+    use planepack_rans::internals::row_contexts::{row_context, ROW_CONTEXTS, ROW_FIRST};
     let n = data.len() / width.max(1);
     if width < 2 || shape.len() < 2 || n < 4096 {
         return None;
     }
-    let (channels, inner) = match shape.len() {
-        2 | 3 => (*shape.last()?, 1usize),
-        _ => (shape[1], shape[2..].iter().product()),
-    };
-    let chunk_elems = (1usize << planepack_rans::DEFAULT_CHUNK_LOG2) / width;
-    if channels < 2 || inner.checked_mul(8)? > chunk_elems {
-        return None;
-    }
     let row = *shape.last()?;
-    // Planes 0 and 1 and the sign of each element.
-    let planes: Vec<(u8, u8, bool)> = data
+    // Planes 0 and 1 and the last plane of each element, rotated as the codec does, and its
+    // sign: 0 positive, 1 negative, 2 zero.
+    let elems: Vec<(u8, u8, u8, u8)> = data
         .chunks_exact(width)
         .map(|c| {
             let (t, sign) = match width {
                 2 => {
                     let v = u16::from_le_bytes([c[0], c[1]]);
-                    ((v.rotate_left(1) as u32) << 16, v >> 15 == 1)
+                    ((v.rotate_left(1) as u32) << 16, (v >> 15) as u8)
                 }
                 _ => {
                     let v = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                    (v.rotate_left(1), v >> 31 == 1)
+                    (v.rotate_left(1), (v >> 31) as u8)
                 }
             };
-            ((t >> 24) as u8, (t >> 16) as u8, sign)
+            let sign = if c.iter().all(|&b| b == 0) { 2 } else { sign };
+            let last = if width == 2 { t >> 16 } else { t };
+            ((t >> 24) as u8, (t >> 16) as u8, last as u8, sign)
         })
         .collect();
-    let channel = |i: usize| (i / inner) % channels;
-    // Each channel's class: its rank among the tensor's channels by a mean, in quantiles.
-    let classes = |value: &dyn Fn(&(u8, u8, bool)) -> f64| -> Vec<usize> {
-        let mut sum = vec![0f64; channels];
-        let mut count = vec![0u64; channels];
-        for (i, e) in planes.iter().enumerate() {
-            sum[channel(i)] += value(e);
-            count[channel(i)] += 1;
-        }
-        let mut order: Vec<usize> = (0..channels).collect();
-        let mean = |c: usize| sum[c] / count[c].max(1) as f64;
-        order.sort_by(|&a, &b| mean(a).total_cmp(&mean(b)));
-        let mut class = vec![0usize; channels];
-        for (rank, &c) in order.iter().enumerate() {
-            class[c] = rank * CHANNEL_CLASSES / channels;
-        }
-        class
-    };
-    let by_exponent = classes(&|e| e.0 as f64);
-    let by_sign = classes(&|e| e.2 as u8 as f64);
-    // Counts of (context, symbol) under `rans`'s contexts: plane 0 by the row context of the
-    // byte one row up (the first row's own), plane 1 by its element's exponent context, both
-    // relative to the tensor's most frequent nonzero plane-0 byte (`E0`; the row shift 0).
-    use planepack_rans::internals::contexts::{context, CONTEXTS};
-    use planepack_rans::internals::row_contexts::{row_context, ROW_CONTEXTS, ROW_FIRST};
     let mut modes = [0u64; 256];
-    for (&(e, ..), element) in planes.iter().zip(data.chunks_exact(width)) {
-        modes[e as usize] += u64::from(element.iter().any(|&b| b != 0));
+    for &(e, _, _, sign) in &elems {
+        modes[e as usize] += u64::from(sign != 2);
     }
     let e0 = (0..256)
         .max_by_key(|&e| (modes[e], std::cmp::Reverse(e)))
         .unwrap_or(0) as u8;
-    let mut p0 = vec![0u32; ROW_CONTEXTS * 256];
-    let mut p0_classed = vec![0u32; CHANNEL_CLASSES * ROW_CONTEXTS * 256];
-    let mut p1 = vec![0u32; CONTEXTS * 256];
-    let mut p1_classed = vec![0u32; CHANNEL_CLASSES * CONTEXTS * 256];
-    for (i, &(e, m, _)) in planes.iter().enumerate() {
-        let up = match i >= row {
-            true => row_context(planes[i - row].0, e0, 0),
-            false => ROW_FIRST,
-        };
-        let own = context(e, e0);
-        let c = channel(i);
-        p0[up * 256 + e as usize] += 1;
-        p0_classed[(by_exponent[c] * ROW_CONTEXTS + up) * 256 + e as usize] += 1;
-        p1[own * 256 + m as usize] += 1;
-        p1_classed[(by_sign[c] * CONTEXTS + own) * 256 + m as usize] += 1;
-    }
     // Bits of symbols under their contexts' tables (256 symbols a context), tables included.
     let bits = |counts: &[u32]| -> f64 {
         counts
@@ -229,7 +196,79 @@ fn channel_context_bits(shape: &[usize], data: &[u8], width: usize) -> Option<(f
             })
             .sum()
     };
-    Some((bits(&p0) + bits(&p1), bits(&p0_classed) + bits(&p1_classed)))
+    let up_context = |i: usize| match i >= row {
+        true => row_context(elems[i - row].0, e0, 0),
+        false => ROW_FIRST,
+    };
+    let up_sign = |i: usize| {
+        if i >= row {
+            elems[i - row].3 as usize
+        } else {
+            2
+        }
+    };
+    // The sign's plane, as `rans` codes it and with the sign one row up.
+    let sign_saving = if width == 2 {
+        let mut now = vec![0u32; CONTEXTS * 256];
+        let mut signed = vec![0u32; 3 * CONTEXTS * 256];
+        for (i, &(e, m, ..)) in elems.iter().enumerate() {
+            let own = context(e, e0);
+            now[own * 256 + m as usize] += 1;
+            signed[(up_sign(i) * CONTEXTS + own) * 256 + m as usize] += 1;
+        }
+        bits(&now) - bits(&signed)
+    } else {
+        let mut now = vec![0u32; 256];
+        let mut signed = vec![0u32; 3 * 256];
+        for (i, &(_, _, last, _)) in elems.iter().enumerate() {
+            now[last as usize] += 1;
+            signed[up_sign(i) * 256 + last as usize] += 1;
+        }
+        bits(&now) - bits(&signed)
+    };
+    let (channels, inner) = match shape.len() {
+        2 | 3 => (row, 1usize),
+        _ => (shape[1], shape[2..].iter().product()),
+    };
+    let chunk_elems = (1usize << planepack_rans::DEFAULT_CHUNK_LOG2) / width;
+    let channel_saving = (channels >= 2 && inner.saturating_mul(8) <= chunk_elems).then(|| {
+        let channel = |i: usize| (i / inner) % channels;
+        // Each channel's class: its rank among the tensor's channels by a mean, in quantiles.
+        let classes = |value: &dyn Fn(&(u8, u8, u8, u8)) -> f64| -> Vec<usize> {
+            let mut sum = vec![0f64; channels];
+            let mut count = vec![0u64; channels];
+            for (i, e) in elems.iter().enumerate() {
+                sum[channel(i)] += value(e);
+                count[channel(i)] += 1;
+            }
+            let mut order: Vec<usize> = (0..channels).collect();
+            let mean = |c: usize| sum[c] / count[c].max(1) as f64;
+            order.sort_by(|&a, &b| mean(a).total_cmp(&mean(b)));
+            let mut class = vec![0usize; channels];
+            for (rank, &c) in order.iter().enumerate() {
+                class[c] = rank * CHANNEL_CLASSES / channels;
+            }
+            class
+        };
+        let by_exponent = classes(&|e| e.0 as f64);
+        let by_sign = classes(&|e| (e.3 == 1) as u8 as f64);
+        let mut p0 = vec![0u32; ROW_CONTEXTS * 256];
+        let mut p0_classed = vec![0u32; CHANNEL_CLASSES * ROW_CONTEXTS * 256];
+        let mut p1 = vec![0u32; CONTEXTS * 256];
+        let mut p1_classed = vec![0u32; CHANNEL_CLASSES * CONTEXTS * 256];
+        for (i, &(e, m, ..)) in elems.iter().enumerate() {
+            let (up, own, c) = (up_context(i), context(e, e0), channel(i));
+            p0[up * 256 + e as usize] += 1;
+            p0_classed[(by_exponent[c] * ROW_CONTEXTS + up) * 256 + e as usize] += 1;
+            p1[own * 256 + m as usize] += 1;
+            p1_classed[(by_sign[c] * CONTEXTS + own) * 256 + m as usize] += 1;
+        }
+        bits(&p0) + bits(&p1) - bits(&p0_classed) - bits(&p1_classed)
+    });
+    Some(ContextSavings {
+        channel: channel_saving,
+        up_sign: sign_saving,
+    })
 }
 
 /// Classify one tensor's elements.
@@ -331,9 +370,10 @@ struct Row {
     nodiff: u64,
     notails: u64,
     modelled: u64,
-    /// Bits that contexts by channel class would save on planes 0 and 1, summed over the
-    /// tensors where they save any ([`channel_context_bits`]).
+    /// Bits each context of [`ContextSavings`] would save, summed over the tensors where it
+    /// saves any.
     channel_saving_bits: f64,
+    up_sign_saving_bits: f64,
 }
 
 /// Bytes of `g` through `codec` (every stream decoded and compared).
@@ -359,11 +399,12 @@ fn compressed(codec: &Rans, g: &Group) -> Result<u64> {
 fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
     let width = g.elem.size();
     let mut shares = Shares::default();
-    let mut channel_saving_bits = 0.0;
+    let (mut channel_saving_bits, mut up_sign_saving_bits) = (0.0, 0.0);
     for (shape, data) in &g.tensors {
         shares.add(&classify(shape, data, width));
-        if let Some((now, classed)) = channel_context_bits(shape, data, width) {
-            channel_saving_bits += (now - classed).max(0.0);
+        if let Some(saving) = context_estimates(shape, data, width) {
+            channel_saving_bits += saving.channel.unwrap_or(0.0).max(0.0);
+            up_sign_saving_bits += saving.up_sign.max(0.0);
         }
     }
     let nomodel = compressed(
@@ -401,6 +442,7 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             r.notails += notails;
             r.modelled += modelled;
             r.channel_saving_bits += channel_saving_bits;
+            r.up_sign_saving_bits += up_sign_saving_bits;
         }
         None => rows.push(Row {
             category: g.category.clone(),
@@ -414,6 +456,7 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             notails,
             modelled,
             channel_saving_bits,
+            up_sign_saving_bits,
         }),
     }
     Ok(())
@@ -563,35 +606,41 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
          measured) from `{}` (the same machine's where it has one: a peer's ratio does not \
          depend on the machine). Gap: rans over the best peer, minus one; \
          where rans trails the best peer, the structure left says which repeats remain. \
-         **rans + channel contexts, est.**: what is not repeats but statistics, the values' \
-         distributions per channel (a CNN's channels of a few pixels each, a transformer's \
-         hidden features), which a chunk's tables mix: the default stream less the bits that \
-         planes 0 and 1 would save with their contexts (the exponent one row up, the \
-         element's own exponent) also split by the channel's class ({CHANNEL_CLASSES} \
-         quantiles of the tensor's channels by mean exponent byte, by share of negative \
-         elements), estimated from each tensor's counts with every table entry at \
-         {TABLE_ENTRY_BITS} bits, on the tensors where that saves any and a channel block \
-         is at most an eighth of a chunk. An estimate for the next modelling step, not a \
-         coder.\n\n",
+         Two estimates of structure that is statistics, not repeats, each the default \
+         stream less the bits a context `rans` lacks would save, from each tensor's counts \
+         (conditional entropies against `rans`'s own contexts: the exponent one row up for \
+         plane 0, the element's own exponent for plane 1; every table entry at \
+         {TABLE_ENTRY_BITS} bits), on the tensors where it saves any; both contexts are \
+         in an earlier plane or a row back, so a GPU would decode them in parallel as it \
+         does row planes. **rans + channel contexts, est.**: the values' distributions per \
+         channel (a CNN's channels of a few pixels each, a transformer's hidden features), \
+         which a chunk's tables mix: planes 0 and 1 with their contexts also split by the \
+         channel's class ({CHANNEL_CLASSES} quantiles of the tensor's channels by mean \
+         exponent byte, by share of negative elements; tensors whose channel blocks are at \
+         most an eighth of a chunk). **rans + up-sign context, est.**: the plane that holds \
+         the sign after the rotation (plane 1 of BF16 and FP16, plane 3 of FP32) with the \
+         sign of the element one row up (positive, negative, zero) as context too. \
+         Estimates for the next modelling step, not coders.\n\n",
         if workloads { " --workloads" } else { "" },
         results.strip_prefix(root).unwrap_or(&results).display()
     );
     let _ = writeln!(
         md,
-        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | few tails % | rans-nomodel | rans-nodiff | rans-notails | rans | rans + channel contexts, est. | best peer | gap | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | few tails % | rans-nomodel | rans-nodiff | rans-notails | rans | rans + channel contexts, est. | rans + up-sign context, est. | best peer | gap | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
-    // Per category: shares, raw, nomodel, modelled, rans ratios and best-peer ratios per record,
-    // rans-nodiff ratios per record.
-    type Cat = (
-        Shares,
-        u64,
-        u64,
-        u64,
-        Vec<f64>,
-        Vec<f64>,
-        Vec<f64>,
-        Vec<f64>,
-    );
+    /// A category's records: shares and bytes summed, and each record's ratios.
+    #[derive(Default)]
+    struct Cat {
+        shares: Shares,
+        raw: u64,
+        nomodel: u64,
+        modelled: u64,
+        rans: Vec<f64>,
+        peer: Vec<f64>,
+        nodiff: Vec<f64>,
+        channel: Vec<f64>,
+        up_sign: Vec<f64>,
+    }
     let mut cats: BTreeMap<String, Cat> = BTreeMap::new();
     for r in &rows {
         let s = &r.shares;
@@ -601,6 +650,8 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         let rt = r.raw as f64 / r.notails.max(1) as f64;
         let channel_bytes = r.channel_saving_bits / 8.0;
         let rc = r.raw as f64 / (r.modelled as f64 - channel_bytes).max(1.0);
+        let sign_bytes = r.up_sign_saving_bits / 8.0;
+        let rs = r.raw as f64 / (r.modelled as f64 - sign_bytes).max(1.0);
         let peer = peers
             .best
             .get(&(r.dataset.clone(), r.dtype.clone(), r.size_class));
@@ -622,13 +673,18 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
                     } else {
                         "no repeats left".to_string()
                     };
-                    let saving = channel_bytes / r.modelled.max(1) as f64;
-                    if saving >= 0.001 {
-                        let _ = write!(
-                            left,
-                            "; per-channel distributions (est. {:.1} % of the bytes)",
-                            100.0 * saving
-                        );
+                    for (what, bytes) in [
+                        ("the sign one row up", sign_bytes),
+                        ("per-channel distributions", channel_bytes),
+                    ] {
+                        let saving = bytes / r.modelled.max(1) as f64;
+                        if saving >= 0.001 {
+                            let _ = write!(
+                                left,
+                                "; {what} (est. {:.1} % of the bytes)",
+                                100.0 * saving
+                            );
+                        }
                     }
                     left
                 } else {
@@ -644,7 +700,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {rn:.3} | {rd:.3} | {rt:.3} | {rm:.3} | {rc:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
+            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {rn:.3} | {rd:.3} | {rt:.3} | {rm:.3} | {rc:.3} | {rs:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
             r.category,
             r.dataset,
             r.dtype,
@@ -655,40 +711,45 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
             s.pct(s.few_tails),
         );
         let c = cats.entry(r.category.clone()).or_default();
-        c.0.add(s);
-        c.1 += r.raw;
-        c.2 += r.nomodel;
-        c.3 += r.modelled;
-        c.4.push(rm);
+        c.shares.add(s);
+        c.raw += r.raw;
+        c.nomodel += r.nomodel;
+        c.modelled += r.modelled;
+        c.rans.push(rm);
         if let Some((_, p)) = peer {
-            c.5.push(*p);
+            c.peer.push(*p);
         }
-        c.6.push(rd);
-        c.7.push(rc);
+        c.nodiff.push(rd);
+        c.channel.push(rc);
+        c.up_sign.push(rs);
     }
     let _ = writeln!(
         md,
-        "\n## Per category\n\nBytes summed over the records, and the geomean over records the bench's headline ranks by: rans against the peer with the highest geomean in the category.\n\n| category | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | rans-nomodel | rans | rans-nodiff, geomean of records | rans, geomean of records | rans + channel contexts (est.), geomean of records | best peer, geomean of records | gap | gap with channel contexts (est.) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n## Per category\n\nBytes summed over the records, and the geomean over records the bench's headline ranks by: rans against the peer with the highest geomean in the category.\n\n| category | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | rans-nomodel | rans | rans-nodiff, geomean of records | rans, geomean of records | rans + channel contexts (est.), geomean of records | rans + up-sign context (est.), geomean of records | best peer, geomean of records | gap | gap with channel contexts (est.) | gap with the up-sign context (est.) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
-    for (cat, (s, raw, nm, m, rans_records, _, diff_records, channel_records)) in &cats {
-        let g = planepack_harness::report::geomean(rans_records);
-        let gd = planepack_harness::report::geomean(diff_records);
-        let gc = planepack_harness::report::geomean(channel_records);
-        let (peer_cell, gap_cell, channel_gap_cell) = match peers.category_best.get(cat) {
-            Some((c, p)) => (
-                format!("{c} {p:.3}"),
-                format!("{:+.1} %", 100.0 * (g / p - 1.0)),
-                format!("{:+.1} %", 100.0 * (gc / p - 1.0)),
-            ),
-            None => ("-".into(), "-".into(), "-".into()),
-        };
+    for (cat, c) in &cats {
+        let g = planepack_harness::report::geomean(&c.rans);
+        let gd = planepack_harness::report::geomean(&c.nodiff);
+        let gc = planepack_harness::report::geomean(&c.channel);
+        let gs = planepack_harness::report::geomean(&c.up_sign);
+        let gap = |x: f64, p: f64| format!("{:+.1} %", 100.0 * (x / p - 1.0));
+        let (peer_cell, gap_cell, channel_gap_cell, sign_gap_cell) =
+            match peers.category_best.get(cat) {
+                Some((best, p)) => (
+                    format!("{best} {p:.3}"),
+                    gap(g, *p),
+                    gap(gc, *p),
+                    gap(gs, *p),
+                ),
+                None => ("-".into(), "-".into(), "-".into(), "-".into()),
+            };
         let _ = writeln!(
             md,
-            "| {cat} | {:.1} | {} | {:.3} | {:.3} | {gd:.3} | {g:.3} | {gc:.3} | {peer_cell} | {gap_cell} | {channel_gap_cell} |",
-            *raw as f64 / 1e6,
-            s.class_cells(),
-            *raw as f64 / *nm.max(&1) as f64,
-            *raw as f64 / *m.max(&1) as f64,
+            "| {cat} | {:.1} | {} | {:.3} | {:.3} | {gd:.3} | {g:.3} | {gc:.3} | {gs:.3} | {peer_cell} | {gap_cell} | {channel_gap_cell} | {sign_gap_cell} |",
+            c.raw as f64 / 1e6,
+            c.shares.class_cells(),
+            c.raw as f64 / c.nomodel.max(1) as f64,
+            c.raw as f64 / c.modelled.max(1) as f64,
         );
     }
     if peers.best.is_empty() {
@@ -716,10 +777,10 @@ mod tests {
     }
 
     #[test]
-    fn channel_contexts_pay_only_where_channels_differ() {
+    fn contexts_pay_only_where_their_structure_is() {
         // Magnitudes over four binades, alike in every channel; the sign is the channel's
         // (even channels positive) or the element's own. Neither the exponent one row up nor
-        // the element's own tells the sign; the channel does.
+        // the element's own tells the sign; the channel, and the sign one row up, do.
         let hash = |r: usize, c: usize| (r * 7919 + c * 104_729).wrapping_mul(2_654_435_761) >> 7;
         let magnitude = |r: usize, c: usize| {
             (1.0 + (hash(r, c) % 1024) as f32 / 1024.0) * (1 << (hash(c, r) % 4)) as f32
@@ -728,17 +789,21 @@ mod tests {
             0 => magnitude(r, c),
             _ => -magnitude(r, c),
         });
-        let (now, classed) = channel_context_bits(&[2048, 64], &by_channel, 2).unwrap();
-        assert!(classed < 0.95 * now, "{classed} vs {now}");
+        let n = (2048 * 64) as f64;
+        let saving = context_estimates(&[2048, 64], &by_channel, 2).unwrap();
+        assert!(saving.channel.unwrap() > 0.5 * n, "{:?}", saving.channel);
+        assert!(saving.up_sign > 0.5 * n, "{}", saving.up_sign);
         let own = bf16(2048, 64, |r, c| match hash(r + 1, c) % 2 {
             0 => magnitude(r, c),
             _ => -magnitude(r, c),
         });
-        let (now, classed) = channel_context_bits(&[2048, 64], &own, 2).unwrap();
-        assert!(classed > now, "{classed} vs {now}: only the tables' cost");
-        // No channels to split, or chunk tables that already follow them.
-        assert!(channel_context_bits(&[2048 * 64], &own, 2).is_none());
-        assert!(channel_context_bits(&[1, 2, 1024, 64], &own, 2).is_none());
+        let saving = context_estimates(&[2048, 64], &own, 2).unwrap();
+        assert!(saving.channel.unwrap() < 0.0, "only the tables' cost");
+        assert!(saving.up_sign < 0.0, "only the tables' cost");
+        // No rows, or chunk tables that already follow the channels.
+        assert!(context_estimates(&[2048 * 64], &own, 2).is_none());
+        let early_layer = context_estimates(&[1, 2, 1024, 64], &own, 2).unwrap();
+        assert!(early_layer.channel.is_none());
     }
 
     #[test]
