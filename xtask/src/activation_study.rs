@@ -146,6 +146,15 @@ struct ContextSavings {
     up_sign: f64,
 }
 
+/// One element as [`context_estimates`] sees it: planes 0 and 1 and its last plane, rotated
+/// as the codec does, and its sign (0 positive, 1 negative, 2 zero).
+struct Elem {
+    top: u8,
+    second: u8,
+    last: u8,
+    sign: u8,
+}
+
 /// [`ContextSavings`] of one tensor; `None` for bytes, flat tensors and tensors too small to
 /// tell.
 fn context_estimates(shape: &[usize], data: &[u8], width: usize) -> Option<ContextSavings> {
@@ -156,9 +165,7 @@ fn context_estimates(shape: &[usize], data: &[u8], width: usize) -> Option<Conte
         return None;
     }
     let row = *shape.last()?;
-    // Planes 0 and 1 and the last plane of each element, rotated as the codec does, and its
-    // sign: 0 positive, 1 negative, 2 zero.
-    let elems: Vec<(u8, u8, u8, u8)> = data
+    let elems: Vec<Elem> = data
         .chunks_exact(width)
         .map(|c| {
             let (t, sign) = match width {
@@ -173,12 +180,17 @@ fn context_estimates(shape: &[usize], data: &[u8], width: usize) -> Option<Conte
             };
             let sign = if c.iter().all(|&b| b == 0) { 2 } else { sign };
             let last = if width == 2 { t >> 16 } else { t };
-            ((t >> 24) as u8, (t >> 16) as u8, last as u8, sign)
+            Elem {
+                top: (t >> 24) as u8,
+                second: (t >> 16) as u8,
+                last: last as u8,
+                sign,
+            }
         })
         .collect();
     let mut modes = [0u64; 256];
-    for &(e, _, _, sign) in &elems {
-        modes[e as usize] += u64::from(sign != 2);
+    for x in &elems {
+        modes[x.top as usize] += u64::from(x.sign != 2);
     }
     let e0 = (0..256)
         .max_by_key(|&e| (modes[e], std::cmp::Reverse(e)))
@@ -197,12 +209,12 @@ fn context_estimates(shape: &[usize], data: &[u8], width: usize) -> Option<Conte
             .sum()
     };
     let up_context = |i: usize| match i >= row {
-        true => row_context(elems[i - row].0, e0, 0),
+        true => row_context(elems[i - row].top, e0, 0),
         false => ROW_FIRST,
     };
     let up_sign = |i: usize| {
         if i >= row {
-            elems[i - row].3 as usize
+            elems[i - row].sign as usize
         } else {
             2
         }
@@ -211,18 +223,18 @@ fn context_estimates(shape: &[usize], data: &[u8], width: usize) -> Option<Conte
     let sign_saving = if width == 2 {
         let mut now = vec![0u32; CONTEXTS * 256];
         let mut signed = vec![0u32; 3 * CONTEXTS * 256];
-        for (i, &(e, m, ..)) in elems.iter().enumerate() {
-            let own = context(e, e0);
-            now[own * 256 + m as usize] += 1;
-            signed[(up_sign(i) * CONTEXTS + own) * 256 + m as usize] += 1;
+        for (i, x) in elems.iter().enumerate() {
+            let own = context(x.top, e0);
+            now[own * 256 + x.second as usize] += 1;
+            signed[(up_sign(i) * CONTEXTS + own) * 256 + x.second as usize] += 1;
         }
         bits(&now) - bits(&signed)
     } else {
         let mut now = vec![0u32; 256];
         let mut signed = vec![0u32; 3 * 256];
-        for (i, &(_, _, last, _)) in elems.iter().enumerate() {
-            now[last as usize] += 1;
-            signed[up_sign(i) * 256 + last as usize] += 1;
+        for (i, x) in elems.iter().enumerate() {
+            now[x.last as usize] += 1;
+            signed[up_sign(i) * 256 + x.last as usize] += 1;
         }
         bits(&now) - bits(&signed)
     };
@@ -234,11 +246,11 @@ fn context_estimates(shape: &[usize], data: &[u8], width: usize) -> Option<Conte
     let channel_saving = (channels >= 2 && inner.saturating_mul(8) <= chunk_elems).then(|| {
         let channel = |i: usize| (i / inner) % channels;
         // Each channel's class: its rank among the tensor's channels by a mean, in quantiles.
-        let classes = |value: &dyn Fn(&(u8, u8, u8, u8)) -> f64| -> Vec<usize> {
+        let classes = |value: fn(&Elem) -> f64| -> Vec<usize> {
             let mut sum = vec![0f64; channels];
             let mut count = vec![0u64; channels];
-            for (i, e) in elems.iter().enumerate() {
-                sum[channel(i)] += value(e);
+            for (i, x) in elems.iter().enumerate() {
+                sum[channel(i)] += value(x);
                 count[channel(i)] += 1;
             }
             let mut order: Vec<usize> = (0..channels).collect();
@@ -250,18 +262,19 @@ fn context_estimates(shape: &[usize], data: &[u8], width: usize) -> Option<Conte
             }
             class
         };
-        let by_exponent = classes(&|e| e.0 as f64);
-        let by_sign = classes(&|e| (e.3 == 1) as u8 as f64);
+        let by_exponent = classes(|x| x.top as f64);
+        let by_sign = classes(|x| (x.sign == 1) as u8 as f64);
         let mut p0 = vec![0u32; ROW_CONTEXTS * 256];
         let mut p0_classed = vec![0u32; CHANNEL_CLASSES * ROW_CONTEXTS * 256];
         let mut p1 = vec![0u32; CONTEXTS * 256];
         let mut p1_classed = vec![0u32; CHANNEL_CLASSES * CONTEXTS * 256];
-        for (i, &(e, m, ..)) in elems.iter().enumerate() {
-            let (up, own, c) = (up_context(i), context(e, e0), channel(i));
-            p0[up * 256 + e as usize] += 1;
-            p0_classed[(by_exponent[c] * ROW_CONTEXTS + up) * 256 + e as usize] += 1;
-            p1[own * 256 + m as usize] += 1;
-            p1_classed[(by_sign[c] * CONTEXTS + own) * 256 + m as usize] += 1;
+        for (i, x) in elems.iter().enumerate() {
+            let (up, own, c) = (up_context(i), context(x.top, e0), channel(i));
+            let (e, m) = (x.top as usize, x.second as usize);
+            p0[up * 256 + e] += 1;
+            p0_classed[(by_exponent[c] * ROW_CONTEXTS + up) * 256 + e] += 1;
+            p1[own * 256 + m] += 1;
+            p1_classed[(by_sign[c] * CONTEXTS + own) * 256 + m] += 1;
         }
         bits(&p0) + bits(&p1) - bits(&p0_classed) - bits(&p1_classed)
     });
