@@ -649,7 +649,6 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         nomodel: u64,
         modelled: u64,
         rans: Vec<f64>,
-        peer: Vec<f64>,
         nodiff: Vec<f64>,
         channel: Vec<f64>,
         up_sign: Vec<f64>,
@@ -729,9 +728,6 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         c.nomodel += r.nomodel;
         c.modelled += r.modelled;
         c.rans.push(rm);
-        if let Some((_, p)) = peer {
-            c.peer.push(*p);
-        }
         c.nodiff.push(rd);
         c.channel.push(rc);
         c.up_sign.push(rs);
