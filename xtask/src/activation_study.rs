@@ -161,28 +161,25 @@ struct Elem {
 
 /// [`ContextSavings`] of one tensor; `None` for bytes, flat tensors and tensors too small to
 /// tell.
-fn context_estimates(shape: &[usize], data: &[u8], width: usize) -> Option<ContextSavings> {
+fn context_estimates(shape: &[usize], v: &[u32], width: usize) -> Option<ContextSavings> {
     use planepack_rans::internals::contexts::{context, CONTEXTS};
+    use planepack_rans::internals::plan::entropy_bits;
     use planepack_rans::internals::row_contexts::{row_context, ROW_CONTEXTS, ROW_FIRST};
-    let n = data.len() / width.max(1);
-    if width < 2 || shape.len() < 2 || n < 4096 {
+    if width < 2 || shape.len() < 2 || v.len() < 4096 {
         return None;
     }
     let row = *shape.last()?;
-    let elems: Vec<Elem> = data
-        .chunks_exact(width)
-        .map(|c| {
-            let (t, sign) = match width {
-                2 => {
-                    let v = u16::from_le_bytes([c[0], c[1]]);
-                    ((v.rotate_left(1) as u32) << 16, (v >> 15) as u8)
-                }
-                _ => {
-                    let v = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                    (v.rotate_left(1), (v >> 31) as u8)
-                }
+    let elems: Vec<Elem> = v
+        .iter()
+        .map(|&v| {
+            let t = match width {
+                2 => ((v as u16).rotate_left(1) as u32) << 16,
+                _ => v.rotate_left(1),
             };
-            let sign = if c.iter().all(|&b| b == 0) { 2 } else { sign };
+            let sign = match v {
+                0 => 2,
+                _ => (v >> (8 * width - 1)) as u8,
+            };
             let last = if width == 2 { t >> 16 } else { t };
             Elem {
                 top: (t >> 24) as u8,
@@ -202,13 +199,12 @@ fn context_estimates(shape: &[usize], data: &[u8], width: usize) -> Option<Conte
     // Bits of symbols under their contexts' tables (256 symbols a context), tables included.
     let bits = |counts: &[u32]| -> f64 {
         counts
-            .chunks_exact(256)
+            .as_chunks::<256>()
+            .0
+            .iter()
             .map(|t| {
-                let total = t.iter().map(|&c| c as f64).sum::<f64>();
-                t.iter()
-                    .filter(|&&c| c > 0)
-                    .map(|&c| c as f64 * (total / c as f64).log2() + TABLE_ENTRY_BITS)
-                    .sum::<f64>()
+                let entries = t.iter().filter(|&&c| c > 0).count();
+                entropy_bits(t) + entries as f64 * TABLE_ENTRY_BITS
             })
             .sum()
     };
@@ -298,8 +294,7 @@ fn context_estimates(shape: &[usize], data: &[u8], width: usize) -> Option<Conte
 }
 
 /// Classify one tensor's elements.
-fn classify(shape: &[usize], data: &[u8], width: usize) -> Shares {
-    let v = elements(data, width);
+fn classify(shape: &[usize], data: &[u8], v: &[u32], width: usize) -> Shares {
     // The shape's rows, or (a flat tensor) each chunk's repeat distance, as the encoder takes.
     let shape_row = if shape.len() >= 2 {
         *shape.last().unwrap_or(&0)
@@ -313,7 +308,7 @@ fn classify(shape: &[usize], data: &[u8], width: usize) -> Shares {
     };
     let mut s = Shares {
         elements: v.len() as u64,
-        few_tails: few_tails(&v, width),
+        few_tails: few_tails(v, width),
         ..Shares::default()
     };
     let mut counts: HashMap<u32, u32> = HashMap::new();
@@ -429,8 +424,9 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
     let (mut channel_saving_bits, mut up_sign_saving_bits, mut both_signs_saving_bits) =
         (0.0, 0.0, 0.0);
     for (shape, data) in &g.tensors {
-        shares.add(&classify(shape, data, width));
-        if let Some(saving) = context_estimates(shape, data, width) {
+        let v = elements(data, width);
+        shares.add(&classify(shape, data, &v, width));
+        if let Some(saving) = context_estimates(shape, &v, width) {
             channel_saving_bits += saving.channel.unwrap_or(0.0).max(0.0);
             up_sign_saving_bits += saving.up_sign.max(0.0);
             both_signs_saving_bits += saving.both_signs.max(0.0);
@@ -681,10 +677,14 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         let rm = r.raw as f64 / r.modelled.max(1) as f64;
         let rd = r.raw as f64 / r.nodiff.max(1) as f64;
         let rt = r.raw as f64 / r.notails.max(1) as f64;
-        let channel_bytes = r.channel_saving_bits / 8.0;
-        let rc = r.raw as f64 / (r.modelled as f64 - channel_bytes).max(1.0);
-        let sign_bytes = r.up_sign_saving_bits / 8.0;
-        let rs = r.raw as f64 / (r.modelled as f64 - sign_bytes).max(1.0);
+        // The default stream's ratio had it `bits` fewer.
+        let ratio_less = |bits: f64| r.raw as f64 / (r.modelled as f64 - bits / 8.0).max(1.0);
+        let (channel_bytes, sign_bytes) =
+            (r.channel_saving_bits / 8.0, r.up_sign_saving_bits / 8.0);
+        let (rc, rs) = (
+            ratio_less(r.channel_saving_bits),
+            ratio_less(r.up_sign_saving_bits),
+        );
         let peer = peers
             .best
             .get(&(r.dataset.clone(), r.dtype.clone(), r.size_class));
@@ -752,8 +752,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         c.nodiff.push(rd);
         c.channel.push(rc);
         c.up_sign.push(rs);
-        c.both_signs
-            .push(r.raw as f64 / (r.modelled as f64 - r.both_signs_saving_bits / 8.0).max(1.0));
+        c.both_signs.push(ratio_less(r.both_signs_saving_bits));
     }
     let _ = writeln!(
         md,
@@ -824,7 +823,7 @@ mod tests {
             _ => -magnitude(r, c),
         });
         let n = (2048 * 64) as f64;
-        let saving = context_estimates(&[2048, 64], &by_channel, 2).unwrap();
+        let saving = context_estimates(&[2048, 64], &elements(&by_channel, 2), 2).unwrap();
         assert!(saving.channel.unwrap() > 0.5 * n, "{:?}", saving.channel);
         assert!(saving.up_sign > 0.5 * n, "{}", saving.up_sign);
         // The sign a row's: the row up does not tell it, the left neighbour does.
@@ -832,19 +831,19 @@ mod tests {
             0 => magnitude(r, c),
             _ => -magnitude(r, c),
         });
-        let saving = context_estimates(&[2048, 64], &by_row, 2).unwrap();
+        let saving = context_estimates(&[2048, 64], &elements(&by_row, 2), 2).unwrap();
         assert!(saving.up_sign < 0.0, "{}", saving.up_sign);
         assert!(saving.both_signs > 0.5 * n, "{}", saving.both_signs);
         let own = bf16(2048, 64, |r, c| match hash(r + 1, c) % 2 {
             0 => magnitude(r, c),
             _ => -magnitude(r, c),
         });
-        let saving = context_estimates(&[2048, 64], &own, 2).unwrap();
+        let saving = context_estimates(&[2048, 64], &elements(&own, 2), 2).unwrap();
         assert!(saving.channel.unwrap() < 0.0, "only the tables' cost");
         assert!(saving.up_sign < 0.0, "only the tables' cost");
         // No rows, or chunk tables that already follow the channels.
-        assert!(context_estimates(&[2048 * 64], &own, 2).is_none());
-        let early_layer = context_estimates(&[1, 2, 1024, 64], &own, 2).unwrap();
+        assert!(context_estimates(&[2048 * 64], &elements(&own, 2), 2).is_none());
+        let early_layer = context_estimates(&[1, 2, 1024, 64], &elements(&own, 2), 2).unwrap();
         assert!(early_layer.channel.is_none());
     }
 
@@ -856,7 +855,7 @@ mod tests {
             0, 0x3f80, 0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0, 0x40c0,
         ];
         let data: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let s = classify(&[2, 8], &data, 2);
+        let s = classify(&[2, 8], &data, &elements(&data, 2), 2);
         assert_eq!(s.elements, 16);
         assert_eq!(
             s.zero + s.left + s.up + s.dict + s.channel + s.matched + s.literal,
