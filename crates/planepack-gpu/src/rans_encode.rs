@@ -25,11 +25,13 @@
 //!
 //! Left for later (the format supports them, this encoder does not write them): the modelled
 //! chunk (version 2), the block-scaled chunk (version 3), the context planes (version 4), the
-//! difference chunk (version 5), the row planes (version 6) and the row map. Their plans read
+//! difference chunk (version 5), the row planes (version 6), the sign planes (version 8) and
+//! the row map. Their plans read
 //! more than per-chunk histograms (element classes, block factoring, the tensor's plane-1
 //! counts per context, the steps' histograms, plane 0 counted by the element one row up, row
 //! hashes); streams from this encoder are version 1, and equal the CPU's at `modelled: false,
-//! scaled: false, contexts: false, differences: false, row_contexts: false` (compact tables
+//! scaled: false, contexts: false, differences: false, row_contexts: false, sign_contexts:
+//! false` (compact tables
 //! on, as the CPU's default; a container records
 //! such a part as `rans`, which every rANS decoder reads; `planepack compress --device gpu`
 //! reports how many parts the GPU encoded).
@@ -62,6 +64,7 @@ pub const GPU_RANS: Rans = Rans {
     contexts: false,
     differences: false,
     row_contexts: false,
+    sign_contexts: false,
     compact_tables: true,
     tails: false,
 };

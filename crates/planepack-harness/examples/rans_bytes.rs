@@ -1,7 +1,8 @@
 //! Compressed bytes of `rans` per dataset group and per workload batch, for comparing two
 //! builds of the encoder: `cargo run --release -p planepack-harness --example rans_bytes`
 //! (`NO_ROW_CONTEXTS=1`: the default encoder without row planes, for what they buy;
-//! `MODES=1`: also each group's (and workload batch's) chunks by mode, and a dense chunk's plane 0 by kind, which
+//! `NO_SIGN_CONTEXTS=1`: without sign planes;
+//! `VERIFY=1`: each stream decoded and compared; `MODES=1`: also each group's (and workload batch's) chunks by mode, and a dense chunk's plane 0 by kind, which
 //! say which path of the GPU decoder a group takes).
 use planepack_container::CodecSpec;
 use planepack_datasets::{datasets_dir, Manifest};
@@ -24,10 +25,22 @@ fn census(stream: &[u8], modes: &mut std::collections::BTreeMap<String, usize>) 
     }
 }
 
+/// With `VERIFY` set, decode `stream` and compare it with `data`.
+fn verify(codec: &dyn planepack_core::Codec, stream: &[u8], data: &[u8]) {
+    if std::env::var_os("VERIFY").is_some() {
+        let mut back = vec![0u8; data.len()];
+        codec.decode_parallel(stream, &mut back).unwrap();
+        assert!(back == data, "round trip");
+    }
+}
+
 fn main() {
-    let codec: Box<dyn planepack_core::Codec> = if std::env::var_os("NO_ROW_CONTEXTS").is_some() {
+    let off = |v: &str| std::env::var_os(v).is_some();
+    let codec: Box<dyn planepack_core::Codec> = if off("NO_ROW_CONTEXTS") || off("NO_SIGN_CONTEXTS")
+    {
         Box::new(planepack_rans::Rans {
-            row_contexts: false,
+            row_contexts: !off("NO_ROW_CONTEXTS"),
+            sign_contexts: !off("NO_SIGN_CONTEXTS"),
             ..Default::default()
         })
     } else {
@@ -43,6 +56,7 @@ fn main() {
             for (shape, data) in &g.tensors {
                 let mut o = Vec::new();
                 codec.encode_shaped(data, g.elem, shape, &mut o).unwrap();
+                verify(&*codec, &o, data);
                 c += o.len() as u64;
                 census(&o, &mut modes);
             }
@@ -84,6 +98,7 @@ fn main() {
                 codec
                     .encode_shaped_parallel(data, g.elem, shape, &mut o)
                     .unwrap();
+                verify(&*codec, &o, data);
                 c += o.len() as u64;
                 census(&o, &mut modes);
             }

@@ -5,6 +5,7 @@ use super::*;
 use crate::contexts::{ContextDecoder, ContextTables, PLANE_CONTEXT};
 use crate::lanes::Target;
 use crate::row_contexts::{RowDecoder, PLANE_ROW_CONTEXT};
+use crate::sign_contexts::PLANE_SIGN;
 
 /// Per-thread decoder scratch.
 #[derive(Default)]
@@ -107,6 +108,12 @@ pub(crate) fn get_joined(
                 if joined {
                     return Ok(at);
                 }
+                continue;
+            }
+            (PLANE_SIGN, 1, Some(dec), _) if width == 2 && dec.signs.is_some() => {
+                let dst = &mut rest[0];
+                fit(dst, n);
+                at = lanes::decode_signs(chunk, at + 1, dec, &done[0][..n], &mut lanes.1, dst)?;
                 continue;
             }
             (PLANE_CONTEXT, 1, _, Some(dec)) if width == 2 => {
@@ -290,7 +297,11 @@ impl Rans {
         let elems = &mut out[..body];
         let chunk_bytes = h.chunk_elements() * h.width;
         let ctx = h.contexts.as_deref().map(ContextTables::decoder);
-        let rows = h.row_contexts.as_ref().map(|r| r.decoder(h.version));
+        let rows = h.row_contexts.as_ref().map(|r| {
+            let mut d = r.decoder(h.version);
+            d.signs = h.sign_contexts.as_ref().map(|s| s.decoder());
+            d
+        });
         // Chunks go in pairs (two modelled chunks decode faster together), except where the
         // parallel decoder would then have fewer than four tasks a thread.
         let per = match parallel && spans.len() < 8 * rayon::current_num_threads() {

@@ -4,13 +4,16 @@
 use super::*;
 use crate::contexts::{merged, ContextEncoder, PLANE_CONTEXT, VERSION_CONTEXT};
 use crate::row_contexts::{RowEncoder, PLANE_ROW_CONTEXT, VERSION_ROW_CONTEXT, VERSION_ROW_LANES};
+use crate::sign_contexts::{SignEncoder, PLANE_SIGN, VERSION_SIGN};
 
 /// The stream-wide tables a chunk's planes may be coded with: plane 1's by the exponent
-/// (version 4) and plane 0's by the exponent one row up (version 6).
+/// (version 4), plane 0's by the exponent one row up (version 6), a dense chunk's plane 1 by
+/// the exponent and the sign one row up (version 8).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Models<'a> {
     pub contexts: Option<&'a ContextEncoder>,
     pub rows: Option<&'a RowEncoder>,
+    pub signs: Option<&'a SignEncoder>,
 }
 
 /// Samples [`rotation_pays`] takes, evenly spaced over the tensor, and their size: 32 KiB in
@@ -172,6 +175,9 @@ pub enum PlanePlan {
     /// Plane 0 of a dense chunk coded with the stream's row tables (version 6; the CPU
     /// encoder only).
     Row,
+    /// Plane 1 of a dense chunk coded with the stream's sign tables (version 8; the CPU
+    /// encoder only).
+    Sign,
 }
 
 /// A plane's kind and its estimated size in bytes (exact for raw and constant planes; for a
@@ -254,17 +260,19 @@ impl ChunkPlan {
         sparse: Option<(&[u32; 256], usize)>,
         form: TableForm,
     ) -> ChunkPlan {
-        ChunkPlan::from_counts_with(dense, sparse, None, None, form)
+        ChunkPlan::from_counts_with(dense, sparse, None, None, None, form)
     }
 
     /// [`ChunkPlan::from_counts`], with plane 1 a context plane in a layout where its
     /// estimated size (`plane1_context`: dense, sparse) is below its own table's, and the
-    /// dense layout's plane 0 a row plane where its estimate (`plane0_row`) is.
+    /// dense layout's plane 0 a row plane where its estimate (`plane0_row`) is, and its
+    /// plane 1 a sign plane where its estimate (`plane1_sign`) is below both.
     pub(crate) fn from_counts_with(
         dense: &[[u32; 256]],
         sparse: Option<(&[u32; 256], usize)>,
         plane1_context: Option<[f64; 2]>,
         plane0_row: Option<f64>,
+        plane1_sign: Option<f64>,
         form: TableForm,
     ) -> ChunkPlan {
         // A layout's planes with plane `at` a context plane where that is smaller, and its
@@ -278,12 +286,9 @@ impl ChunkPlan {
                     }
                 }
                 let estimate: f64 = head + plans.iter().map(|p| p.1).sum::<f64>();
-                (
-                    plans.into_iter().map(|p| p.0).collect::<Vec<_>>(),
-                    estimate,
-                    plain,
-                )
+                (plans, estimate, plain)
             };
+        let kinds = |plans: Vec<(PlanePlan, f64)>| plans.into_iter().map(|p| p.0).collect();
         let mut dense_plans: Vec<(PlanePlan, f64)> =
             dense.iter().map(|c| plan_plane_counts(c, form)).collect();
         // (The plain estimate, which the scaled, modelled and difference forms are weighed
@@ -297,9 +302,18 @@ impl ChunkPlan {
             }
         }
         let row_saving = plain_top - dense_plans.first().map_or(0.0, |p| p.1);
-        let (dense_plans, dense_estimate, dense_plain) =
+        let (mut dense_plans, mut dense_estimate, dense_plain) =
             with_context(dense_plans, 1, plane1_context.map(|c| c[0]), 1.0);
         let dense_plain = dense_plain + row_saving;
+        // The sign plane, where smaller than plane 1's own table or context plane (the plain
+        // estimate is without it, as without context planes).
+        if let (Some(p), Some(size)) = (dense_plans.get_mut(1), plane1_sign) {
+            if size < p.1 {
+                dense_estimate -= p.1 - size;
+                *p = (PlanePlan::Sign, size);
+            }
+        }
+        let dense_plans = kinds(dense_plans);
         let Some((mask, zeros)) = sparse else {
             return ChunkPlan {
                 dense: dense_plans,
@@ -317,6 +331,7 @@ impl ChunkPlan {
         }
         let (plans, sparse_estimate, sparse_plain) =
             with_context(plans, 2, plane1_context.map(|c| c[1]), 5.0);
+        let plans = kinds(plans);
         // Code only the layout the estimates favour, unless they are too close to call: the
         // estimates are within a few bytes a lane.
         let margin = 64.0 + dense_estimate.min(sparse_estimate) / 100.0;
@@ -350,6 +365,7 @@ pub(crate) fn put_plane(
 ) -> Result<bool> {
     match plan {
         PlanePlan::Row => unreachable!("a row plane is put by put_row_plane"),
+        PlanePlan::Sign => unreachable!("a sign plane is put by put_sign_plane"),
         PlanePlan::Context => {
             let (c, top, sel) = ctx.expect("a context plane is planned only with its tables");
             crate::contexts::contexts_into(top, c.tables.e0, sel);
@@ -412,6 +428,32 @@ pub(crate) fn put_row_plane(
     Ok(1)
 }
 
+/// Append plane 1 of a dense chunk, `plane`, as a sign plane with the stream's sign tables
+/// (`top` its plane 0; raw if that comes out no smaller); `sel` is scratch. Returns the
+/// version the plane needs: [`VERSION_SIGN`], or 1 if it was written raw.
+pub(crate) fn put_sign_plane(
+    plane: &[u8],
+    top: &[u8],
+    signs: &SignEncoder,
+    sel: &mut Vec<u8>,
+    enc: &mut lanes::Encoder,
+    out: &mut Vec<u8>,
+) -> Result<u8> {
+    let u = signs.distance;
+    crate::sign_contexts::sign_selectors(top, plane, u, &signs.context_of, sel);
+    let start = out.len();
+    out.push(PLANE_SIGN);
+    let k = crate::row_contexts::row_lanes(plane.len(), u);
+    enc.encode_selected_lanes(&signs.prepared, sel, plane, k, out)?;
+    if coded_plane_kept(out.len() - start, plane.len()) {
+        return Ok(VERSION_SIGN);
+    }
+    out.truncate(start);
+    out.push(PLANE_RAW);
+    out.extend_from_slice(plane);
+    Ok(1)
+}
+
 /// Append `planes` to `out`, each as planned (a context plane's contexts from the plane
 /// before it, its elements' plane 0; a row plane's from itself). Returns the version the
 /// planes need: 1, [`VERSION_CONTEXT`] with a context plane, [`VERSION_ROW_CONTEXT`] with a
@@ -430,6 +472,11 @@ pub(crate) fn put_planes(
         if let (PlanePlan::Row, Some((m, sel))) = (plan, &mut models) {
             let rows = m.rows.expect("a row plane is planned only with its tables");
             version = version.max(put_row_plane(p, rows, sel, enc, out)?);
+            continue;
+        }
+        if let (PlanePlan::Sign, Some((m, sel))) = (plan, &mut models) {
+            let signs = m.signs.expect("a sign plane is planned only with its tables");
+            version = version.max(put_sign_plane(p, planes[0], signs, sel, enc, out)?);
             continue;
         }
         let c = match &mut models {
@@ -749,12 +796,19 @@ impl Rans {
             let k = crate::row_contexts::row_lanes(n, r.tables.distance as usize);
             Some(1.0 + bits / 8.0 + lanes::lane_header(k) as f64).filter(|b| b.is_finite())
         });
+        // Plane 1 as a sign plane (dense layout only): its cost under the stream's sign tables.
+        let sign_size = models.signs.and_then(|t| {
+            let bits = t.chunk_bits(index, dense.get(1)?)?;
+            let k = crate::row_contexts::row_lanes(n, t.distance);
+            Some(1.0 + bits / 8.0 + lanes::lane_header(k) as f64).filter(|b| b.is_finite())
+        });
         let mask = sparse_considered(self.zero_mask, zeros, n).then(|| {
             take_zeros_out(elems, width, &mut s.mask, &mut s.nonzero);
             histogram(&s.mask)
         });
         let sparse = mask.as_ref().map(|m| (m, zeros));
-        ChunkPlan::from_counts_with(&dense, sparse, context_sizes, row_size, self.table_form())
+        let form = self.table_form();
+        ChunkPlan::from_counts_with(&dense, sparse, context_sizes, row_size, sign_size, form)
     }
 
     /// The estimated size of the chunk as byte planes: the smaller of the dense and sparse
@@ -825,6 +879,7 @@ impl Rans {
                 put_plane(sparse_planes[0], &sparse_plans[0], form, None, s_lanes, dst)?;
                 let nonzero = Models {
                     rows: None,
+                    signs: None,
                     ..models
                 };
                 put_planes(
@@ -1019,6 +1074,30 @@ impl Rans {
             chunk_bytes,
             parallel,
         );
+        // The sign tables take the stream's E0: the context section's, which is the row
+        // tables' where there are no context tables.
+        let signs = (self.sign_contexts && crate::sign_contexts::possible(width, rotate, row))
+            .then(|| {
+                let e0 = match (&contexts, &rows_enc) {
+                    (Some(c), _) => c.tables.e0,
+                    (None, Some(r)) => r.tables.e0,
+                    (None, None) => crate::row_contexts::samples_e0(&input_body[..body], width, rotate),
+                };
+                let c = contexts.as_ref();
+                let form = self.table_form();
+                crate::sign_contexts::plan_tables(
+                    &input_body[..body],
+                    width,
+                    rotate,
+                    row,
+                    e0,
+                    c,
+                    chunk_bytes,
+                    form,
+                    parallel,
+                )
+            })
+            .flatten();
         let mut plan = TensorPlan {
             width,
             rotate,
@@ -1028,6 +1107,7 @@ impl Rans {
             models: Models {
                 contexts: contexts.as_ref(),
                 rows: rows_enc.as_ref(),
+                signs: signs.as_ref(),
             },
             try_differences: false,
             try_tails: self.tails && width == 4,
@@ -1105,16 +1185,32 @@ impl Rans {
         match contexts.filter(|_| version >= VERSION_CONTEXT) {
             Some(c) => c.tables.write(&mut section, form),
             None if version >= crate::difference::VERSION_DIFFERENCE => {
-                let e0 = rows_enc.as_ref().filter(|_| version >= VERSION_ROW_CONTEXT);
-                section.extend_from_slice(&[e0.map_or(0, |r| r.tables.e0), 0]);
+                let rows = rows_enc.as_ref().filter(|_| version >= VERSION_ROW_CONTEXT);
+                let signs = signs.as_ref().filter(|_| version >= VERSION_SIGN);
+                let e0 = rows.map(|r| r.tables.e0).or(signs.map(|s| s.e0));
+                section.extend_from_slice(&[e0.unwrap_or(0), 0]);
             }
             None => {}
         }
         if version >= VERSION_ROW_CONTEXT {
-            let r = rows_enc
+            match (&rows_enc, &signs) {
+                (Some(r), _) => r.tables.write(&mut section, form),
+                // Version 8 without row tables: the section gives the sign planes' distance.
+                (None, Some(s)) if version >= VERSION_SIGN => crate::row_contexts::RowTables {
+                    e0: s.e0,
+                    distance: s.distance as u32,
+                    shift: 0,
+                    tables: Default::default(),
+                }
+                .write(&mut section, form),
+                _ => unreachable!("a row plane is written only with the row tables"),
+            }
+        }
+        if version >= VERSION_SIGN {
+            let s = signs
                 .as_ref()
-                .expect("a row plane is written only with the row tables");
-            r.tables.write(&mut section, form);
+                .expect("a sign plane is written only with the sign tables");
+            s.tables.write(&mut section, form);
         }
         let mut head =
             Vec::with_capacity(HEADER_BYTES + row_map.len() + section.len() + 4 * n_chunks);

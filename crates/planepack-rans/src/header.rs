@@ -47,8 +47,11 @@ pub struct Header {
     /// inline, their 6-9 KB were copied with every move of the header, a tenth of decoding a
     /// tensor of a few KiB).
     pub contexts: Option<Box<ContextTables>>,
-    /// Version 6: the row tables of plane-0 row planes.
+    /// Version 6: the row tables of plane-0 row planes (from version 8 the set may be
+    /// empty: the section then only gives the sign planes' row distance).
     pub row_contexts: Option<Box<RowTables>>,
+    /// Version 8: the sign tables of plane-1 sign planes.
+    pub sign_contexts: Option<Box<crate::sign_contexts::SignTables>>,
     /// Where the chunk table starts (after the header, the row map and the context tables).
     pub table_at: usize,
 }
@@ -77,7 +80,7 @@ impl Header {
 /// stream is long enough for the chunk table it implies (so a lying `raw_len` is refused
 /// before anything is allocated for it).
 pub fn parse_header(input: &[u8]) -> Result<Header> {
-    // Version 7 (row planes' lanes across rows), 6 (row planes), 5 (difference chunks), 4 (context planes), 3 (scaled chunks),
+    // Version 8 (sign planes), 7 (row planes' lanes across rows), 6 (row planes), 5 (difference chunks), 4 (context planes), 3 (scaled chunks),
     // 2 (modelled chunks) or 1; anything else
     // is refused as the newest would be.
     let version = match input.get(4) {
@@ -137,8 +140,16 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
     // Version 6: the row tables, with the context section's E0.
     let (row_contexts, table_at) = if version >= VERSION_ROW_CONTEXT {
         let e0 = take(input, after_rows, 1, "context tables")?[0];
-        let (r, end) = RowTables::read(input, table_at, e0, tables)?;
+        let empty_allowed = version >= crate::sign_contexts::VERSION_SIGN;
+        let (r, end) = RowTables::read(input, table_at, e0, empty_allowed, tables)?;
         (Some(r), end)
+    } else {
+        (None, table_at)
+    };
+    // Version 8: the sign tables.
+    let (sign_contexts, table_at) = if version >= crate::sign_contexts::VERSION_SIGN {
+        let (t, end) = crate::sign_contexts::SignTables::read(input, table_at, tables)?;
+        (Some(t), end)
     } else {
         (None, table_at)
     };
@@ -154,6 +165,7 @@ pub fn parse_header(input: &[u8]) -> Result<Header> {
         rows,
         contexts: contexts.map(Box::new),
         row_contexts: row_contexts.map(Box::new),
+        sign_contexts: sign_contexts.map(Box::new),
         table_at,
     };
     if short {

@@ -856,6 +856,73 @@ pub fn decode_rows(
     }
 }
 
+/// Decode a sign plane (kind 5, stream version 8) at `at` into `out`: symbol `i` with the
+/// sign table of (the exponent context of `top[i]`, its element's plane-0 byte, for the
+/// stream's `E0`; the class of `out[i - U]`, none for `i < U`), by the row planes' lane rules
+/// (`rows`: the row distance `U`, `E0`, the version; its `signs`, the tables). `words` is
+/// scratch. Returns the offset after the lanes.
+pub fn decode_signs(
+    input: &[u8],
+    at: usize,
+    rows: &crate::row_contexts::RowDecoder,
+    top: &[u8],
+    words: &mut Vec<u16>,
+    out: &mut [u8],
+) -> Result<usize> {
+    use crate::sign_contexts::{sign_class, SIGN_CLASSES};
+    let Some(dec) = rows.signs.as_ref() else {
+        return Err(Error::corrupt("sign plane without its tables"));
+    };
+    let tables = dec.slots.len() / PROB_SCALE as usize;
+    let n = out.len();
+    if tables == 0 || !dec.slots.len().is_multiple_of(PROB_SCALE as usize) || top.len() < n {
+        return Err(Error::corrupt("sign plane without its tables"));
+    }
+    let LaneStart {
+        k,
+        mut x,
+        mut pos,
+        end,
+        words_at,
+        next,
+    } = LaneStart::read(input, at, words)?;
+    let u = rows.distance;
+    if !crate::row_contexts::lanes_allowed(k, u, rows.version) {
+        return Err(Error::corrupt_at(
+            format!("{k} lanes of a sign plane with row distance {u}"),
+            at,
+        ));
+    }
+    let words = &words[..];
+    let last = next;
+    let last_table = (tables - 1) as u8;
+    let table_of = dec.table_of(rows.e0);
+    let absent_any = table_of.map(|t| t.contains(&ABSENT));
+    let base_of: [[u32; 256]; SIGN_CLASSES] = std::array::from_fn(|c| {
+        std::array::from_fn(|e| table_of[c][e].min(last_table) as u32 * PROB_SCALE)
+    });
+    let mut absent = false;
+    for start in (0..n).step_by(k) {
+        let end = (start + k).min(n);
+        let (before, rest) = out.split_at_mut(start);
+        let lanes = x.iter_mut().zip(pos.iter_mut());
+        for (i, (o, (x, p))) in rest[..end - start].iter_mut().zip(lanes).enumerate() {
+            // The symbol one row up: in an earlier round (k <= U).
+            let class = sign_class((start + i).checked_sub(u).map(|j| before[j]));
+            let e = top[start + i] as usize;
+            absent |= absent_any[class] && table_of[class][e] == ABSENT;
+            *o = scalar_step(x, p, &dec.slots, base_of[class][e] as usize, words, last);
+        }
+    }
+    if absent {
+        return Err(Error::corrupt(
+            "a sign plane's element whose table is absent",
+        ));
+    }
+    check_ends(&x, &pos, &end, k, words_at)?;
+    Ok(words_at + 2 * next)
+}
+
 /// Decode `out` (whole rounds of `k` symbols, then a partial one) with the scalar loop, then
 /// check that every lane ended where its encoder started.
 #[allow(clippy::too_many_arguments)]

@@ -37,6 +37,11 @@
 //!   decoded earlier: KV caches and feature maps keep a channel's magnitude from row to row.
 //!   Where `U` has no divisor of 8 or more (a prime row length), eight lanes across rows that
 //!   decode round by round (stream version 7) instead of one lane a chunk.
+//! * **The sign one row up as context** (module `sign_contexts`, stream version 8): plane 1
+//!   of a dense chunk of 2-byte elements (rotated: the sign and the top mantissa bits) coded
+//!   with one of 18 stream-wide tables chosen by its element's exponent context and the low
+//!   bit of the symbol one row up (the sign of the element above), decoded by the row
+//!   planes' lane rules: a feature map's or a KV cache's signs follow the channel.
 //!
 //! The stream format is `docs/format-rans.md`. Every decoder rule there is checked here:
 //! a damaged stream is an error, never a panic, an out-of-bounds access or a hang.
@@ -72,6 +77,7 @@ mod model;
 mod modelled;
 mod row_contexts;
 mod scaled;
+mod sign_contexts;
 mod tails;
 
 mod decode;
@@ -126,6 +132,13 @@ pub mod internals {
             VERSION_ROW_CONTEXT, VERSION_ROW_LANES,
         };
     }
+    /// The sign planes' constants and tables (stream version 8).
+    pub mod sign_contexts {
+        pub use crate::sign_contexts::{
+            sign_class, sign_table, SignDecoder, SignTables, PLANE_SIGN, SIGN_CLASSES,
+            SIGN_FIRST, SIGN_SET_BYTES, SIGN_TABLES, VERSION_SIGN,
+        };
+    }
     /// The difference chunk's constants and its transform (stream version 5).
     pub mod difference {
         pub use crate::difference::{
@@ -152,13 +165,13 @@ use rayon::prelude::*;
 
 /// Stream magic.
 pub const MAGIC: [u8; 4] = *b"PPRA";
-/// Format version: 7 when a row plane's lane count does not divide the row distance, else 6
+/// Format version: 8 when a plane 1 is coded with the stream's sign tables, else 7 when a row plane's lane count does not divide the row distance, else 6
 /// when a plane 0 is coded with the stream's row tables, else 5 when a
 /// chunk is a difference chunk (mode 5), else 4 when a plane is coded with the stream's
 /// context tables, else 3 when a chunk is block-scaled (mode 4), else 2 when a chunk is
 /// modelled (mode 3), else 1 (the streams of the first version, byte for byte but for the
-/// header flags added since: compact tables, the short header). Decoders read all seven.
-pub const VERSION: u8 = row_contexts::VERSION_ROW_LANES;
+/// header flags added since: compact tables, the short header). Decoders read all eight.
+pub const VERSION: u8 = sign_contexts::VERSION_SIGN;
 /// The version that allows modelled chunks (mode 3).
 pub const VERSION_MODELLED: u8 = 2;
 /// Bytes of the stream header.
@@ -230,6 +243,11 @@ pub struct Rans {
     /// (`row_contexts`, stream version 6; needs a shape) where the tensor's tables pay and
     /// a chunk's plane comes out smaller that way.
     pub row_contexts: bool,
+    /// Code plane 1 of 2-byte elements with the exponent and the sign one row up as context
+    /// (`sign_contexts`, stream version 8; needs a shape) where a sample says the sign one
+    /// row up tells the sign, the tensor's tables pay and a chunk's plane comes out smaller
+    /// that way.
+    pub sign_contexts: bool,
     /// Write every frequency table in the compact form (header flag bit 2, module
     /// `compact`: varint frequencies, the last implied, symbols as runs), about a third of
     /// the wide form's bytes. Off: the wide tables every decoder before the flag reads.
@@ -252,6 +270,7 @@ impl Default for Rans {
             contexts: true,
             differences: true,
             row_contexts: true,
+            sign_contexts: true,
             compact_tables: true,
             tails: true,
         }
@@ -264,7 +283,7 @@ impl Codec for Rans {
             "rans".into()
         } else {
             format!(
-                "rans-c{}{}{}{}{}{}{}{}{}{}{}",
+                "rans-c{}{}{}{}{}{}{}{}{}{}{}{}",
                 self.chunk_log2,
                 if self.zero_mask { "" } else { "-nozero" },
                 if self.rotate { "" } else { "-norotate" },
@@ -274,6 +293,7 @@ impl Codec for Rans {
                 if self.contexts { "" } else { "-noctx" },
                 if self.differences { "" } else { "-nodiff" },
                 if self.row_contexts { "" } else { "-norowctx" },
+                if self.sign_contexts { "" } else { "-nosignctx" },
                 if self.compact_tables {
                     ""
                 } else {
@@ -288,7 +308,7 @@ impl Codec for Rans {
         let chunk = (1usize << self.chunk_log2.clamp(12, 20)).max(elem.size());
         // A row map (rows of at least 16 bytes) adds 8 bytes and a bit per row; each copied
         // row it lists saves at least 12 bytes more than it costs. Context tables take at
-        // most 2 + 6 (1 + 32 + 512) bytes, row tables 6 + 8 (1 + 32 + 512).
+        // most 2 + 6 (1 + 32 + 512) bytes, row tables 6 + 8 (1 + 32 + 512), sign tables 3 + 18 (1 + 32 + 512).
         HEADER_BYTES
             + raw_len
             + 5 * raw_len.div_ceil(chunk)
@@ -297,6 +317,7 @@ impl Codec for Rans {
             + raw_len.div_ceil(16 * 8)
             + contexts::MAX_SECTION_BYTES
             + row_contexts::MAX_SECTION_BYTES
+            + sign_contexts::MAX_SECTION_BYTES
     }
 
     fn encode(&self, input: &[u8], elem: ElemType, out: &mut Vec<u8>) -> Result<()> {

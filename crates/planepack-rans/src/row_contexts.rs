@@ -128,9 +128,16 @@ impl RowTables {
         }
     }
 
-    /// Read the section at `at` (`U` at least 1, `S` at most 7, at least one table, every
-    /// table rule checked); returns it and the offset after it.
-    pub fn read(input: &[u8], at: usize, e0: u8, form: TableForm) -> Result<(RowTables, usize)> {
+    /// Read the section at `at` (`U` at least 1, `S` at most 7, at least one table unless
+    /// `empty_allowed` (version 8), every table rule checked); returns it and the offset
+    /// after it.
+    pub fn read(
+        input: &[u8],
+        at: usize,
+        e0: u8,
+        empty_allowed: bool,
+        form: TableForm,
+    ) -> Result<(RowTables, usize)> {
         let head = take(input, at, 6, "row tables")?;
         let distance = u32::from_le_bytes(head[..4].try_into().unwrap());
         let (shift, present) = (head[4], head[5]);
@@ -143,7 +150,7 @@ impl RowTables {
                 at + 4,
             ));
         }
-        if present == 0 {
+        if present == 0 && !empty_allowed {
             return Err(Error::corrupt_at("row table set without a table", at + 5));
         }
         let mut pos = at + 6;
@@ -176,6 +183,7 @@ impl RowTables {
             distance: self.distance as usize,
             by_context,
             version,
+            signs: None,
         }
     }
 }
@@ -193,6 +201,8 @@ pub struct RowDecoder {
     pub by_context: [u8; ROW_CONTEXTS],
     /// The stream's version: which lane counts a row plane may have ([`lanes_allowed`]).
     pub version: u8,
+    /// Version 8: the sign tables, whose planes take the row distance and lane rules.
+    pub signs: Option<crate::sign_contexts::SignDecoder>,
 }
 
 impl RowDecoder {
@@ -721,20 +731,20 @@ mod tests {
             let mut out = vec![0xee];
             t.write(&mut out, form);
             assert_eq!(out.len(), 1 + t.written_len(form));
-            let (back, end) = RowTables::read(&out, 1, 121, form).unwrap();
+            let (back, end) = RowTables::read(&out, 1, 121, false, form).unwrap();
             assert_eq!((back, end), (t.clone(), out.len()));
             for cut in 1..out.len() {
-                assert!(RowTables::read(&out[..cut], 1, 121, form).is_err());
+                assert!(RowTables::read(&out[..cut], 1, 121, false, form).is_err());
             }
             let mut bad = out.clone();
             bad[1..5].copy_from_slice(&0u32.to_le_bytes());
-            assert!(RowTables::read(&bad, 1, 121, form).is_err());
+            assert!(RowTables::read(&bad, 1, 121, false, form).is_err());
             let mut bad = out.clone();
             bad[5] = 8;
-            assert!(RowTables::read(&bad, 1, 121, form).is_err());
+            assert!(RowTables::read(&bad, 1, 121, false, form).is_err());
             let mut bad = out.clone();
             bad[6] = 0;
-            assert!(RowTables::read(&bad, 1, 121, form).is_err());
+            assert!(RowTables::read(&bad, 1, 121, false, form).is_err());
         }
     }
 

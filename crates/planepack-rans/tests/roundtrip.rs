@@ -23,6 +23,7 @@ fn settings() -> Vec<Rans> {
                         contexts: modelled,
                         differences: !rotate,
                         row_contexts: modelled,
+                        sign_contexts: modelled != zero_mask,
                         // Both table forms, each with every other setting.
                         compact_tables: zero_mask != modelled,
                         tails: modelled != rotate,

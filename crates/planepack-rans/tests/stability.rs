@@ -92,6 +92,7 @@ fn version_1_output_is_unchanged() {
             contexts: false,
             differences: false,
             row_contexts: false,
+            sign_contexts: false,
             compact_tables: false,
             tails: false,
             ..Rans::default()
@@ -106,6 +107,7 @@ fn version_1_output_is_unchanged() {
             contexts: false,
             differences: false,
             row_contexts: false,
+            sign_contexts: false,
             compact_tables: false,
             tails: false,
         },
@@ -146,6 +148,7 @@ fn encoder_output_is_unchanged() {
                 contexts: false,
                 differences: false,
                 row_contexts: false,
+                sign_contexts: false,
                 compact_tables,
                 tails: false,
             },

@@ -339,6 +339,22 @@ pub fn channel_scaled(rows: usize, cols: usize, elem: ElemType, seed: u64) -> Ve
     out
 }
 
+/// [`channel_scaled`]'s matrix with each column keeping one sign but for one element in
+/// 32 (feature-map and KV-cache channels whose sign follows the channel): what the rANS
+/// sign planes code (plane 1, whose low bit is the sign once rotated, given the sign one row
+/// up). Test input; never a figure.
+pub fn channel_signed(rows: usize, cols: usize, elem: ElemType, seed: u64) -> Vec<u8> {
+    let mut out = channel_scaled(rows, cols, elem, seed);
+    let mut rng = Rng(seed ^ 0x5157_a11e);
+    let signs: Vec<u8> = (0..cols).map(|_| rng.below(2) as u8).collect();
+    let w = elem.size();
+    for (i, e) in out.chunks_exact_mut(w).enumerate() {
+        let sign = signs[i % cols] ^ u8::from(rng.below(32) == 0);
+        e[w - 1] = (e[w - 1] & 0x7f) | sign << 7;
+    }
+    out
+}
+
 /// `n` smooth floats of `width` bytes (2: BF16/FP16 bits, 4: FP32): a random walk in the
 /// floats' order (steps of up to `max_step` ulps either way, through zero and across signs),
 /// with a NaN (payload kept), an infinity, -0.0 and a subnormal every 997 elements: what the

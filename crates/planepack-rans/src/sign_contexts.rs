@@ -1,0 +1,435 @@
+//! Stream version 8: plane 1 coded with its element's exponent context and the low bit of the
+//! symbol one row up (a **sign plane**).
+//!
+//! Why: rotation puts a 2-byte float's sign in the low bit of plane 1, beside its top mantissa
+//! bits, and in a feature map or a KV cache the sign of a channel's element is much like the
+//! sign one row (image row, token) earlier: on the CNN's `[40, 192, 7, 7]` batch-norm maps the
+//! sign's entropy is 0.65-0.92 bit given the sign one row up (numpy, plug-in), where OpenZL's
+//! generic graph stored 10.1 bits an element and the context planes 10.6. The study's estimate
+//! (`bench-results/activation-study-workloads.md`, "up-sign context"): workloads activations
+//! +1.9 % -> +2.9 % over OpenZL's best graph, KV caches +3.4 %. A context by the element's own
+//! exponent ([`crate::contexts`]) stays in: each symbol's table is that of the pair (exponent
+//! context of its element, class of the symbol one row up: none, low bit 0, low bit 1), up to
+//! 18 tables stored once per stream.
+//!
+//! What keeps decoding parallel: exactly a row plane's rule ([`crate::row_contexts`]): where
+//! the lane count `k` divides `U`, the symbol one row up is the same lane's, `U / k` steps
+//! earlier; else (`4k <= U`) another lane's, at least four rounds before. Plane 0 of the chunk
+//! is decoded first, as for a context plane. The left neighbour's sign would say more
+//! (activations +3.1 % against +2.9 %) but needs lanes of contiguous elements: not worth a
+//! lane layout of its own.
+//!
+//! The format is `docs/format-rans.md` ("Sign tables", version 8).
+
+use crate::contexts::{context, merged, ContextEncoder, CONTEXTS};
+use crate::lanes::Prepared;
+use crate::model::{Table, TableForm, PROB_BITS};
+use planepack_core::error::take;
+use planepack_core::{Error, Result};
+
+/// The stream version that allows sign planes (kind [`PLANE_SIGN`]).
+pub const VERSION_SIGN: u8 = 8;
+/// The plane kind of a dense chunk's plane 1 coded with the stream's sign tables.
+pub const PLANE_SIGN: u8 = 5;
+/// Classes of the symbol one row up: [`SIGN_FIRST`] (none: the chunk's first row), its low
+/// bit 0, its low bit 1.
+pub const SIGN_CLASSES: usize = 3;
+/// The class of a symbol with no symbol one row up in its chunk.
+pub const SIGN_FIRST: usize = 0;
+/// Sign tables a stream may hold: table `class * CONTEXTS + ctx`.
+pub const SIGN_TABLES: usize = SIGN_CLASSES * CONTEXTS;
+/// Bytes of the table set (a bit per table).
+pub const SIGN_SET_BYTES: usize = 3;
+/// The longest sign section: the table set and 18 wide tables of 256 symbols.
+pub const MAX_SECTION_BYTES: usize = SIGN_SET_BYTES + SIGN_TABLES * (1 + 32 + 2 * 256);
+
+const _: () = assert!(SIGN_TABLES <= 8 * SIGN_SET_BYTES);
+
+/// The class of a symbol whose symbol one row up is `up` (`None`: the chunk's first row).
+#[inline(always)]
+pub fn sign_class(up: Option<u8>) -> usize {
+    match up {
+        None => SIGN_FIRST,
+        Some(b) => 1 + (b & 1) as usize,
+    }
+}
+
+/// The table of a symbol of exponent context `ctx` and class `class`.
+#[inline(always)]
+pub fn sign_table(ctx: usize, class: usize) -> usize {
+    class * CONTEXTS + ctx
+}
+
+/// A stream's sign section: a table per (class, context) that occurs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignTables {
+    pub tables: [Option<Table>; SIGN_TABLES],
+}
+
+impl SignTables {
+    /// Bytes [`SignTables::write`] takes.
+    pub fn written_len(&self, form: TableForm) -> usize {
+        SIGN_SET_BYTES
+            + self
+                .tables
+                .iter()
+                .flatten()
+                .map(|t| t.written_len(form))
+                .sum::<usize>()
+    }
+
+    /// Append the section: the table set (bit `t` of the 24-bit little-endian set for each
+    /// table present), then the tables in increasing `t`.
+    pub fn write(&self, out: &mut Vec<u8>, form: TableForm) {
+        let set = self
+            .tables
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.is_some())
+            .fold(0u32, |m, (t, _)| m | 1 << t);
+        out.extend_from_slice(&set.to_le_bytes()[..SIGN_SET_BYTES]);
+        for t in self.tables.iter().flatten() {
+            t.write(out, form);
+        }
+    }
+
+    /// Read the section at `at` (at least one table, no bit past the last table, every table
+    /// rule checked); returns it and the offset after it.
+    pub fn read(input: &[u8], at: usize, form: TableForm) -> Result<(SignTables, usize)> {
+        let head = take(input, at, SIGN_SET_BYTES, "sign tables")?;
+        let set = u32::from_le_bytes([head[0], head[1], head[2], 0]);
+        if set == 0 || set >> SIGN_TABLES != 0 {
+            return Err(Error::corrupt_at(format!("sign table set {set:#08x}"), at));
+        }
+        let mut pos = at + SIGN_SET_BYTES;
+        let mut tables: [Option<Table>; SIGN_TABLES] = Default::default();
+        for (c, t) in tables.iter_mut().enumerate() {
+            if set >> c & 1 == 1 {
+                let (table, next) = Table::read(input, pos, form)?;
+                *t = Some(table);
+                pos = next;
+            }
+        }
+        Ok((SignTables { tables }, pos))
+    }
+
+    /// The decoder's form: every present table's 4096 decode slots back to back, and per
+    /// table its index in them ([`crate::contexts::ABSENT`] where it has none).
+    pub fn decoder(&self) -> SignDecoder {
+        let (slots, by_table) = Table::stacked_slots(&self.tables, crate::contexts::ABSENT);
+        SignDecoder { slots, by_table }
+    }
+}
+
+/// The sign tables as a decoder reads them (built once per stream).
+#[derive(Debug, Clone)]
+pub struct SignDecoder {
+    /// 4096 decode slots per present table, in table order.
+    pub slots: Vec<u32>,
+    /// Per table (`class * CONTEXTS + ctx`), its index in `slots` (in units of 4096), or
+    /// [`crate::contexts::ABSENT`].
+    pub by_table: [u8; SIGN_TABLES],
+}
+
+impl SignDecoder {
+    /// Per class, per plane-0 byte, its table's index in `slots`, or
+    /// [`crate::contexts::ABSENT`], for the stream's `e0`.
+    pub fn table_of(&self, e0: u8) -> [[u8; 256]; SIGN_CLASSES] {
+        std::array::from_fn(|class| {
+            std::array::from_fn(|e| self.by_table[sign_table(context(e as u8, e0), class)])
+        })
+    }
+}
+
+/// Each symbol's table (its index among the [`SIGN_TABLES`]) of a sign plane `plane` whose
+/// plane 0 is `top`, with row distance `u`, into `sel`.
+pub(crate) fn sign_selectors(
+    top: &[u8],
+    plane: &[u8],
+    u: usize,
+    context_of: &[u8; 256],
+    sel: &mut Vec<u8>,
+) {
+    sel.clear();
+    sel.extend(top.iter().enumerate().map(|(i, &e)| {
+        let up = i.checked_sub(u).map(|j| plane[j]);
+        sign_table(context_of[e as usize] as usize, sign_class(up)) as u8
+    }));
+}
+
+/// The encoder's side: the tables, the stream's `E0` and row distance, each (table, symbol)'s
+/// cost in bits, and each chunk's counts by table as the tables were counted.
+pub(crate) struct SignEncoder {
+    pub tables: SignTables,
+    pub e0: u8,
+    pub distance: usize,
+    /// Per plane-0 byte, its exponent context.
+    pub context_of: [u8; 256],
+    /// `cost[t * 256 + s]`: bits symbol `s` costs in table `t` (infinite where absent).
+    pub cost: Vec<f32>,
+    pub prepared: Prepared,
+    chunk_counts: Vec<[u32; 256]>,
+}
+
+impl SignEncoder {
+    fn new(tables: SignTables, e0: u8, distance: usize, chunk_counts: Vec<[u32; 256]>) -> Self {
+        let mut cost = vec![f32::INFINITY; SIGN_TABLES * 256];
+        for (c, t) in tables.tables.iter().enumerate() {
+            if let Some(t) = t {
+                for s in 0..256 {
+                    if t.freq[s] > 0 {
+                        cost[c * 256 + s] =
+                            (PROB_BITS as f64 - crate::model::log2_int(t.freq[s].into())) as f32;
+                    }
+                }
+            }
+        }
+        let by_table: Vec<Option<&Table>> = tables.tables.iter().map(Option::as_ref).collect();
+        let prepared = Prepared::new(&by_table);
+        SignEncoder {
+            tables,
+            e0,
+            distance,
+            context_of: crate::contexts::context_table(e0),
+            cost,
+            prepared,
+            chunk_counts,
+        }
+    }
+
+    /// Bits chunk `index`'s plane 1 costs coded with the tables (infinite where a symbol has
+    /// no frequency in its table), if its counts were kept and agree with `counts`, its
+    /// plane-1 histogram; else `None`.
+    pub fn chunk_bits(&self, index: usize, counts: &[u32; 256]) -> Option<f64> {
+        let kept = self
+            .chunk_counts
+            .get(index * SIGN_TABLES..(index + 1) * SIGN_TABLES)?;
+        (&merged(kept) == counts).then(|| cost_bits(&self.cost, kept))
+    }
+}
+
+fn cost_bits(cost: &[f32], counts: &[[u32; 256]]) -> f64 {
+    let mut bits = 0.0f64;
+    for (c, h) in counts.iter().enumerate() {
+        for (s, &n) in h.iter().enumerate() {
+            if n > 0 {
+                bits += n as f64 * cost[c * 256 + s] as f64;
+            }
+        }
+    }
+    bits
+}
+
+/// Count plane 1 of the rotated 2-byte elements of `part` by sign table (row distance `u`):
+/// [`SIGN_TABLES`] histograms into `h`.
+fn count_signs(part: &[u8], u: usize, context_of: &[u8; 256], h: &mut Vec<[u32; 256]>) {
+    h.clear();
+    h.resize(SIGN_TABLES, [0; 256]);
+    let elems: &[[u8; 2]] = part.as_chunks::<2>().0;
+    // The rotated element's planes: plane 0 its high byte, plane 1 its low byte, whose low
+    // bit is the element's sign (bit 15).
+    let planes = |e: &[u8; 2]| {
+        let t = u16::from_le_bytes(*e).rotate_left(1);
+        ((t >> 8) as usize, (t & 0xff) as usize)
+    };
+    let first = u.min(elems.len());
+    for e in &elems[..first] {
+        let (p0, p1) = planes(e);
+        h[sign_table(context_of[p0] as usize, SIGN_FIRST)][p1] += 1;
+    }
+    for (e, up) in elems[first..].iter().zip(elems) {
+        let (p0, p1) = planes(e);
+        let class = 1 + (up[1] >> 7) as usize;
+        h[sign_table(context_of[p0] as usize, class)][p1] += 1;
+    }
+}
+
+/// Whether a tensor of `width`-byte elements, `rotate`d or not, with rows of `row` elements
+/// (0: no shape) may have sign tables at all: rotated 2-byte elements with rows.
+pub(crate) fn possible(width: usize, rotate: bool, row: usize) -> bool {
+    width == 2 && rotate && row > 0
+}
+
+/// Tensors smaller than this never get sign tables (as row tables: [`crate::row_contexts`]).
+pub const MIN_TENSOR_BYTES: usize = crate::row_contexts::MIN_TENSOR_BYTES;
+/// The least the sign one row up must tell of an element's sign, in the rotation samples, in
+/// bits an element, before the body is counted for the tables.
+#[cfg(not(fuzzing))]
+const SAMPLE_MIN_BITS: f64 = 0.02;
+#[cfg(fuzzing)]
+const SAMPLE_MIN_BITS: f64 = f64::NEG_INFINITY;
+/// How many times their own size the tables must save over the whole tensor.
+#[cfg(not(fuzzing))]
+const TABLES_PAY_TIMES: f64 = 2.0;
+#[cfg(fuzzing)]
+const TABLES_PAY_TIMES: f64 = f64::NEG_INFINITY;
+
+/// The tensor's sign tables, if coding plane 1 by sign table pays (the encoder's informative
+/// rule, docs/format-rans.md): rotated 2-byte elements, at least [`MIN_TENSOR_BYTES`], rows of
+/// `row` elements shorter than a chunk; in the rotation samples, the sign one row up tells
+/// at least [`SAMPLE_MIN_BITS`] of the sign (`H(sign) - H(sign | class)`); then every table's
+/// counts over the whole body, kept if the chunks' planes 1 coded with them, where that is
+/// smaller than each chunk's own table or the context tables (`contexts`), save at least
+/// twice the section. `e0` is the stream's `E0` (the context section's).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn plan_tables(
+    body: &[u8],
+    width: usize,
+    rotate: bool,
+    row: usize,
+    e0: u8,
+    contexts: Option<&ContextEncoder>,
+    chunk_bytes: usize,
+    form: TableForm,
+    parallel: bool,
+) -> Option<SignEncoder> {
+    if !possible(width, rotate, row)
+        || body.len() < MIN_TENSOR_BYTES
+        || row >= chunk_bytes / width
+        || u32::try_from(row).is_err()
+    {
+        return None;
+    }
+    // The samples: the sign's counts by class.
+    let mut signs = [[0u64; 2]; SIGN_CLASSES];
+    for r in crate::encode::rotation_samples(body.len(), width) {
+        let elems: &[[u8; 2]] = body[r].as_chunks::<2>().0;
+        for (i, e) in elems.iter().enumerate() {
+            let up = i.checked_sub(row).map(|j| elems[j][1] >> 7);
+            signs[sign_class(up)][(e[1] >> 7) as usize] += 1;
+        }
+    }
+    let h = |c: [u64; 2]| {
+        let n = (c[0] + c[1]) as f64;
+        c.iter()
+            .filter(|&&x| x > 0)
+            .map(|&x| -(x as f64) * (x as f64 / n).log2())
+            .sum::<f64>()
+    };
+    let all = [signs[0][0] + signs[1][0] + signs[2][0], signs[0][1] + signs[1][1] + signs[2][1]];
+    let n = (all[0] + all[1]) as f64;
+    let told = (h(all) - signs.iter().map(|&c| h(c)).sum::<f64>()) / n.max(1.0);
+    if told.is_nan() || told < SAMPLE_MIN_BITS {
+        return None;
+    }
+    let context_of = crate::contexts::context_table(e0);
+    let (chunk_counts, all) =
+        crate::contexts::count_chunks::<SIGN_TABLES>(body, chunk_bytes, parallel, |chunk, h| {
+            count_signs(chunk, row, &context_of, h)
+        });
+    let tables: [Option<Table>; SIGN_TABLES] = std::array::from_fn(|c| {
+        all[c]
+            .iter()
+            .any(|&n| n > 0)
+            .then(|| Table::from_counts(&all[c]))
+    });
+    let tables = SignTables { tables };
+    let section = tables.written_len(form) as f64;
+    let enc = SignEncoder::new(tables, e0, row, chunk_counts);
+    // What the chunks would save: each chunk's plane 1 under its own table (entropy, table)
+    // or the context tables (cross entropy), the smaller, against the sign tables.
+    let mut saving = 0.0;
+    for chunk in enc.chunk_counts.chunks_exact(SIGN_TABLES) {
+        let sum = merged(chunk);
+        let own = Table::from_counts(&sum);
+        let raw = sum.iter().map(|&n| n as f64).sum::<f64>();
+        let mut now = (own.cost_bits(&sum) / 8.0 + own.written_len(form) as f64).min(raw);
+        if let Some(c) = contexts {
+            let by_ctx: Vec<[u32; 256]> = (0..CONTEXTS)
+                .map(|ctx| merged(&[0, 1, 2].map(|class| chunk[sign_table(ctx, class)])))
+                .collect();
+            now = now.min(c.cost_bits(&by_ctx) / 8.0);
+        }
+        let sign_bytes = cost_bits(&enc.cost, chunk) / 8.0;
+        saving += (now - sign_bytes).max(0.0);
+    }
+    (saving >= TABLES_PAY_TIMES * section).then_some(enc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A BF16-like body: `rows` rows of `cols`, column `c`'s sign fixed but for every fifth
+    /// row, exponents spread around 127.
+    fn body(rows: usize, cols: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in 0..rows {
+            for c in 0..cols {
+                let sign = ((c % 3 == 0) ^ (r % 5 == 4)) as u16;
+                let v = sign << 15 | (124 + (c % 5) as u16) << 7 | ((r * 7 + c * 13) % 128) as u16;
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn tables_write_and_read_back_and_refuse_damage() {
+        let data = body(64, 32);
+        let mut h = Vec::new();
+        count_signs(&data, 32, &crate::contexts::context_table(126), &mut h);
+        let tables = SignTables {
+            tables: std::array::from_fn(|t| {
+                h[t].iter().any(|&n| n > 0).then(|| Table::from_counts(&h[t]))
+            }),
+        };
+        for form in [TableForm::Wide, TableForm::Compact] {
+            let mut out = vec![0xee];
+            tables.write(&mut out, form);
+            assert_eq!(out.len(), 1 + tables.written_len(form));
+            let (back, end) = SignTables::read(&out, 1, form).unwrap();
+            assert_eq!((back, end), (tables.clone(), out.len()));
+            for cut in 1..out.len() {
+                assert!(SignTables::read(&out[..cut], 1, form).is_err());
+            }
+            let mut empty = out.clone();
+            empty[1..4].fill(0);
+            assert!(SignTables::read(&empty, 1, form).is_err());
+            let mut past = out.clone();
+            past[3] |= 0x80;
+            assert!(SignTables::read(&past, 1, form).is_err());
+        }
+    }
+
+    /// The counts are the selectors' (each symbol in the table `sign_selectors` gives it), and
+    /// add up to plane 1's histogram; the first row is class none, the rest by the low bit
+    /// of the symbol one row up.
+    #[test]
+    fn counts_follow_the_selectors() {
+        let (rows, cols) = (40, 24);
+        let data = body(rows, cols);
+        let e0 = 126;
+        let context_of = crate::contexts::context_table(e0);
+        let mut h = Vec::new();
+        count_signs(&data, cols, &context_of, &mut h);
+        let mut planes = vec![Vec::new(), Vec::new()];
+        crate::planes::split(&data, 2, true, &mut planes);
+        let mut sel = Vec::new();
+        sign_selectors(&planes[0], &planes[1], cols, &context_of, &mut sel);
+        let mut by_sel = vec![[0u32; 256]; SIGN_TABLES];
+        for (&t, &s) in sel.iter().zip(&planes[1]) {
+            by_sel[t as usize][s as usize] += 1;
+        }
+        assert_eq!(h, by_sel);
+        assert_eq!(merged(&h), crate::model::histogram(&planes[1]));
+        for (i, &t) in sel.iter().enumerate() {
+            let class = t as usize / CONTEXTS;
+            let want = match i.checked_sub(cols) {
+                None => SIGN_FIRST,
+                Some(j) => 1 + (data[2 * j + 1] >> 7) as usize,
+            };
+            assert_eq!(class, want, "symbol {i}");
+        }
+        // The column signs tell the sign (3 rows in 5 keep the sign above): under an up
+        // sign of 0 (class 1) more symbols have low bit 0 than under 1 (class 2).
+        let share = |class: usize| {
+            let (even, all) = (0..CONTEXTS).fold((0, 0), |(e, a), c| {
+                let t = &h[sign_table(c, class)];
+                (e + t.iter().step_by(2).sum::<u32>(), a + t.iter().sum::<u32>())
+            });
+            even as f64 / all as f64
+        };
+        assert!(share(1) > share(2) + 0.1, "{} {}", share(1), share(2));
+    }
+}
