@@ -475,7 +475,9 @@ pub(crate) fn put_planes(
             continue;
         }
         if let (PlanePlan::Sign, Some((m, sel))) = (plan, &mut models) {
-            let signs = m.signs.expect("a sign plane is planned only with its tables");
+            let signs = m
+                .signs
+                .expect("a sign plane is planned only with its tables");
             version = version.max(put_sign_plane(p, planes[0], signs, sel, enc, out)?);
             continue;
         }
@@ -1081,7 +1083,9 @@ impl Rans {
                 let e0 = match (&contexts, &rows_enc) {
                     (Some(c), _) => c.tables.e0,
                     (None, Some(r)) => r.tables.e0,
-                    (None, None) => crate::row_contexts::samples_e0(&input_body[..body], width, rotate),
+                    (None, None) => {
+                        crate::row_contexts::samples_e0(&input_body[..body], width, rotate)
+                    }
                 };
                 let c = contexts.as_ref();
                 let form = self.table_form();

@@ -902,7 +902,34 @@ pub fn decode_signs(
         std::array::from_fn(|e| table_of[c][e].min(last_table) as u32 * PROB_SCALE)
     });
     let mut absent = false;
-    for start in (0..n).step_by(k) {
+    // Whole rounds of 8, 16, 24 or 32 lanes by the AVX2 kernel, the rest here.
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if k.is_multiple_of(8) && planepack_core::cpu::x86_64_v3() {
+        let full = n / k * k;
+        // SAFETY: the CPU has AVX2 (checked above); k (a multiple of 8, at most 32) is at
+        // most u (lanes_allowed, checked above) and divides `full`; the kernel's loads stay
+        // inside `dec.slots` (tables below `tables`, an absent one's clamped to the last),
+        // `top` (`full` bytes, checked above), `out` (earlier rounds) and `words` (indices <=
+        // last, two words after it), and it writes only `out[..full]`.
+        let ok = with_u32_positions(&mut pos, |p32| unsafe {
+            avx2::decode_signs(
+                k / 8,
+                &mut x,
+                p32,
+                &dec.slots,
+                rows,
+                &dec.by_table,
+                &top[..full],
+                words,
+                last as u32,
+                &mut out[..full],
+            )
+        });
+        absent |= !ok;
+        done = full;
+    }
+    for start in (done..n).step_by(k) {
         let end = (start + k).min(n);
         let (before, rest) = out.split_at_mut(start);
         let lanes = x.iter_mut().zip(pos.iter_mut());
@@ -1493,6 +1520,7 @@ pub(crate) mod avx2 {
             above: CTX_ABOVE,
             by_context,
             distance: 0,
+            by_class: [by_context; 3],
         };
         let run = match target {
             Target::Plane => decode::<PLANE>,
@@ -1514,6 +1542,9 @@ pub(crate) mod avx2 {
         pub above: i32,
         pub by_context: [u8; 8],
         pub distance: usize,
+        /// `SIGN`: per class of the symbol one row up, per context, its table (what
+        /// `by_context` is for the other modes).
+        pub by_class: [[u8; 8]; 3],
     }
 
     /// [`decode`] for a row plane's whole rounds (`out.len()` symbols, a multiple of the
@@ -1542,6 +1573,7 @@ pub(crate) mod avx2 {
             above: ROW_CTX_ABOVE,
             by_context: dec.by_context,
             distance: dec.distance,
+            by_class: [dec.by_context; 3],
         };
         // SAFETY: the caller's contract, passed on.
         unsafe {
@@ -1567,6 +1599,49 @@ pub(crate) mod avx2 {
     /// `joined`, as `JOINED` stores (`ROW_JOINED_ROTATED`: rotated right by one bit).
     pub const ROW_JOINED: u8 = 5;
     pub const ROW_JOINED_ROTATED: u8 = 6;
+    /// A sign plane: symbol `i`'s table is `by_class[class][ctx(top[i])]`, its class that of
+    /// the symbol `distance` back in `out` (as `ROW` reads it): none in the first row, else
+    /// 1 + its low bit.
+    pub const SIGN: u8 = 7;
+
+    /// [`decode`] for a sign plane's whole rounds (`out.len()` symbols, a multiple of the
+    /// lane count `8 groups`, which is at most the row distance), `top` the plane-0 bytes of
+    /// the same elements.
+    ///
+    /// # Safety
+    /// As for [`decode`].
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn decode_signs(
+        groups: usize,
+        x: &mut [u32; MAX_LANES],
+        pos: &mut [u32; MAX_LANES],
+        slots: &[u32],
+        rows: &crate::row_contexts::RowDecoder,
+        by_table: &[u8; crate::sign_contexts::SIGN_TABLES],
+        top: &[u8],
+        words: &[u16],
+        last: u32,
+        out: &mut [u8],
+    ) -> bool {
+        use crate::contexts::CONTEXTS;
+        let by_class = std::array::from_fn(|class| {
+            std::array::from_fn(|c| match c < CONTEXTS {
+                true => by_table[class * CONTEXTS + c],
+                false => ABSENT,
+            })
+        });
+        let ctx = Contexts {
+            e0: rows.e0,
+            shift: 0,
+            above: CTX_ABOVE,
+            by_context: by_class[0],
+            distance: rows.distance,
+            by_class,
+        };
+        // SAFETY: the caller's contract, passed on.
+        unsafe { decode::<SIGN>(groups, x, pos, slots, top, ctx, words, last, out, &mut []) }
+    }
 
     /// Decode whole rounds of `8 groups` lanes: `out.len()` symbols (`PLANE`, `CONTEXT`) or
     /// elements of two bytes (`JOINED`, `JOINED_ROTATED`). Without a plane-0 `top`
@@ -1600,7 +1675,9 @@ pub(crate) mod avx2 {
         joined: &mut [u8],
     ) -> bool {
         debug_assert!(words.len() >= last as usize + 2);
-        let row_mode = MODE == ROW || MODE == ROW_JOINED || MODE == ROW_JOINED_ROTATED;
+        // (A sign plane reads the symbol one row up as a row plane does.)
+        let row_mode =
+            MODE == ROW || MODE == ROW_JOINED || MODE == ROW_JOINED_ROTATED || MODE == SIGN;
         let row_joined = MODE == ROW_JOINED || MODE == ROW_JOINED_ROTATED;
         let Contexts {
             e0,
@@ -1608,6 +1685,7 @@ pub(crate) mod avx2 {
             above,
             by_context,
             distance,
+            by_class,
         } = ctx;
         let tables = slots.len() / PROB_SCALE as usize;
         assert!((1..=4).contains(&groups) && tables >= 1);
@@ -1618,11 +1696,12 @@ pub(crate) mod avx2 {
         };
         let n = out.len() / unit;
         assert!(MODE == PLANE || MODE == ROW || top.len() == n);
+        assert!(MODE != SIGN || top.len() == n);
         assert!(!row_joined || joined.len() == 2 * n);
         let k = 8 * groups;
         // Rounds whose symbols have no element one row up (ROW): the first distance / k; then,
         // where k does not divide the distance, one round across the first row's end.
-        assert!(MODE != ROW || (distance >= k && n.is_multiple_of(k)));
+        assert!(!(MODE == ROW || MODE == SIGN) || (distance >= k && n.is_multiple_of(k)));
         let first_rounds = if row_mode { distance / k } else { 0 };
         let across = row_mode && !distance.is_multiple_of(k);
         let first_ctx = _mm256_set1_epi32(crate::row_contexts::ROW_FIRST as i32);
@@ -1646,6 +1725,10 @@ pub(crate) mod avx2 {
             |v: [i32; 8]| _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
         let by = lanes8(by_context.map(|t| (t.min(tables as u8 - 1) as i32) << PROB_BITS));
         let by_absent = lanes8(by_context.map(|t| -((t == ABSENT) as i32)));
+        // SIGN: the same per class of the symbol one row up.
+        let class_by =
+            by_class.map(|b| lanes8(b.map(|t| (t.min(tables as u8 - 1) as i32) << PROB_BITS)));
+        let class_absent = by_class.map(|b| lanes8(b.map(|t| -((t == ABSENT) as i32))));
         let mut bad = _mm256_setzero_si256();
         // Loads and stores below: the arrays are 32 lanes, read and written in
         // four groups of eight; `out` chunks are 32 symbols.
@@ -1712,6 +1795,43 @@ pub(crate) mod avx2 {
                 };
                 let index = if MODE == PLANE {
                     slot
+                } else if MODE == SIGN {
+                    // The context of the element's own plane-0 byte, its table under each
+                    // class, and the class of the symbol one row up (`e`, read as ROW does).
+                    // SAFETY: `top` has a byte per symbol (asserted): the round's 8 g-th are
+                    // inside.
+                    let t = _mm256_cvtepu8_epi32(unsafe {
+                        _mm_loadl_epi64(top.as_ptr().add(r * k + 8 * g) as *const __m128i)
+                    });
+                    let c = _mm256_min_epi32(
+                        _mm256_max_epi32(_mm256_sub_epi32(t, e0lo), _mm256_setzero_si256()),
+                        span,
+                    );
+                    let pick = |v: [__m256i; 3]| {
+                        let first = _mm256_permutevar8x32_epi32(v[0], c);
+                        if row_mode && r < first_rounds {
+                            return first;
+                        }
+                        let low = _mm256_and_si256(e, one);
+                        let up = _mm256_blendv_epi8(
+                            _mm256_permutevar8x32_epi32(v[1], c),
+                            _mm256_permutevar8x32_epi32(v[2], c),
+                            _mm256_cmpeq_epi32(low, one),
+                        );
+                        if across && r == first_rounds {
+                            // Lanes whose symbol is before `distance`: the first row's class.
+                            let i = _mm256_add_epi32(
+                                _mm256_set1_epi32((r * k + 8 * g) as i32),
+                                lane_index,
+                            );
+                            let before = _mm256_cmpgt_epi32(_mm256_set1_epi32(distance as i32), i);
+                            _mm256_blendv_epi8(up, first, before)
+                        } else {
+                            up
+                        }
+                    };
+                    bad = _mm256_or_si256(bad, pick(class_absent));
+                    _mm256_add_epi32(slot, pick(class_by))
                 } else {
                     let c = if row_mode && r < first_rounds {
                         first_ctx

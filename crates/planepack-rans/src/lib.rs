@@ -135,8 +135,8 @@ pub mod internals {
     /// The sign planes' constants and tables (stream version 8).
     pub mod sign_contexts {
         pub use crate::sign_contexts::{
-            sign_class, sign_table, SignDecoder, SignTables, PLANE_SIGN, SIGN_CLASSES,
-            SIGN_FIRST, SIGN_SET_BYTES, SIGN_TABLES, VERSION_SIGN,
+            sign_class, sign_table, SignDecoder, SignTables, PLANE_SIGN, SIGN_CLASSES, SIGN_FIRST,
+            SIGN_SET_BYTES, SIGN_TABLES, VERSION_SIGN,
         };
     }
     /// The difference chunk's constants and its transform (stream version 5).

@@ -306,7 +306,10 @@ pub(crate) fn plan_tables(
             .map(|&x| -(x as f64) * (x as f64 / n).log2())
             .sum::<f64>()
     };
-    let all = [signs[0][0] + signs[1][0] + signs[2][0], signs[0][1] + signs[1][1] + signs[2][1]];
+    let all = [
+        signs[0][0] + signs[1][0] + signs[2][0],
+        signs[0][1] + signs[1][1] + signs[2][1],
+    ];
     let n = (all[0] + all[1]) as f64;
     let told = (h(all) - signs.iter().map(|&c| h(c)).sum::<f64>()) / n.max(1.0);
     if told.is_nan() || told < SAMPLE_MIN_BITS {
@@ -371,7 +374,9 @@ mod tests {
         count_signs(&data, 32, &crate::contexts::context_table(126), &mut h);
         let tables = SignTables {
             tables: std::array::from_fn(|t| {
-                h[t].iter().any(|&n| n > 0).then(|| Table::from_counts(&h[t]))
+                h[t].iter()
+                    .any(|&n| n > 0)
+                    .then(|| Table::from_counts(&h[t]))
             }),
         };
         for form in [TableForm::Wide, TableForm::Compact] {
@@ -426,7 +431,10 @@ mod tests {
         let share = |class: usize| {
             let (even, all) = (0..CONTEXTS).fold((0, 0), |(e, a), c| {
                 let t = &h[sign_table(c, class)];
-                (e + t.iter().step_by(2).sum::<u32>(), a + t.iter().sum::<u32>())
+                (
+                    e + t.iter().step_by(2).sum::<u32>(),
+                    a + t.iter().sum::<u32>(),
+                )
             });
             even as f64 / all as f64
         };

@@ -172,7 +172,10 @@ fn damaged_sign_planes_are_refused() {
         let refused = |bad: &[u8], what: &str| {
             let mut out = vec![0u8; data.len()];
             assert!(codec.decode(bad, &mut out).is_err(), "{elem}: {what}");
-            assert!(codec.decode_parallel(bad, &mut out).is_err(), "{elem}: {what}");
+            assert!(
+                codec.decode_parallel(bad, &mut out).is_err(),
+                "{elem}: {what}"
+            );
         };
         let at = sign_section(&enc);
         let set = u32::from_le_bytes([enc[at], enc[at + 1], enc[at + 2], 0]);
