@@ -79,6 +79,10 @@ struct Params {
     // 1 if a modelled chunk's scratch has room for its decode slots (`model_slots`), else
     // its lanes search the context tables' ranks.
     model_slots: u32,
+    // Version 8: the sign tables' first word in `chunk_off` (0: none): SIGN_CLASSES indices
+    // by plane-0 byte (one per class of the symbol one row up: none, low bit 0, low bit 1),
+    // then the tables.
+    sign_at: u32,
 }
 
 @group(0) @binding(0) var<storage, read> stream: array<u32>;
@@ -178,6 +182,9 @@ fn step(x: ptr<function, u32>, p: ptr<function, u32>) -> u32 {
 const NO_CONTEXT: u32 = 0xffffffffu;
 // The plane may be a row plane (`plane`'s `top`: plane 0 of a dense chunk).
 const ROW_PLANE: u32 = 0xfffffffeu;
+// The plane may be a context plane or a sign plane (`plane`'s `top`: plane 1 of a dense
+// chunk, whose plane 0 is at scratch byte 0).
+const DENSE_PLANE_1: u32 = 0xfffffffdu;
 
 // The stream's context table of an element whose plane-0 byte is `e` (CTX_ABSENT: none), in
 // the tables at `tables` (`params.ctx_at`, or `params.row_at` for the byte one row up).
@@ -190,6 +197,19 @@ fn step_in(x: ptr<function, u32>, p: ptr<function, u32>, tables: u32, t: u32) ->
     // The slot's entry: symbol | (freq - 1) << 8 | cum << 20.
     let e = chunk_off[tables + CTX_INDEX_WORDS + t * CTX_TABLE_WORDS + (*x & 4095u)];
     return advance(x, p, e & 0xffu, (((e >> 8u) & 0xfffu) + 1u) | ((e >> 20u) << 16u));
+}
+
+// A sign plane's step: the sign table of the element's plane-0 byte `e` under the class of the
+// symbol one row up, `up` (`first`: none); a table that is absent is an error, decoded with
+// table 0.
+fn sign_step(x: ptr<function, u32>, p: ptr<function, u32>, first: bool, up: u32, e: u32) -> u32 {
+    let cls = select(1u + (up & 1u), 0u, first);
+    var tb = context_table(params.sign_at + cls * CTX_INDEX_WORDS, e);
+    if (tb == CTX_ABSENT) {
+        err = err | ERR_VALUE;
+        tb = 0u;
+    }
+    return step_in(x, p, params.sign_at + (SIGN_CLASSES - 1u) * CTX_INDEX_WORDS, tb);
 }
 
 // `step_in` with row table `tb` (`context_table` of the symbol one row up, or the first row's);
@@ -225,8 +245,10 @@ fn advance(x: ptr<function, u32>, p: ptr<function, u32>, sym: u32, e: u32) -> u3
 // Decode the plane of `m` symbols at stream byte `at` into scratch bytes [dst, dst + m) (dst
 // a multiple of 4). Returns the byte after the plane. Called by every invocation, with the
 // same arguments. `top`: where plane 0 of the same elements is in scratch if this plane may
-// be a context plane (plane 1 of a version-4 stream's dense or sparse chunk), ROW_PLANE if it
-// may be a row plane (plane 0 of a dense chunk), else NO_CONTEXT.
+// be a context plane (plane 1 of a version-4 stream's sparse chunk), DENSE_PLANE_1 if it may
+// be a context or sign plane (plane 1 of a dense chunk: plane 0 at scratch byte 0), ROW_PLANE
+// if it may be a row plane (plane 0 of a dense chunk), else NO_CONTEXT. (A sign plane is
+// decoded as a context plane is, in the phases below: after plane 0.)
 //
 // `how`: DECODE, SKIP (parse only, to find the plane's end: the tables and lane headers are
 // checked, nothing is written to scratch), DEFER_CONTEXT (decode unless it is a context plane)
@@ -235,14 +257,17 @@ fn advance(x: ptr<function, u32>, p: ptr<function, u32>, sym: u32, e: u32) -> u3
 // (its byte, or its bytes in the stream), and the join then reads no scratch for it (planes 1
 // to 3 of a sparse tensor's chunks are often constant, an embedding's mantissa planes raw; the
 // join and the copies were most of their decode).
-fn plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
+fn plane(at: u32, m: u32, dst: u32, top_or: u32, how: u32) -> u32 {
     need(at, 1u);
     let kind = byte_at(at);
     let words = (m + 3u) / 4u;
     let dw = sbase + dst / 4u;
+    let dense1 = top_or == DENSE_PLANE_1;
+    let top = select(top_or, 0u, dense1);
     let rows = kind == PLANE_ROW_CONTEXT && top == ROW_PLANE && params.row_at != 0u;
-    let contexts = kind == PLANE_CONTEXT && top != NO_CONTEXT && top != ROW_PLANE
-        && params.ctx_at != 0u;
+    let signs = kind == PLANE_SIGN && dense1 && params.sign_at != 0u;
+    let contexts = (kind == PLANE_CONTEXT && top != NO_CONTEXT && top != ROW_PLANE
+        && params.ctx_at != 0u) || signs;
     let decode = how == DECODE || how == HOLD || (how == DEFER_CONTEXT && !contexts)
         || (how == ONLY_CONTEXT && contexts);
     if (kind == PLANE_RAW) {
@@ -280,7 +305,7 @@ fn plane(at: u32, m: u32, dst: u32, top: u32, how: u32) -> u32 {
     } else if (!rows) {
         lh = plane_table(at);
     }
-    return plane_lanes(lh, m, dst, top, contexts, rows, decode);
+    return plane_lanes(lh, m, dst, top, contexts && !signs, rows, signs, decode);
 }
 
 // `plane` where the chunk has bytes left; past its end (an earlier plane's error returns the
@@ -600,9 +625,13 @@ fn table_slots(p: u32, mine: u32, first_rank: u32, s8: array<u32, 8>, f8: array<
 // The lanes of a plane of `m` symbols from stream byte `lh` (count, states, word counts,
 // then the words) into scratch bytes [dst, dst + m), decoded with the workgroup's table or,
 // for a context plane, each symbol with its element's context table (plane 0 at `top`), or,
-// for a row plane, with the row table of the symbol U back. Returns the byte after the plane.
+// for a row plane, with the row table of the symbol U back, or, for a sign plane (`signs`),
+// with the sign table of its element's plane-0 byte (at `top`) under the class of the symbol
+// U back (the row plane's lanes and loops). Returns the byte after the plane.
 // `decode` false: only the plane's end (its lane header checked).
-fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, decode: bool) -> u32 {
+fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: bool, signs: bool, decode: bool) -> u32 {
+    // A sign plane's lanes follow the row plane's rules.
+    let rows = row_plane || signs;
     need(lh, 1u);
     let k = byte_at(lh);
     if (k == 0u || k > MAX_LANES) {
@@ -676,11 +705,22 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
                     for (var b = 0u; b < 4u; b = b + 1u) {
                         let i = (rb + 4u * t + b) * k + slot;
                         if (full || i < m) {
-                            var tb = params.row_first;
-                            if (i >= params.row_distance) {
-                                tb = context_table(params.row_at, sbyte(dst + i - params.row_distance));
+                            let first = i < params.row_distance;
+                            var up = 0u;
+                            if (!first) {
+                                up = sbyte(dst + i - params.row_distance);
                             }
-                            w = w | (row_step(&x, &pp, tb) << (8u * b));
+                            var s = 0u;
+                            if (signs) {
+                                s = sign_step(&x, &pp, first, up, sbyte(top + i));
+                            } else {
+                                var tb = params.row_first;
+                                if (!first) {
+                                    tb = context_table(params.row_at, up);
+                                }
+                                s = row_step(&x, &pp, tb);
+                            }
+                            w = w | (s << (8u * b));
                         }
                     }
                     stage[slot * 32u + t] = w;
@@ -697,10 +737,10 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
                             // rr - qrows: in this word (`w`), in an earlier stage word of
                             // this block, or in scratch (an earlier block).
                             let rr = rb + 4u * t + b;
-                            var tb = params.row_first;
-                            if (rr >= qrows && qrows > 0u) {
+                            let first = rr < qrows || qrows == 0u;
+                            var up = 0u;
+                            if (!first) {
                                 let ru = rr - qrows;
-                                var up = 0u;
                                 if (ru >= rb + 4u * t) {
                                     up = (w >> (8u * (ru - rb - 4u * t))) & 0xffu;
                                 } else if (ru >= rb) {
@@ -709,9 +749,18 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, rows: bool, 
                                 } else {
                                     up = sbyte(dst + i - params.row_distance);
                                 }
-                                tb = context_table(params.row_at, up);
                             }
-                            w = w | (row_step(&x, &pp, tb) << (8u * b));
+                            var s = 0u;
+                            if (signs) {
+                                s = sign_step(&x, &pp, first, up, sbyte(top + i));
+                            } else {
+                                var tb = params.row_first;
+                                if (!first) {
+                                    tb = context_table(params.row_at, up);
+                                }
+                                s = row_step(&x, &pp, tb);
+                            }
+                            w = w | (s << (8u * b));
                         }
                     }
                     stage[slot * 32u + t] = w;
@@ -1573,6 +1622,9 @@ fn planes_of(at0: u32, n: u32, sparse: bool, K: u32, pick: u32, how: u32) -> u32
         var top = select(NO_CONTEXT, 0u, p == 1u);
         if (p == 0u && !sparse) {
             top = ROW_PLANE;
+        }
+        if (p == 1u && !sparse) {
+            top = DENSE_PLANE_1;
         }
         // Planes 1 to 3 are read by the join only (plane 0 may be a context plane's `top`):
         // a whole chunk's join takes their constant or raw symbols where `plane` held them.

@@ -137,7 +137,7 @@ fn rans_constants() -> String {
     use planepack_rans::internals::contexts as cx;
     use planepack_rans::internals::modelled as m;
     use planepack_rans::internals::scaled as sc;
-    let consts: [(&str, u32); 33] = [
+    let consts: [(&str, u32); 35] = [
         ("CHUNK_RAW", planepack_rans::CHUNK_RAW as u32),
         ("CHUNK_DENSE", planepack_rans::CHUNK_DENSE as u32),
         ("CHUNK_SPARSE", planepack_rans::CHUNK_SPARSE as u32),
@@ -179,6 +179,14 @@ fn rans_constants() -> String {
         (
             "PLANE_ROW_CONTEXT",
             planepack_rans::internals::row_contexts::PLANE_ROW_CONTEXT as u32,
+        ),
+        (
+            "PLANE_SIGN",
+            planepack_rans::internals::sign_contexts::PLANE_SIGN as u32,
+        ),
+        (
+            "SIGN_CLASSES",
+            planepack_rans::internals::sign_contexts::SIGN_CLASSES as u32,
         ),
         ("CTX_ABSENT", cx::ABSENT as u32),
         ("CTX_INDEX_WORDS", crate::rans::CTX_INDEX_WORDS),
@@ -277,7 +285,11 @@ kernel_params! {
         /// 1 if a modelled chunk's scratch holds its decode slots after its rank tables
         /// (`crate::rans::MODEL_SLOT_WORDS`); 0: the lanes search the ranks.
         model_slots,
-    } pad 3
+        /// Version 8: where the stream's plane-1 sign tables start in `chunk_off` (three
+        /// indices by plane-0 byte, one per class of the symbol one row up, then the tables);
+        /// 0 when it has none.
+        sign_at,
+    } pad 2
 }
 
 kernel_params! {

@@ -42,6 +42,20 @@ fn row_words(
     table_words(&dec.table_of(), t.tables.iter().flatten())
 }
 
+/// The sign tables (version 8) in the context tables' layout, with an index per class of the
+/// symbol one row up (none, low bit 0, low bit 1: [`CTX_INDEX_WORDS`] each, by the element's
+/// plane-0 byte for the stream's `e0`), then the tables.
+fn sign_words(t: &planepack_rans::internals::sign_contexts::SignTables, e0: u8) -> Vec<u32> {
+    let by_class = t.decoder().table_of(e0);
+    let mut w = Vec::new();
+    for (class, table_of) in by_class.iter().enumerate() {
+        let last = class + 1 == by_class.len();
+        let tables = t.tables.iter().flatten().filter(|_| last);
+        w.extend(table_words(table_of, tables));
+    }
+    w
+}
+
 /// [`CTX_INDEX_WORDS`] of `table_of` (a table index per plane-0 byte), then each table's
 /// decode slots.
 fn table_words<'a>(
@@ -152,6 +166,16 @@ impl Gpu {
         };
         let row_across =
             u32::from(h.version >= planepack_rans::internals::row_contexts::VERSION_ROW_LANES);
+        // Version 8: the sign tables after them (`sign_at` > 0), their classes' indices by
+        // the context section's E0 (which a version-8 stream always has).
+        let sign_at = match (&h.sign_contexts, h.row_contexts.as_ref()) {
+            (Some(t), Some(r)) => {
+                let at = u32_of(offsets.len(), "chunk count")?;
+                offsets.extend(sign_words(t, r.e0));
+                at
+            }
+            _ => 0,
+        };
         // Scratch per chunk: W planes of K bytes, then the mask plane, then (in a stream with
         // modelled chunks) the context tables, and their decode slots where all chunks' scratch
         // still fits one storage binding (64 KiB more a chunk: a 96 MiB tensor of 64 KiB
@@ -197,6 +221,7 @@ impl Gpu {
             row_first,
             row_across,
             model_slots: u32::from(model_slots),
+            sign_at,
             ..Default::default()
         };
         // The phases to dispatch, each with its grid: a workgroup per chunk, or (plane-parallel)
@@ -207,7 +232,7 @@ impl Gpu {
                 .checked_mul(width + 1)
                 .ok_or_else(|| crate::GpuError::Unsupported("too many rANS chunks".into()))?;
             let mut v = vec![(RansPhase::Planes, slots)];
-            if ctx_at != 0 && width > 1 {
+            if (ctx_at != 0 || sign_at != 0) && width > 1 {
                 v.push((RansPhase::Context, n_chunks));
             }
             v.push((RansPhase::Join, n_chunks));

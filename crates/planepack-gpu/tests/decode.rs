@@ -736,6 +736,72 @@ fn row_planes_decode_and_fail_like_the_cpu() {
     });
 }
 
+/// Sign planes (stream version 8): BF16 matrices whose columns keep their sign, with rows of
+/// 64, 112, 28 and 37 (lane counts of 32, 16, 28, and 8 across rows: the row loop, the
+/// gather's 4-lane and general paths, the across loop), decode as on the CPU on both scan
+/// paths and both phase layouts; damaged ones (the sign section's set, the first chunk's
+/// plane-1 kind, the row distance, random damage) fail or decode as on the CPU; a sign plane
+/// in a version-7 stream is refused by both.
+#[test]
+fn sign_planes_decode_and_fail_like_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let v8 = planepack_rans::internals::sign_contexts::VERSION_SIGN;
+    let mut cases: Vec<(Vec<u8>, Rans, Vec<u8>)> = Vec::new();
+    for (cols, seed) in [(64usize, 3u64), (112, 4), (28, 5), (37, 7)] {
+        // Enough for the 18 tables to pay (GL in CI decodes slowly); the modelled form off,
+        // which takes these synthetic chunks first.
+        let rows = (192 << 10) / (cols * 2) + 1;
+        let data = planepack_testkit::channel_signed(rows, cols, ElemType::BF16, seed);
+        let c = Rans {
+            modelled: false,
+            ..Rans::default()
+        };
+        let mut s = Vec::new();
+        c.encode_shaped(&data, ElemType::BF16, &[rows, cols], &mut s)
+            .unwrap();
+        assert_eq!(s[4], v8, "rows of {cols}");
+        cases.push((data, c, s));
+    }
+    let mut rng = Rng(88);
+    on_each_rans_config(g, |d| {
+        let p = d.cfg.path;
+        for (data, c, s) in &cases {
+            decodes_to(d, s, data, &format!("{p:?} sign planes {c:?}"));
+        }
+        let (_, c, s) = &cases[0];
+        damaged_rans_agree(d, c, s, &mut rng, "sign planes");
+        let h = planepack_rans::parse_header(s).unwrap();
+        let sign_at = h.table_at - h.sign_contexts.as_ref().unwrap().written_len(h.tables);
+        let rows_at = sign_at - h.row_contexts.as_ref().unwrap().written_len(h.tables);
+        let first = planepack_rans::chunk_spans(s, &h).unwrap()[0].0;
+        // The sign section's set and its first table, the row distance (31: eight lanes
+        // over a quarter of it; 0), the first chunk's plane-0 kind and next byte.
+        let mut edits = vec![
+            (sign_at, 0u8),
+            (sign_at + 2, 0xff),
+            (rows_at, 31),
+            (rows_at, 0),
+            (first + 1, 0xff),
+        ];
+        for at in [sign_at + 1, sign_at + 3, first + 2] {
+            edits.push((at, s[at] ^ 0x10));
+        }
+        for (at, v) in edits {
+            let mut bad = s.clone();
+            bad[at] = v;
+            agree(
+                c,
+                &bad,
+                |x| d.decode_rans(x),
+                &format!("{p:?} sign byte {at}={v}"),
+            );
+        }
+        let mut old = s.clone();
+        old[4] = v8 - 1;
+        assert!(d.decode_rans(&old).is_err(), "{p:?} version 7");
+    });
+}
+
 /// A chunk that ends exactly where one of its planes would start is short, not complete: the
 /// CPU refuses it, and so must the GPU (it once skipped the missing planes).
 #[test]
