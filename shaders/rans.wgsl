@@ -265,7 +265,7 @@ fn plane(at: u32, m: u32, dst: u32, top_or: u32, how: u32) -> u32 {
     let dense1 = top_or == DENSE_PLANE_1;
     let top = select(top_or, 0u, dense1);
     let rows = kind == PLANE_ROW_CONTEXT && top == ROW_PLANE && params.row_at != 0u;
-    let signs = kind == PLANE_SIGN && dense1 && params.sign_at != 0u;
+    let signs = kind == PLANE_SIGN && dense1 && W == 2u && params.sign_at != 0u;
     let contexts = (kind == PLANE_CONTEXT && top != NO_CONTEXT && top != ROW_PLANE
         && params.ctx_at != 0u) || signs;
     let decode = how == DECODE || how == HOLD || (how == DEFER_CONTEXT && !contexts)

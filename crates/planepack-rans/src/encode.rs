@@ -440,7 +440,7 @@ pub(crate) fn put_sign_plane(
     out: &mut Vec<u8>,
 ) -> Result<u8> {
     let u = signs.distance;
-    crate::sign_contexts::sign_selectors(top, plane, u, &signs.context_of, sel);
+    crate::sign_contexts::sign_selectors(top, plane, u, signs.e0, sel);
     let start = out.len();
     out.push(PLANE_SIGN);
     let k = crate::row_contexts::row_lanes(plane.len(), u);
@@ -766,9 +766,16 @@ impl Rans {
         }
         let mut dense: Vec<[u32; 256]> = Vec::with_capacity(width);
         dense.push(top_counts);
+        // Without context tables, plane 1's histogram is the sum of the chunk's sign counts
+        // where the sign tables kept them.
+        let sign_counts = models.signs.and_then(|t| t.chunk_plane_counts(index, n));
         for j in 1..width {
-            dense.push(match contexts {
-                Some(_) if j == 1 => merged(&s.context_counts),
+            dense.push(match (contexts, sign_counts) {
+                (Some(_), _) if j == 1 => merged(&s.context_counts),
+                (None, Some(counts)) if j == 1 => {
+                    debug_assert_eq!(counts, histogram(&s.planes[1]), "chunk {index}");
+                    counts
+                }
                 _ => histogram(&s.planes[j]),
             });
         }

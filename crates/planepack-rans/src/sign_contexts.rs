@@ -142,19 +142,17 @@ impl SignDecoder {
 }
 
 /// Each symbol's table (its index among the [`SIGN_TABLES`]) of a sign plane `plane` whose
-/// plane 0 is `top`, with row distance `u`, into `sel`.
-pub(crate) fn sign_selectors(
-    top: &[u8],
-    plane: &[u8],
-    u: usize,
-    context_of: &[u8; 256],
-    sel: &mut Vec<u8>,
-) {
-    sel.clear();
-    sel.extend(top.iter().enumerate().map(|(i, &e)| {
-        let up = i.checked_sub(u).map(|j| plane[j]);
-        sign_table(context_of[e as usize] as usize, sign_class(up)) as u8
-    }));
+/// plane 0 is `top`, with row distance `u` and reference `e0`, into `sel`: two passes of byte
+/// arithmetic that vectorise (the context, then the class added).
+pub(crate) fn sign_selectors(top: &[u8], plane: &[u8], u: usize, e0: u8, sel: &mut Vec<u8>) {
+    const _: () = assert!(SIGN_FIRST == 0 && CONTEXTS == 6);
+    crate::contexts::contexts_into(top, e0, sel);
+    if u < sel.len() {
+        // Class 1 + the low bit: table 6 (class + 1) + ctx... as `sign_table`.
+        for (s, &up) in sel[u..].iter_mut().zip(plane) {
+            *s += 6 + 6 * (up & 1);
+        }
+    }
 }
 
 /// The encoder's side: the tables, the stream's `E0` and row distance, each (table, symbol)'s
@@ -163,8 +161,6 @@ pub(crate) struct SignEncoder {
     pub tables: SignTables,
     pub e0: u8,
     pub distance: usize,
-    /// Per plane-0 byte, its exponent context.
-    pub context_of: [u8; 256],
     /// `cost[t * 256 + s]`: bits symbol `s` costs in table `t` (infinite where absent).
     pub cost: Vec<f32>,
     pub prepared: Prepared,
@@ -190,11 +186,20 @@ impl SignEncoder {
             tables,
             e0,
             distance,
-            context_of: crate::contexts::context_table(e0),
             cost,
             prepared,
             chunk_counts,
         }
+    }
+
+    /// Chunk `index`'s plane-1 histogram, from the counts kept for it (every element is
+    /// counted in one table), if they were kept and count `n` elements.
+    pub fn chunk_plane_counts(&self, index: usize, n: usize) -> Option<[u32; 256]> {
+        let kept = self
+            .chunk_counts
+            .get(index * SIGN_TABLES..(index + 1) * SIGN_TABLES)?;
+        let sum = merged(kept);
+        (sum.iter().map(|&c| c as usize).sum::<usize>() == n).then_some(sum)
     }
 
     /// Bits chunk `index`'s plane 1 costs coded with the tables (infinite where a symbol has
@@ -221,26 +226,61 @@ fn cost_bits(cost: &[f32], counts: &[[u32; 256]]) -> f64 {
 }
 
 /// Count plane 1 of the rotated 2-byte elements of `part` by sign table (row distance `u`):
-/// [`SIGN_TABLES`] histograms into `h`.
+/// [`SIGN_TABLES`] histograms into `h`. In four interleaved sets (runs of one symbol do not
+/// make each increment wait on the store before it) of 16-bit counters where no counter can
+/// overflow (the default chunk: 36 KiB of sets), folded at the end.
 fn count_signs(part: &[u8], u: usize, context_of: &[u8; 256], h: &mut Vec<[u32; 256]>) {
-    h.clear();
-    h.resize(SIGN_TABLES, [0; 256]);
+    if part.len() / 2 <= 4 * u16::MAX as usize {
+        count_signs_in::<u16>(part, u, context_of, h)
+    } else {
+        count_signs_in::<u32>(part, u, context_of, h)
+    }
+}
+
+fn count_signs_in<C>(part: &[u8], u: usize, context_of: &[u8; 256], h: &mut Vec<[u32; 256]>)
+where
+    C: Copy + Default + std::ops::AddAssign + From<u8> + Into<u32>,
+{
+    const SET: usize = SIGN_TABLES * 256;
     let elems: &[[u8; 2]] = part.as_chunks::<2>().0;
-    // The rotated element's planes: plane 0 its high byte, plane 1 its low byte, whose low
-    // bit is the element's sign (bit 15).
-    let planes = |e: &[u8; 2]| {
+    // Per element: its rotated plane-0 byte's context's first counter (class 0), and its
+    // plane-1 byte; the class adds 6 * 256 per class.
+    let ctx_at: [u16; 256] = std::array::from_fn(|e| (context_of[e] as usize * 256) as u16);
+    let at = |e: &[u8; 2]| {
         let t = u16::from_le_bytes(*e).rotate_left(1);
-        ((t >> 8) as usize, (t & 0xff) as usize)
+        ctx_at[(t >> 8) as usize] as usize | (t & 0xff) as usize
     };
+    const CLASS: usize = CONTEXTS * 256;
+    let one = C::from(1);
+    let mut sets = [C::default(); 4 * SET];
+    let (s0, rest) = sets.split_at_mut(SET);
+    let (s1, rest) = rest.split_at_mut(SET);
+    let (s2, s3) = rest.split_at_mut(SET);
     let first = u.min(elems.len());
     for e in &elems[..first] {
-        let (p0, p1) = planes(e);
-        h[sign_table(context_of[p0] as usize, SIGN_FIRST)][p1] += 1;
+        s0[at(e)] += one;
     }
-    for (e, up) in elems[first..].iter().zip(elems) {
-        let (p0, p1) = planes(e);
-        let class = 1 + (up[1] >> 7) as usize;
-        h[sign_table(context_of[p0] as usize, class)][p1] += 1;
+    // The class of an element: 1 + the sign of the element one row up (its high byte's top
+    // bit), CLASS counters a class.
+    let class_at = |up: &[u8; 2]| CLASS + CLASS * (up[1] >> 7) as usize;
+    let (quads, tail) = elems[first..].as_chunks::<4>();
+    let (up_quads, up_tail) = elems[..elems.len() - first].as_chunks::<4>();
+    for (q, up) in quads.iter().zip(up_quads) {
+        s0[class_at(&up[0]) + at(&q[0])] += one;
+        s1[class_at(&up[1]) + at(&q[1])] += one;
+        s2[class_at(&up[2]) + at(&q[2])] += one;
+        s3[class_at(&up[3]) + at(&q[3])] += one;
+    }
+    for (e, up) in tail.iter().zip(up_tail) {
+        s0[class_at(up) + at(e)] += one;
+    }
+    h.clear();
+    h.resize(SIGN_TABLES, [0; 256]);
+    for (t, hist) in h.iter_mut().enumerate() {
+        for (s, n) in hist.iter_mut().enumerate() {
+            let i = t * 256 + s;
+            *n = s0[i].into() + s1[i].into() + s2[i].into() + s3[i].into();
+        }
     }
 }
 
@@ -411,7 +451,7 @@ mod tests {
         let mut planes = vec![Vec::new(), Vec::new()];
         crate::planes::split(&data, 2, true, &mut planes);
         let mut sel = Vec::new();
-        sign_selectors(&planes[0], &planes[1], cols, &context_of, &mut sel);
+        sign_selectors(&planes[0], &planes[1], cols, e0, &mut sel);
         let mut by_sel = vec![[0u32; 256]; SIGN_TABLES];
         for (&t, &s) in sel.iter().zip(&planes[1]) {
             by_sel[t as usize][s as usize] += 1;
