@@ -272,6 +272,24 @@ fn seed(corpus: &Path) -> Result<()> {
             raw.extend_from_slice(slice);
             std::fs::write(roundtrip.join(format!("{}-rans-tails", d.name)), raw)?;
         }
+        // The first 2-byte tensor whose (whole) rANS stream has sign planes (version 8), where
+        // the dataset has one (the KV caches): they need tensors of 64 KiB and more, which no
+        // slice above is. Decoded only (encoding it whole each run would fuzz slowly).
+        let with_signs = tensors
+            .iter()
+            .filter(|t| t.elem().is_some_and(|e| e.size() == 2) && t.shape.len() >= 2)
+            .find_map(|t| {
+                let mut enc = vec![rans];
+                CodecSpec::from(CodecId::Rans)
+                    .codec()
+                    .encode_shaped(&t.data, t.elem()?, &t.shape, &mut enc)
+                    .ok()?;
+                let v8 = planepack_rans::internals::sign_contexts::VERSION_SIGN;
+                (enc[1 + 4] == v8).then_some(enc)
+            });
+        if let Some(enc) = with_signs {
+            std::fs::write(decode.join(format!("{}-rans-signs", d.name)), enc)?;
+        }
         // A one-tensor safetensors file of the slice, and its container.
         let header = format!(
             "{{\"t\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[0,{take}]}}}}",

@@ -111,10 +111,9 @@ pub(crate) fn get_joined(
                 continue;
             }
             (PLANE_SIGN, 1, Some(dec), _) if width == 2 && dec.signs.is_some() => {
-                let dst = &mut rest[0];
-                fit(dst, n);
-                at = lanes::decode_signs(chunk, at + 1, dec, &done[0][..n], &mut lanes.1, dst)?;
-                continue;
+                // Decoded straight into the joined elements (plane 1 is the last).
+                let top = &done[0][..n];
+                return lanes::decode_signs(chunk, at + 1, dec, top, rotate, &mut lanes.1, out);
             }
             (PLANE_CONTEXT, 1, _, Some(dec)) if width == 2 => {
                 let top = &done[0][..n];

@@ -948,11 +948,15 @@ impl Rans {
         }
     }
 
-    /// The tensor's context tables and row tables, each where it pays (the rules of
-    /// [`crate::contexts::plan_tables`] and [`crate::row_contexts::plan_tables`]). Where the
-    /// samples call for both, the body is counted for both in one pass; the result is what
-    /// the two planners give one after the other, the row tables' `E0` the context tables'
-    /// where those are kept (their own where not: counted again if that differs).
+    /// The tensor's context tables, row tables and sign tables, each where it pays (the rules
+    /// of [`crate::contexts::plan_tables`], [`crate::row_contexts::plan_tables`] and
+    /// [`crate::sign_contexts::plan_tables`]). Where the samples call for several, the body is
+    /// counted for them in one pass: row and context counts together, or row and sign counts
+    /// together (the context counts then the sign counts summed over the classes); the result
+    /// is what the planners give one after the other, the row tables' `E0` the context
+    /// tables' where those are kept (their own where not: counted again if that differs), the
+    /// sign tables' the stream's (the context section's: the context tables', else the row
+    /// tables', else the samples').
     fn plan_models(
         &self,
         body: &[u8],
@@ -963,41 +967,112 @@ impl Rans {
         parallel: bool,
     ) -> (
         Option<ContextEncoder>,
-        Option<crate::row_contexts::RowEncoder>,
+        Option<RowEncoder>,
+        Option<SignEncoder>,
     ) {
         use crate::contexts::{self, CONTEXTS};
         use crate::row_contexts::{self as rows, RowSetup, ROW_CONTEXTS};
+        use crate::sign_contexts::{self as signs, SIGN_TABLES};
         let form = self.table_form();
         let ctx_e0 = if self.contexts {
             contexts::sample_e0(body, width, rotate)
         } else {
             None
         };
-        let both = match ctx_e0 {
-            Some(e0) if self.row_contexts => {
-                RowSetup::new(body, width, rotate, row, Some(e0), chunk_bytes).map(|s| (e0, s))
-            }
-            _ => None,
+        let sign_considered =
+            self.sign_contexts && signs::considered(body, width, rotate, row, chunk_bytes);
+        let row_setup = |e0: Option<u8>| {
+            self.row_contexts
+                .then(|| RowSetup::new(body, width, rotate, row, e0, chunk_bytes))
+                .flatten()
         };
-        let Some((e0, setup)) = both else {
+        // Row and sign counts in one pass, with `setup`'s E0 for both.
+        let rows_and_signs = |setup: &RowSetup| {
+            let ctx_of = contexts::context_table(setup.e0);
+            contexts::count_chunks_two::<ROW_CONTEXTS, SIGN_TABLES>(
+                body,
+                chunk_bytes,
+                parallel,
+                |chunk, h| signs::count_with_rows(chunk, setup.row, &setup.context_of, &ctx_of, h),
+            )
+        };
+        let Some((e0, setup)) = ctx_e0.and_then(|e0| row_setup(Some(e0)).map(|s| (e0, s))) else {
+            // Context tables on their own; row tables (and sign tables) by the context
+            // tables' E0 where they are kept, else the samples'.
             let contexts = ctx_e0.and_then(|e0| {
                 contexts::plan_tables(e0, body, width, rotate, chunk_bytes, form, parallel)
             });
             let contexts = contexts.map(|(t, c)| ContextEncoder::with_chunk_counts(t, c));
-            let rows = self.row_contexts.then(|| {
-                rows::plan_tables(
-                    body,
-                    width,
-                    rotate,
-                    row,
-                    contexts.as_ref().map(|c| c.tables.e0),
-                    chunk_bytes,
-                    form,
-                    parallel,
-                )
-            });
-            return (contexts, rows.flatten());
+            let kept_e0 = contexts.as_ref().map(|c| c.tables.e0);
+            let (rows, signs) = match (row_setup(kept_e0), sign_considered) {
+                (Some(setup), true) => {
+                    let ((row_counts, row_all), (sign_counts, sign_all)) = rows_and_signs(&setup);
+                    let e0 = setup.e0;
+                    let c = contexts.as_ref();
+                    let signs = signs::kept(e0, row, sign_counts, &sign_all, c, form);
+                    (setup.kept(row_counts, &row_all, form), signs)
+                }
+                (setup, considered) => {
+                    let rows = setup.and_then(|s| {
+                        s.count_and_keep(body, width, rotate, chunk_bytes, form, parallel)
+                    });
+                    let c = contexts.as_ref();
+                    let signs = considered
+                        .then(|| {
+                            let e0 = kept_e0
+                                .or(rows.as_ref().map(|r| r.tables.e0))
+                                .unwrap_or_else(|| rows::samples_e0(body, width, rotate));
+                            signs::plan_tables(
+                                body,
+                                width,
+                                rotate,
+                                row,
+                                e0,
+                                c,
+                                chunk_bytes,
+                                form,
+                                parallel,
+                            )
+                        })
+                        .flatten();
+                    (rows, signs)
+                }
+            };
+            return (contexts, rows, signs);
         };
+        if sign_considered {
+            // Row and sign counts; the context counts are the sign counts by context.
+            let ((row_counts, row_all), (sign_counts, sign_all)) = rows_and_signs(&setup);
+            let ctx_counts: Vec<[u32; 256]> = sign_counts
+                .chunks_exact(SIGN_TABLES)
+                .flat_map(signs::by_context)
+                .collect();
+            let ctx_all: [[u32; 256]; CONTEXTS] = signs::by_context(&sign_all)
+                .try_into()
+                .expect("a histogram per context");
+            let contexts = contexts::kept(e0, &ctx_all, ctx_counts, form)
+                .map(|(t, c)| ContextEncoder::with_chunk_counts(t, c));
+            let own_e0 = match contexts {
+                Some(_) => e0,
+                None => rows::samples_e0(body, width, rotate),
+            };
+            if own_e0 == setup.e0 {
+                let c = contexts.as_ref();
+                let signs = signs::kept(e0, row, sign_counts, &sign_all, c, form);
+                let rows = setup.kept(row_counts, &row_all, form);
+                return (contexts, rows, signs);
+            }
+            // Without the context tables, the samples' E0 for both: counted again.
+            let (rows, signs) = match row_setup(Some(own_e0)) {
+                Some(setup) => {
+                    let ((row_counts, row_all), (sign_counts, sign_all)) = rows_and_signs(&setup);
+                    let signs = signs::kept(own_e0, row, sign_counts, &sign_all, None, form);
+                    (setup.kept(row_counts, &row_all, form), signs)
+                }
+                None => (None, None),
+            };
+            return (contexts, rows, signs);
+        }
         let ctx_of = contexts::context_table(e0);
         let ((ctx_counts, ctx_all), (row_counts, row_all)) =
             contexts::count_chunks_two::<CONTEXTS, ROW_CONTEXTS>(
@@ -1020,7 +1095,7 @@ impl Rans {
             let e0 = Some(own_e0);
             rows::plan_tables(body, width, rotate, row, e0, chunk_bytes, form, parallel)
         };
-        (contexts, rows)
+        (contexts, rows, None)
     }
 
     /// Encode with rows of `row` elements (0: no shape), `rows` the repeated ones; the chunks
@@ -1075,7 +1150,7 @@ impl Rans {
             self.rotate && width > 1 && rotation_pays(&input_body[..body], width, &mut s.planes);
         // (For single bytes the flag means nothing; it is set as this encoder always did.)
         flags |= u8::from(if width == 1 { self.rotate } else { rotate });
-        let (contexts, rows_enc) = self.plan_models(
+        let (contexts, rows_enc, signs) = self.plan_models(
             &input_body[..body],
             width,
             rotate,
@@ -1083,32 +1158,6 @@ impl Rans {
             chunk_bytes,
             parallel,
         );
-        // The sign tables take the stream's E0: the context section's, which is the row
-        // tables' where there are no context tables.
-        let signs = (self.sign_contexts && crate::sign_contexts::possible(width, rotate, row))
-            .then(|| {
-                let e0 = match (&contexts, &rows_enc) {
-                    (Some(c), _) => c.tables.e0,
-                    (None, Some(r)) => r.tables.e0,
-                    (None, None) => {
-                        crate::row_contexts::samples_e0(&input_body[..body], width, rotate)
-                    }
-                };
-                let c = contexts.as_ref();
-                let form = self.table_form();
-                crate::sign_contexts::plan_tables(
-                    &input_body[..body],
-                    width,
-                    rotate,
-                    row,
-                    e0,
-                    c,
-                    chunk_bytes,
-                    form,
-                    parallel,
-                )
-            })
-            .flatten();
         let mut plan = TensorPlan {
             width,
             rotate,

@@ -856,16 +856,19 @@ pub fn decode_rows(
     }
 }
 
-/// Decode a sign plane (kind 5, stream version 8) at `at` into `out`: symbol `i` with the
-/// sign table of (the exponent context of `top[i]`, its element's plane-0 byte, for the
-/// stream's `E0`; the class of `out[i - U]`, none for `i < U`), by the row planes' lane rules
-/// (`rows`: the row distance `U`, `E0`, the version; its `signs`, the tables). `words` is
-/// scratch. Returns the offset after the lanes.
+/// Decode a sign plane (kind 5, stream version 8) at `at` and join it with plane 0, `top`:
+/// `out` receives the chunk's `top.len()` elements of two bytes, `top[i] << 8 | symbol`
+/// (rotated right by one bit if `rotate`), as the joined context plane does (no plane-1 bytes
+/// in scratch, no join pass). Symbol `i` takes the sign table of (the exponent context of
+/// `top[i]` for the stream's `E0`; the class of symbol `i - U`, read back from its element:
+/// none for `i < U`), by the row planes' lane rules (`rows`: the row distance `U`, `E0`, the
+/// version; its `signs`, the tables). `words` is scratch. Returns the offset after the lanes.
 pub fn decode_signs(
     input: &[u8],
     at: usize,
     rows: &crate::row_contexts::RowDecoder,
     top: &[u8],
+    rotate: bool,
     words: &mut Vec<u16>,
     out: &mut [u8],
 ) -> Result<usize> {
@@ -874,8 +877,8 @@ pub fn decode_signs(
         return Err(Error::corrupt("sign plane without its tables"));
     };
     let tables = dec.slots.len() / PROB_SCALE as usize;
-    let n = out.len();
-    if tables == 0 || !dec.slots.len().is_multiple_of(PROB_SCALE as usize) || top.len() < n {
+    let n = top.len();
+    if tables == 0 || !dec.slots.len().is_multiple_of(PROB_SCALE as usize) || out.len() != 2 * n {
         return Err(Error::corrupt("sign plane without its tables"));
     }
     let LaneStart {
@@ -910,8 +913,8 @@ pub fn decode_signs(
         // SAFETY: the CPU has AVX2 (checked above); k (a multiple of 8, at most 32) is at
         // most u (lanes_allowed, checked above) and divides `full`; the kernel's loads stay
         // inside `dec.slots` (tables below `tables`, an absent one's clamped to the last),
-        // `top` (`full` bytes, checked above), `out` (earlier rounds) and `words` (indices <=
-        // last, two words after it), and it writes only `out[..full]`.
+        // `top` (`full` bytes), `out` (elements of earlier rounds) and `words` (indices <=
+        // last, two words after it), and it writes only `out[..2 full]` (checked: `2 n`).
         let ok = with_u32_positions(&mut pos, |p32| unsafe {
             avx2::decode_signs(
                 k / 8,
@@ -923,22 +926,37 @@ pub fn decode_signs(
                 &top[..full],
                 words,
                 last as u32,
-                &mut out[..full],
+                &mut out[..2 * full],
+                rotate,
             )
         });
         absent |= !ok;
         done = full;
     }
+    // The low bit of the plane-1 symbol of element `j`, from the element.
+    let low_bit = |out: &[u8], j: usize| match rotate {
+        true => out[2 * j + 1] >> 7,
+        false => out[2 * j] & 1,
+    };
     for start in (done..n).step_by(k) {
         let end = (start + k).min(n);
-        let (before, rest) = out.split_at_mut(start);
         let lanes = x.iter_mut().zip(pos.iter_mut());
-        for (i, (o, (x, p))) in rest[..end - start].iter_mut().zip(lanes).enumerate() {
+        for (i, (x, p)) in (start..end).zip(lanes) {
             // The symbol one row up: in an earlier round (k <= U).
-            let class = sign_class((start + i).checked_sub(u).map(|j| before[j]));
-            let e = top[start + i] as usize;
-            absent |= absent_any[class] && table_of[class][e] == ABSENT;
-            *o = scalar_step(x, p, &dec.slots, base_of[class][e] as usize, words, last);
+            let class = sign_class(i.checked_sub(u).map(|j| low_bit(out, j)));
+            let e = top[i];
+            absent |= absent_any[class] && table_of[class][e as usize] == ABSENT;
+            let sym = scalar_step(
+                x,
+                p,
+                &dec.slots,
+                base_of[class][e as usize] as usize,
+                words,
+                last,
+            );
+            let v = (e as u16) << 8 | sym as u16;
+            let v = if rotate { v.rotate_right(1) } else { v };
+            out[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
         }
     }
     if absent {
@@ -1599,14 +1617,17 @@ pub(crate) mod avx2 {
     /// `joined`, as `JOINED` stores (`ROW_JOINED_ROTATED`: rotated right by one bit).
     pub const ROW_JOINED: u8 = 5;
     pub const ROW_JOINED_ROTATED: u8 = 6;
-    /// A sign plane: symbol `i`'s table is `by_class[class][ctx(top[i])]`, its class that of
-    /// the symbol `distance` back in `out` (as `ROW` reads it): none in the first row, else
-    /// 1 + its low bit.
+    /// A sign plane, joined: symbol `i`'s table is `by_class[class][ctx(top[i])]`, its class
+    /// none in the first row (`distance` symbols), else 1 + the low bit of the symbol
+    /// `distance` back, read from the element stored there (`out` holds elements of two
+    /// bytes, `top[i] << 8 | symbol`, as `JOINED` stores them; `SIGN_ROTATED`: rotated right
+    /// by one bit, the low bit then the element's top bit).
     pub const SIGN: u8 = 7;
+    pub const SIGN_ROTATED: u8 = 8;
 
-    /// [`decode`] for a sign plane's whole rounds (`out.len()` symbols, a multiple of the
+    /// [`decode`] for a sign plane's whole rounds (`out.len() / 2` symbols, a multiple of the
     /// lane count `8 groups`, which is at most the row distance), `top` the plane-0 bytes of
-    /// the same elements.
+    /// the same elements, into the joined elements `out` (rotated back if `rotate`).
     ///
     /// # Safety
     /// As for [`decode`].
@@ -1623,6 +1644,7 @@ pub(crate) mod avx2 {
         words: &[u16],
         last: u32,
         out: &mut [u8],
+        rotate: bool,
     ) -> bool {
         use crate::contexts::CONTEXTS;
         let by_class = std::array::from_fn(|class| {
@@ -1640,7 +1662,23 @@ pub(crate) mod avx2 {
             by_class,
         };
         // SAFETY: the caller's contract, passed on.
-        unsafe { decode::<SIGN>(groups, x, pos, slots, top, ctx, words, last, out, &mut []) }
+        unsafe {
+            match rotate {
+                false => decode::<SIGN>(groups, x, pos, slots, top, ctx, words, last, out, &mut []),
+                true => decode::<SIGN_ROTATED>(
+                    groups,
+                    x,
+                    pos,
+                    slots,
+                    top,
+                    ctx,
+                    words,
+                    last,
+                    out,
+                    &mut [],
+                ),
+            }
+        }
     }
 
     /// Decode whole rounds of `8 groups` lanes: `out.len()` symbols (`PLANE`, `CONTEXT`) or
@@ -1675,9 +1713,9 @@ pub(crate) mod avx2 {
         joined: &mut [u8],
     ) -> bool {
         debug_assert!(words.len() >= last as usize + 2);
-        // (A sign plane reads the symbol one row up as a row plane does.)
-        let row_mode =
-            MODE == ROW || MODE == ROW_JOINED || MODE == ROW_JOINED_ROTATED || MODE == SIGN;
+        // (A sign plane reads the symbol one row up as a row plane does, from its element.)
+        let sign_mode = MODE == SIGN || MODE == SIGN_ROTATED;
+        let row_mode = MODE == ROW || MODE == ROW_JOINED || MODE == ROW_JOINED_ROTATED || sign_mode;
         let row_joined = MODE == ROW_JOINED || MODE == ROW_JOINED_ROTATED;
         let Contexts {
             e0,
@@ -1689,19 +1727,19 @@ pub(crate) mod avx2 {
         } = ctx;
         let tables = slots.len() / PROB_SCALE as usize;
         assert!((1..=4).contains(&groups) && tables >= 1);
-        let unit = if MODE == JOINED || MODE == JOINED_ROTATED {
+        let unit = if MODE == JOINED || MODE == JOINED_ROTATED || sign_mode {
             2
         } else {
             1
         };
         let n = out.len() / unit;
         assert!(MODE == PLANE || MODE == ROW || top.len() == n);
-        assert!(MODE != SIGN || top.len() == n);
+        assert!(!sign_mode || top.len() == n);
         assert!(!row_joined || joined.len() == 2 * n);
         let k = 8 * groups;
         // Rounds whose symbols have no element one row up (ROW): the first distance / k; then,
         // where k does not divide the distance, one round across the first row's end.
-        assert!(!(MODE == ROW || MODE == SIGN) || (distance >= k && n.is_multiple_of(k)));
+        assert!(!(MODE == ROW || sign_mode) || (distance >= k && n.is_multiple_of(k)));
         let first_rounds = if row_mode { distance / k } else { 0 };
         let across = row_mode && !distance.is_multiple_of(k);
         let first_ctx = _mm256_set1_epi32(crate::row_contexts::ROW_FIRST as i32);
@@ -1765,9 +1803,40 @@ pub(crate) mod avx2 {
             for g in 0..groups {
                 let xv = xs[g];
                 let slot = _mm256_and_si256(xv, mask);
-                // The group's plane-0 bytes (unused by PLANE), a row plane's one row up.
+                // The group's plane-0 bytes (unused by PLANE), a row plane's one row up, a sign
+                // plane's low bits one row up.
                 let e = if MODE == PLANE || (row_mode && r < first_rounds) {
                     zero
+                } else if sign_mode {
+                    // The elements one row up (an earlier round, as for ROW), and their
+                    // plane-1 symbols' low bits: the element's top bit where rotated back.
+                    let up = if across && r == first_rounds {
+                        let mut up = [0u16; 8];
+                        for (l, u) in up.iter_mut().enumerate() {
+                            if let Some(j) = (r * k + 8 * g + l).checked_sub(distance) {
+                                // SAFETY: j < r * k (distance >= k > 8 g + l): an element
+                                // decoded in an earlier round, its two bytes in `out`.
+                                *u = unsafe { (base.add(2 * j) as *const u16).read_unaligned() };
+                            }
+                        }
+                        // SAFETY: `up` is 16 bytes.
+                        _mm256_cvtepu16_epi32(unsafe {
+                            _mm_loadu_si128(up.as_ptr() as *const __m128i)
+                        })
+                    } else {
+                        // SAFETY: as for ROW's load below, in elements of two bytes: the
+                        // eight elements from r k + 8 g - distance >= 0 end at or before
+                        // r k, decoded in an earlier round.
+                        _mm256_cvtepu16_epi32(unsafe {
+                            _mm_loadu_si128(
+                                base.add(2 * (r * k + 8 * g - distance)) as *const __m128i
+                            )
+                        })
+                    };
+                    match MODE == SIGN_ROTATED {
+                        true => _mm256_srli_epi32::<15>(up),
+                        false => _mm256_and_si256(up, one),
+                    }
                 } else if row_mode && across && r == first_rounds {
                     // The round across the first row's end: its lanes from symbol `distance`
                     // on take the symbol `distance` back (an earlier round), the rest none.
@@ -1793,16 +1862,21 @@ pub(crate) mod avx2 {
                         _mm_loadl_epi64(top.as_ptr().add(r * k + 8 * g) as *const __m128i)
                     })
                 };
-                let index = if MODE == PLANE {
-                    slot
-                } else if MODE == SIGN {
-                    // The context of the element's own plane-0 byte, its table under each
-                    // class, and the class of the symbol one row up (`e`, read as ROW does).
+                // A sign plane's plane-0 bytes, its context and its element's top byte.
+                let t = if sign_mode {
                     // SAFETY: `top` has a byte per symbol (asserted): the round's 8 g-th are
                     // inside.
-                    let t = _mm256_cvtepu8_epi32(unsafe {
+                    _mm256_cvtepu8_epi32(unsafe {
                         _mm_loadl_epi64(top.as_ptr().add(r * k + 8 * g) as *const __m128i)
-                    });
+                    })
+                } else {
+                    zero
+                };
+                let index = if MODE == PLANE {
+                    slot
+                } else if sign_mode {
+                    // The context of the element's own plane-0 byte, its table under each
+                    // class, and the class of the symbol one row up (`e`: its low bit).
                     let c = _mm256_min_epi32(
                         _mm256_max_epi32(_mm256_sub_epi32(t, e0lo), _mm256_setzero_si256()),
                         span,
@@ -1812,11 +1886,10 @@ pub(crate) mod avx2 {
                         if row_mode && r < first_rounds {
                             return first;
                         }
-                        let low = _mm256_and_si256(e, one);
                         let up = _mm256_blendv_epi8(
                             _mm256_permutevar8x32_epi32(v[1], c),
                             _mm256_permutevar8x32_epi32(v[2], c),
-                            _mm256_cmpeq_epi32(low, one),
+                            _mm256_cmpeq_epi32(e, one),
                         );
                         if across && r == first_rounds {
                             // Lanes whose symbol is before `distance`: the first row's class.
@@ -1876,11 +1949,13 @@ pub(crate) mod avx2 {
                 // A lane that took its word moves on to the second.
                 next[g] = _mm256_blendv_epi8(next[g], _mm256_srli_epi32::<16>(next[g]), need);
                 let sym = _mm256_and_si256(v, byte);
-                if MODE == JOINED || MODE == JOINED_ROTATED {
+                if MODE == JOINED || MODE == JOINED_ROTATED || sign_mode {
                     // The eight elements, top << 8 | symbol.
-                    let el = _mm256_or_si256(_mm256_slli_epi32::<8>(e), sym);
+                    let top8 = if sign_mode { t } else { e };
+                    let el = _mm256_or_si256(_mm256_slli_epi32::<8>(top8), sym);
+                    let rotated = MODE == JOINED_ROTATED || MODE == SIGN_ROTATED;
                     // SAFETY: row points at the round's 2 * 8 * groups bytes, g < groups.
-                    unsafe { store_elements(el, MODE == JOINED_ROTATED, row.add(16 * g)) };
+                    unsafe { store_elements(el, rotated, row.add(16 * g)) };
                 } else {
                     // The group's eight symbols (u32 lanes) as eight bytes, in lane order.
                     let bytes = _mm256_packus_epi16(_mm256_packus_epi32(sym, zero), zero);

@@ -315,7 +315,7 @@ const TABLES_PAY_TIMES: f64 = f64::NEG_INFINITY;
 /// `part`, a chunk or a sample, by row context (distance `u`) into `h` (eight histograms): an
 /// element's context is `context_of` the plane-0 byte `u` elements back in `part`, the first
 /// `u` elements' [`ROW_FIRST`].
-fn count_rows(
+pub(crate) fn count_rows(
     part: &[u8],
     width: usize,
     rotate: bool,
@@ -398,12 +398,14 @@ pub(crate) fn plan_tables(
     form: TableForm,
     parallel: bool,
 ) -> Option<RowEncoder> {
-    let setup = RowSetup::new(body, width, rotate, row, e0, chunk_bytes)?;
-    let (chunk_counts, all) =
-        count_chunks::<ROW_CONTEXTS>(body, chunk_bytes, parallel, |chunk, h| {
-            count_rows(chunk, width, rotate, row, &setup.context_of, h)
-        });
-    setup.kept(chunk_counts, &all, form)
+    RowSetup::new(body, width, rotate, row, e0, chunk_bytes)?.count_and_keep(
+        body,
+        width,
+        rotate,
+        chunk_bytes,
+        form,
+        parallel,
+    )
 }
 
 /// What [`plan_tables`] decides before it counts the body: the row distance, `E0` and the
@@ -460,6 +462,23 @@ impl RowSetup {
             shift,
             context_of: context_table(shift),
         })
+    }
+
+    /// [`plan_tables`]'s counting pass and last step.
+    pub(crate) fn count_and_keep(
+        self,
+        body: &[u8],
+        width: usize,
+        rotate: bool,
+        chunk_bytes: usize,
+        form: TableForm,
+        parallel: bool,
+    ) -> Option<RowEncoder> {
+        let (chunk_counts, all) =
+            count_chunks::<ROW_CONTEXTS>(body, chunk_bytes, parallel, |chunk, h| {
+                count_rows(chunk, width, rotate, self.row, &self.context_of, h)
+            });
+        self.kept(chunk_counts, &all, form)
     }
 
     /// [`plan_tables`]'s last step: the encoder of the whole body's counts `all` (and each

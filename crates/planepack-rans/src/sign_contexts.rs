@@ -304,31 +304,24 @@ const TABLES_PAY_TIMES: f64 = 2.0;
 #[cfg(fuzzing)]
 const TABLES_PAY_TIMES: f64 = f64::NEG_INFINITY;
 
-/// The tensor's sign tables, if coding plane 1 by sign table pays (the encoder's informative
-/// rule, docs/format-rans.md): rotated 2-byte elements, at least [`MIN_TENSOR_BYTES`], rows of
-/// `row` elements shorter than a chunk; in the rotation samples, the sign one row up tells
-/// at least [`SAMPLE_MIN_BITS`] of the sign (`H(sign) - H(sign | class)`); then every table's
-/// counts over the whole body, kept if the chunks' planes 1 coded with them, where that is
-/// smaller than each chunk's own table or the context tables (`contexts`), save at least
-/// twice the section. `e0` is the stream's `E0` (the context section's).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn plan_tables(
+/// Whether the tensor is counted for sign tables (the encoder's informative rule,
+/// docs/format-rans.md): rotated 2-byte elements, at least [`MIN_TENSOR_BYTES`], rows of `row`
+/// elements shorter than a chunk, and in the rotation samples the sign one row up tells at
+/// least [`SAMPLE_MIN_BITS`] of the sign (`H(sign) - H(sign | class)`, counts over all
+/// samples).
+pub(crate) fn considered(
     body: &[u8],
     width: usize,
     rotate: bool,
     row: usize,
-    e0: u8,
-    contexts: Option<&ContextEncoder>,
     chunk_bytes: usize,
-    form: TableForm,
-    parallel: bool,
-) -> Option<SignEncoder> {
+) -> bool {
     if !possible(width, rotate, row)
         || body.len() < MIN_TENSOR_BYTES
         || row >= chunk_bytes / width
         || u32::try_from(row).is_err()
     {
-        return None;
+        return false;
     }
     // The samples: the sign's counts by class.
     let mut signs = [[0u64; 2]; SIGN_CLASSES];
@@ -352,7 +345,26 @@ pub(crate) fn plan_tables(
     ];
     let n = (all[0] + all[1]) as f64;
     let told = (h(all) - signs.iter().map(|&c| h(c)).sum::<f64>()) / n.max(1.0);
-    if told.is_nan() || told < SAMPLE_MIN_BITS {
+    told >= SAMPLE_MIN_BITS
+}
+
+/// The tensor's sign tables where [`considered`] and coding plane 1 by sign table pays
+/// ([`kept`]), counted in a pass of their own (the encoder counts them with the row tables'
+/// counts where it has those: [`count_with_rows`]). `e0` is the stream's `E0` (the context
+/// section's).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn plan_tables(
+    body: &[u8],
+    width: usize,
+    rotate: bool,
+    row: usize,
+    e0: u8,
+    contexts: Option<&ContextEncoder>,
+    chunk_bytes: usize,
+    form: TableForm,
+    parallel: bool,
+) -> Option<SignEncoder> {
+    if !considered(body, width, rotate, row, chunk_bytes) {
         return None;
     }
     let context_of = crate::contexts::context_table(e0);
@@ -360,6 +372,22 @@ pub(crate) fn plan_tables(
         crate::contexts::count_chunks::<SIGN_TABLES>(body, chunk_bytes, parallel, |chunk, h| {
             count_signs(chunk, row, &context_of, h)
         });
+    kept(e0, row, chunk_counts, &all, contexts, form)
+}
+
+/// The encoder of the whole body's counts `all` (and each chunk's, [`SIGN_TABLES`] histograms
+/// a chunk, by the contexts of `e0`, row distance `row`), if the chunks save enough with it:
+/// per chunk, plane 1 at the smallest of raw, its own table (entropy, table) and the context
+/// tables (cross entropy) against the sign tables, where positive, at least twice the
+/// section.
+pub(crate) fn kept(
+    e0: u8,
+    row: usize,
+    chunk_counts: Vec<[u32; 256]>,
+    all: &[[u32; 256]; SIGN_TABLES],
+    contexts: Option<&ContextEncoder>,
+    form: TableForm,
+) -> Option<SignEncoder> {
     let tables: [Option<Table>; SIGN_TABLES] = std::array::from_fn(|c| {
         all[c]
             .iter()
@@ -369,8 +397,6 @@ pub(crate) fn plan_tables(
     let tables = SignTables { tables };
     let section = tables.written_len(form) as f64;
     let enc = SignEncoder::new(tables, e0, row, chunk_counts);
-    // What the chunks would save: each chunk's plane 1 under its own table (entropy, table)
-    // or the context tables (cross entropy), the smaller, against the sign tables.
     let mut saving = 0.0;
     for chunk in enc.chunk_counts.chunks_exact(SIGN_TABLES) {
         let sum = merged(chunk);
@@ -378,15 +404,102 @@ pub(crate) fn plan_tables(
         let raw = sum.iter().map(|&n| n as f64).sum::<f64>();
         let mut now = (own.cost_bits(&sum) / 8.0 + own.written_len(form) as f64).min(raw);
         if let Some(c) = contexts {
-            let by_ctx: Vec<[u32; 256]> = (0..CONTEXTS)
-                .map(|ctx| merged(&[0, 1, 2].map(|class| chunk[sign_table(ctx, class)])))
-                .collect();
-            now = now.min(c.cost_bits(&by_ctx) / 8.0);
+            now = now.min(c.cost_bits(&by_context(chunk)) / 8.0);
         }
         let sign_bytes = cost_bits(&enc.cost, chunk) / 8.0;
         saving += (now - sign_bytes).max(0.0);
     }
     (saving >= TABLES_PAY_TIMES * section).then_some(enc)
+}
+
+/// A chunk's [`SIGN_TABLES`] counts summed over the classes: its plane-1 counts by exponent
+/// context, what the context tables count.
+pub(crate) fn by_context(counts: &[[u32; 256]]) -> Vec<[u32; 256]> {
+    (0..CONTEXTS)
+        .map(|ctx| merged(&[0, 1, 2].map(|class| counts[sign_table(ctx, class)])))
+        .collect()
+}
+
+/// A chunk's row counts and sign counts in one pass over its elements (rotated, 2 bytes): `h`
+/// becomes the [`crate::row_contexts::ROW_CONTEXTS`] histograms of plane 0 by the row context
+/// `row_of` of the element `u` back, then the [`SIGN_TABLES`] ones of [`count_signs`] (plane
+/// 1 by the exponent context `ctx_of` and the sign `u` back). The same counts as the two
+/// passes (tested); where the encoder counts both, the second pass was a tenth of encoding a
+/// KV cache.
+pub(crate) fn count_with_rows(
+    chunk: &[u8],
+    u: usize,
+    row_of: &[u8; 256],
+    ctx_of: &[u8; 256],
+    h: &mut Vec<[u32; 256]>,
+) {
+    if chunk.len() / 2 <= 4 * u16::MAX as usize {
+        count_with_rows_in::<u16>(chunk, u, row_of, ctx_of, h)
+    } else {
+        count_with_rows_in::<u32>(chunk, u, row_of, ctx_of, h)
+    }
+}
+
+fn count_with_rows_in<C>(
+    chunk: &[u8],
+    u: usize,
+    row_of: &[u8; 256],
+    ctx_of: &[u8; 256],
+    h: &mut Vec<[u32; 256]>,
+) where
+    C: Copy + Default + std::ops::AddAssign + From<u8> + Into<u32>,
+{
+    use crate::row_contexts::{ROW_CONTEXTS, ROW_FIRST};
+    // A set: the row histograms, then the sign histograms.
+    const SET: usize = (ROW_CONTEXTS + SIGN_TABLES) * 256;
+    const SIGNS_AT: usize = ROW_CONTEXTS * 256;
+    const CLASS: usize = CONTEXTS * 256;
+    let elems: &[[u8; 2]] = chunk.as_chunks::<2>().0;
+    let planes = |e: &[u8; 2]| {
+        let t = u16::from_le_bytes(*e).rotate_left(1);
+        ((t >> 8) as usize, (t & 0xff) as usize)
+    };
+    let row_at: [u16; 256] =
+        std::array::from_fn(|e| ((row_of[e] as usize).min(ROW_FIRST) * 256) as u16);
+    let ctx_at: [u16; 256] = std::array::from_fn(|e| (SIGNS_AT + ctx_of[e] as usize * 256) as u16);
+    const FIRST_AT: usize = ROW_FIRST * 256;
+    let one = C::from(1);
+    let mut sets = [C::default(); 4 * SET];
+    let (s0, rest) = sets.split_at_mut(SET);
+    let (s1, rest) = rest.split_at_mut(SET);
+    let (s2, s3) = rest.split_at_mut(SET);
+    let first = u.min(elems.len());
+    for e in &elems[..first] {
+        let (p0, p1) = planes(e);
+        s0[FIRST_AT + p0] += one;
+        s0[ctx_at[p0] as usize + p1] += one;
+    }
+    // One element with the element one row up: its row count and its sign count.
+    let count = |s: &mut [C], e: &[u8; 2], up: &[u8; 2]| {
+        let (p0, p1) = planes(e);
+        let (u0, _) = planes(up);
+        s[row_at[u0] as usize + p0] += one;
+        s[ctx_at[p0] as usize + CLASS + CLASS * (up[1] >> 7) as usize + p1] += one;
+    };
+    let (quads, tail) = elems[first..].as_chunks::<4>();
+    let (up_quads, up_tail) = elems[..elems.len() - first].as_chunks::<4>();
+    for (q, up) in quads.iter().zip(up_quads) {
+        count(s0, &q[0], &up[0]);
+        count(s1, &q[1], &up[1]);
+        count(s2, &q[2], &up[2]);
+        count(s3, &q[3], &up[3]);
+    }
+    for (e, up) in tail.iter().zip(up_tail) {
+        count(s0, e, up);
+    }
+    h.clear();
+    h.resize(ROW_CONTEXTS + SIGN_TABLES, [0; 256]);
+    for (t, hist) in h.iter_mut().enumerate() {
+        for (s, n) in hist.iter_mut().enumerate() {
+            let i = t * 256 + s;
+            *n = s0[i].into() + s1[i].into() + s2[i].into() + s3[i].into();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -405,6 +518,26 @@ mod tests {
             }
         }
         out
+    }
+
+    /// The fused pass counts what the two passes count (rows in the first chunk only, rows
+    /// shorter than the 4-way interleave, 16- and 32-bit counters).
+    #[test]
+    fn rows_and_signs_in_one_pass_count_as_two() {
+        let e0 = 126;
+        let ctx_of = crate::contexts::context_table(e0);
+        let row_of: [u8; 256] =
+            std::array::from_fn(|e| crate::row_contexts::row_context(e as u8, e0, 0) as u8);
+        for (rows, cols) in [(40usize, 24usize), (3, 5), (1, 64), (1400, 200)] {
+            let data = body(rows, cols);
+            let mut fused = Vec::new();
+            count_with_rows(&data, cols, &row_of, &ctx_of, &mut fused);
+            let (mut r, mut s) = (Vec::new(), Vec::new());
+            crate::row_contexts::count_rows(&data, 2, true, cols, &row_of, &mut r);
+            count_signs(&data, cols, &ctx_of, &mut s);
+            r.extend_from_slice(&s);
+            assert!(fused == r, "{rows} rows of {cols}");
+        }
     }
 
     #[test]

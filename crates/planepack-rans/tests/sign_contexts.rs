@@ -119,6 +119,37 @@ fn random_signs_get_no_sign_planes() {
     }
 }
 
+/// A sign plane needs no rotation (the format makes no float interpretation: a symbol's class
+/// is the low bit of the plane-1 symbol one row up, whatever it means): the encoder writes
+/// sign planes only for rotated elements, so a rotated stream with its flag `R` cleared is
+/// the test: it decodes to the rotated elements, `rotl(v, 1)`, on the SIMD and scalar paths
+/// alike (the class then read from the element's low bit, not its top bit).
+#[test]
+fn sign_planes_decode_without_rotation() {
+    for (cols, seed) in [(64usize, 5u64), (37, 7), (28, 9)] {
+        let data = channel_signed(640 * 1024 / (2 * cols), cols, ElemType::BF16, seed);
+        let codec = Rans {
+            modelled: false,
+            ..Rans::default()
+        };
+        let enc = shaped(&codec, &data, ElemType::BF16, cols);
+        assert_eq!(enc[4], VERSION_SIGN, "rows of {cols}");
+        let h = parse_header(&enc).unwrap();
+        assert!(h.rotate && !h.short);
+        let mut plain = enc.clone();
+        plain[7] &= !1;
+        let rotated: Vec<u8> = data
+            .chunks_exact(2)
+            .flat_map(|e| {
+                u16::from_le_bytes([e[0], e[1]])
+                    .rotate_left(1)
+                    .to_le_bytes()
+            })
+            .collect();
+        round_trips(&codec, &plain, &rotated);
+    }
+}
+
 /// The sign planes' streams, pinned (as the other versions' in stability.rs).
 #[test]
 fn sign_plane_output_is_unchanged() {
