@@ -206,18 +206,7 @@ pub(crate) struct ContextEncoder {
 impl ContextEncoder {
     pub fn new(tables: ContextTables) -> ContextEncoder {
         let context_of = context_table(tables.e0);
-        let mut cost = vec![f32::INFINITY; CONTEXTS * 256];
-        for (c, t) in tables.tables.iter().enumerate() {
-            if let Some(t) = t {
-                for s in 0..256 {
-                    if t.freq[s] > 0 {
-                        cost[c * 256 + s] = (crate::model::PROB_BITS as f64
-                            - crate::model::log2_int(t.freq[s].into()))
-                            as f32;
-                    }
-                }
-            }
-        }
+        let cost = crate::model::cost_table(&tables.tables);
         let by_context: Vec<Option<&Table>> = tables.tables.iter().map(Option::as_ref).collect();
         let prepared = crate::lanes::Prepared::new(&by_context);
         ContextEncoder {
@@ -278,15 +267,7 @@ impl ContextEncoder {
 
     /// Bits a plane costs coded with the context tables, from its per-context histogram.
     pub fn cost_bits(&self, h: &[[u32; 256]]) -> f64 {
-        let mut bits = 0.0f64;
-        for (c, hc) in h.iter().enumerate() {
-            for (s, &n) in hc.iter().enumerate() {
-                if n > 0 {
-                    bits += n as f64 * self.cost[c * 256 + s] as f64;
-                }
-            }
-        }
-        bits
+        crate::model::cost_table_bits(&self.cost, h)
     }
 }
 

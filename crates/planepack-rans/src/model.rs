@@ -32,6 +32,36 @@ pub struct Table {
     pub cum: [u16; 256],
 }
 
+/// Bits each symbol costs under each of `tables` (`PROB_BITS - log2 freq`): entry
+/// `t * 256 + s` for symbol `s` of table `t`, infinite where the table is absent or the
+/// symbol has no frequency. What the encoder prices a context, row or sign plane by.
+pub(crate) fn cost_table(tables: &[Option<Table>]) -> Vec<f32> {
+    let mut cost = vec![f32::INFINITY; tables.len() * 256];
+    for (c, t) in tables.iter().enumerate() {
+        if let Some(t) = t {
+            for s in 0..256 {
+                if t.freq[s] > 0 {
+                    cost[c * 256 + s] = (PROB_BITS as f64 - log2_int(t.freq[s].into())) as f32;
+                }
+            }
+        }
+    }
+    cost
+}
+
+/// Bits `counts` (a histogram per table, in the tables' order) cost under a [`cost_table`].
+pub(crate) fn cost_table_bits(cost: &[f32], counts: &[[u32; 256]]) -> f64 {
+    let mut bits = 0.0f64;
+    for (c, h) in counts.iter().enumerate() {
+        for (s, &n) in h.iter().enumerate() {
+            if n > 0 {
+                bits += n as f64 * cost[c * 256 + s] as f64;
+            }
+        }
+    }
+    bits
+}
+
 impl Table {
     /// Frequencies for `counts` (not all zero): every present symbol gets at least 1, the
     /// rest is shared in proportion to the counts, and what rounding leaves over goes to the

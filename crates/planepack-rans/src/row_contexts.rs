@@ -24,7 +24,7 @@
 
 use crate::contexts::{add_histograms, count_chunks, merged};
 use crate::lanes::{lanes_for, Prepared};
-use crate::model::{Table, TableForm, PROB_BITS};
+use crate::model::{Table, TableForm};
 use planepack_core::error::take;
 use planepack_core::{Error, Result};
 
@@ -240,17 +240,7 @@ impl RowEncoder {
     fn new(tables: RowTables, chunk_counts: Vec<[u32; 256]>) -> RowEncoder {
         let context_of =
             std::array::from_fn(|e| row_context(e as u8, tables.e0, tables.shift) as u8);
-        let mut cost = vec![f32::INFINITY; ROW_CONTEXTS * 256];
-        for (c, t) in tables.tables.iter().enumerate() {
-            if let Some(t) = t {
-                for s in 0..256 {
-                    if t.freq[s] > 0 {
-                        cost[c * 256 + s] =
-                            (PROB_BITS as f64 - crate::model::log2_int(t.freq[s].into())) as f32;
-                    }
-                }
-            }
-        }
+        let cost = crate::model::cost_table(&tables.tables);
         let by_context: Vec<Option<&Table>> = tables.tables.iter().map(Option::as_ref).collect();
         let prepared = Prepared::new(&by_context);
         RowEncoder {
@@ -283,20 +273,8 @@ impl RowEncoder {
         if &sum != top_counts {
             return None;
         }
-        Some(cost_bits(&self.cost, kept))
+        Some(crate::model::cost_table_bits(&self.cost, kept))
     }
-}
-
-fn cost_bits(cost: &[f32], counts: &[[u32; 256]]) -> f64 {
-    let mut bits = 0.0f64;
-    for (c, h) in counts.iter().enumerate() {
-        for (s, &n) in h.iter().enumerate() {
-            if n > 0 {
-                bits += n as f64 * cost[c * 256 + s] as f64;
-            }
-        }
-    }
-    bits
 }
 
 /// Tensors smaller than this never get row tables (eight tables of up to a few hundred bytes
@@ -510,7 +488,7 @@ impl RowSetup {
             let sum = merged(chunk);
             let own = Table::from_counts(&sum);
             let own_bytes = own.cost_bits(&sum) / 8.0 + own.written_len(form) as f64;
-            let row_bytes = cost_bits(&enc.cost, chunk) / 8.0;
+            let row_bytes = crate::model::cost_table_bits(&enc.cost, chunk) / 8.0;
             saving += (own_bytes - row_bytes).max(0.0);
         }
         (saving >= TABLES_PAY_TIMES * section).then_some(enc)

@@ -23,7 +23,7 @@
 
 use crate::contexts::{context, merged, ContextEncoder, CONTEXTS};
 use crate::lanes::Prepared;
-use crate::model::{Table, TableForm, PROB_BITS};
+use crate::model::{Table, TableForm};
 use planepack_core::error::take;
 use planepack_core::{Error, Result};
 
@@ -169,17 +169,7 @@ pub(crate) struct SignEncoder {
 
 impl SignEncoder {
     fn new(tables: SignTables, e0: u8, distance: usize, chunk_counts: Vec<[u32; 256]>) -> Self {
-        let mut cost = vec![f32::INFINITY; SIGN_TABLES * 256];
-        for (c, t) in tables.tables.iter().enumerate() {
-            if let Some(t) = t {
-                for s in 0..256 {
-                    if t.freq[s] > 0 {
-                        cost[c * 256 + s] =
-                            (PROB_BITS as f64 - crate::model::log2_int(t.freq[s].into())) as f32;
-                    }
-                }
-            }
-        }
+        let cost = crate::model::cost_table(&tables.tables);
         let by_table: Vec<Option<&Table>> = tables.tables.iter().map(Option::as_ref).collect();
         let prepared = Prepared::new(&by_table);
         SignEncoder {
@@ -209,79 +199,17 @@ impl SignEncoder {
         let kept = self
             .chunk_counts
             .get(index * SIGN_TABLES..(index + 1) * SIGN_TABLES)?;
-        (&merged(kept) == counts).then(|| cost_bits(&self.cost, kept))
+        (&merged(kept) == counts).then(|| crate::model::cost_table_bits(&self.cost, kept))
     }
 }
 
-fn cost_bits(cost: &[f32], counts: &[[u32; 256]]) -> f64 {
-    let mut bits = 0.0f64;
-    for (c, h) in counts.iter().enumerate() {
-        for (s, &n) in h.iter().enumerate() {
-            if n > 0 {
-                bits += n as f64 * cost[c * 256 + s] as f64;
-            }
-        }
-    }
-    bits
-}
-
-/// Count plane 1 of the rotated 2-byte elements of `part` by sign table (row distance `u`):
-/// [`SIGN_TABLES`] histograms into `h`. In four interleaved sets (runs of one symbol do not
-/// make each increment wait on the store before it) of 16-bit counters where no counter can
-/// overflow (the default chunk: 36 KiB of sets), folded at the end.
-fn count_signs(part: &[u8], u: usize, context_of: &[u8; 256], h: &mut Vec<[u32; 256]>) {
-    if part.len() / 2 <= 4 * u16::MAX as usize {
-        count_signs_in::<u16>(part, u, context_of, h)
-    } else {
-        count_signs_in::<u32>(part, u, context_of, h)
-    }
-}
-
-fn count_signs_in<C>(part: &[u8], u: usize, context_of: &[u8; 256], h: &mut Vec<[u32; 256]>)
-where
-    C: Copy + Default + std::ops::AddAssign + From<u8> + Into<u32>,
-{
-    const SET: usize = SIGN_TABLES * 256;
-    let elems: &[[u8; 2]] = part.as_chunks::<2>().0;
-    // Per element: its rotated plane-0 byte's context's first counter (class 0), and its
-    // plane-1 byte; the class adds 6 * 256 per class.
-    let ctx_at: [u16; 256] = std::array::from_fn(|e| (context_of[e] as usize * 256) as u16);
-    let at = |e: &[u8; 2]| {
-        let t = u16::from_le_bytes(*e).rotate_left(1);
-        ctx_at[(t >> 8) as usize] as usize | (t & 0xff) as usize
-    };
-    const CLASS: usize = CONTEXTS * 256;
-    let one = C::from(1);
-    let mut sets = [C::default(); 4 * SET];
-    let (s0, rest) = sets.split_at_mut(SET);
-    let (s1, rest) = rest.split_at_mut(SET);
-    let (s2, s3) = rest.split_at_mut(SET);
-    let first = u.min(elems.len());
-    for e in &elems[..first] {
-        s0[at(e)] += one;
-    }
-    // The class of an element: 1 + the sign of the element one row up (its high byte's top
-    // bit), CLASS counters a class.
-    let class_at = |up: &[u8; 2]| CLASS + CLASS * (up[1] >> 7) as usize;
-    let (quads, tail) = elems[first..].as_chunks::<4>();
-    let (up_quads, up_tail) = elems[..elems.len() - first].as_chunks::<4>();
-    for (q, up) in quads.iter().zip(up_quads) {
-        s0[class_at(&up[0]) + at(&q[0])] += one;
-        s1[class_at(&up[1]) + at(&q[1])] += one;
-        s2[class_at(&up[2]) + at(&q[2])] += one;
-        s3[class_at(&up[3]) + at(&q[3])] += one;
-    }
-    for (e, up) in tail.iter().zip(up_tail) {
-        s0[class_at(up) + at(e)] += one;
-    }
-    h.clear();
-    h.resize(SIGN_TABLES, [0; 256]);
-    for (t, hist) in h.iter_mut().enumerate() {
-        for (s, n) in hist.iter_mut().enumerate() {
-            let i = t * 256 + s;
-            *n = s0[i].into() + s1[i].into() + s2[i].into() + s3[i].into();
-        }
-    }
+/// Count plane 1 of the rotated 2-byte elements of `part` by sign table (row distance `u`,
+/// contexts `ctx_of`): [`SIGN_TABLES`] histograms into `h`, as [`count_with_rows`] counts them
+/// (its row counts dropped: where the encoder has no row tables to count, which the default
+/// settings never leave it).
+fn count_signs(part: &[u8], u: usize, ctx_of: &[u8; 256], h: &mut Vec<[u32; 256]>) {
+    count_with_rows(part, u, &[0; 256], ctx_of, h);
+    h.drain(..crate::row_contexts::ROW_CONTEXTS);
 }
 
 /// Whether a tensor of `width`-byte elements, `rotate`d or not, with rows of `row` elements
@@ -406,7 +334,7 @@ pub(crate) fn kept(
         if let Some(c) = contexts {
             now = now.min(c.cost_bits(&by_context(chunk)) / 8.0);
         }
-        let sign_bytes = cost_bits(&enc.cost, chunk) / 8.0;
+        let sign_bytes = crate::model::cost_table_bits(&enc.cost, chunk) / 8.0;
         saving += (now - sign_bytes).max(0.0);
     }
     (saving >= TABLES_PAY_TIMES * section).then_some(enc)
@@ -520,10 +448,10 @@ mod tests {
         out
     }
 
-    /// The fused pass counts what the two passes count (rows in the first chunk only, rows
-    /// shorter than the 4-way interleave, 16- and 32-bit counters).
+    /// The one pass counts plane 0 as the row tables' own pass does (rows in the first chunk
+    /// only, rows shorter than the 4-way interleave, 16- and 32-bit counters).
     #[test]
-    fn rows_and_signs_in_one_pass_count_as_two() {
+    fn rows_and_signs_in_one_pass_count_rows_as_their_own_pass() {
         let e0 = 126;
         let ctx_of = crate::contexts::context_table(e0);
         let row_of: [u8; 256] =
@@ -532,11 +460,12 @@ mod tests {
             let data = body(rows, cols);
             let mut fused = Vec::new();
             count_with_rows(&data, cols, &row_of, &ctx_of, &mut fused);
-            let (mut r, mut s) = (Vec::new(), Vec::new());
+            let mut r = Vec::new();
             crate::row_contexts::count_rows(&data, 2, true, cols, &row_of, &mut r);
+            assert!(fused[..r.len()] == r[..], "{rows} rows of {cols}");
+            let mut s = Vec::new();
             count_signs(&data, cols, &ctx_of, &mut s);
-            r.extend_from_slice(&s);
-            assert!(fused == r, "{rows} rows of {cols}");
+            assert!(fused[r.len()..] == s[..], "{rows} rows of {cols}");
         }
     }
 
@@ -572,10 +501,15 @@ mod tests {
 
     /// The counts are the selectors' (each symbol in the table `sign_selectors` gives it), and
     /// add up to plane 1's histogram; the first row is class none, the rest by the low bit
-    /// of the symbol one row up.
+    /// of the symbol one row up; in 16- and 32-bit counters alike.
     #[test]
     fn counts_follow_the_selectors() {
-        let (rows, cols) = (40, 24);
+        for (rows, cols) in [(40usize, 24usize), (1400, 200)] {
+            counts_follow_the_selectors_of(rows, cols);
+        }
+    }
+
+    fn counts_follow_the_selectors_of(rows: usize, cols: usize) {
         let data = body(rows, cols);
         let e0 = 126;
         let context_of = crate::contexts::context_table(e0);
