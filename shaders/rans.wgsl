@@ -212,6 +212,20 @@ fn sign_step(x: ptr<function, u32>, p: ptr<function, u32>, first: bool, up: u32,
     return step_in(x, p, params.sign_at + (SIGN_CLASSES - 1u) * CTX_INDEX_WORDS, tb);
 }
 
+// A row plane's step (`signs` false: the row table of `up`, the symbol one row up, or the
+// first row's) or a sign plane's (`sign_step`, its element's plane-0 byte at scratch byte
+// `at`); `first`: no symbol one row up.
+fn row_or_sign_step(x: ptr<function, u32>, p: ptr<function, u32>, signs: bool, first: bool, up: u32, at: u32) -> u32 {
+    if (signs) {
+        return sign_step(x, p, first, up, sbyte(at));
+    }
+    var tb = params.row_first;
+    if (!first) {
+        tb = context_table(params.row_at, up);
+    }
+    return row_step(x, p, tb);
+}
+
 // `step_in` with row table `tb` (`context_table` of the symbol one row up, or the first row's);
 // a context without a table (CTX_ABSENT) is an error, decoded with table 0.
 fn row_step(x: ptr<function, u32>, p: ptr<function, u32>, tb: u32) -> u32 {
@@ -710,17 +724,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                             if (!first) {
                                 up = sbyte(dst + i - params.row_distance);
                             }
-                            var s = 0u;
-                            if (signs) {
-                                s = sign_step(&x, &pp, first, up, sbyte(top + i));
-                            } else {
-                                var tb = params.row_first;
-                                if (!first) {
-                                    tb = context_table(params.row_at, up);
-                                }
-                                s = row_step(&x, &pp, tb);
-                            }
-                            w = w | (s << (8u * b));
+                            w = w | (row_or_sign_step(&x, &pp, signs, first, up, top + i) << (8u * b));
                         }
                     }
                     stage[slot * 32u + t] = w;
@@ -750,17 +754,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                                     up = sbyte(dst + i - params.row_distance);
                                 }
                             }
-                            var s = 0u;
-                            if (signs) {
-                                s = sign_step(&x, &pp, first, up, sbyte(top + i));
-                            } else {
-                                var tb = params.row_first;
-                                if (!first) {
-                                    tb = context_table(params.row_at, up);
-                                }
-                                s = row_step(&x, &pp, tb);
-                            }
-                            w = w | (s << (8u * b));
+                            w = w | (row_or_sign_step(&x, &pp, signs, first, up, top + i) << (8u * b));
                         }
                     }
                     stage[slot * 32u + t] = w;

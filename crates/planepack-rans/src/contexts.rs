@@ -525,6 +525,38 @@ fn summed<const N: usize>(counts: &[[u32; 256]]) -> [[u32; 256]; N] {
 }
 
 /// One histogram of the elements of every context: the sum of `h`.
+/// Each chunk's histograms by table, `N` a chunk, as a stream-wide model's counting pass kept
+/// them (the row and sign tables'): what a chunk's plan prices its plane by, and the plane's
+/// histogram (every element counted in one table) without a pass of its own.
+pub(crate) struct ChunkCounts<const N: usize>(pub Vec<[u32; 256]>);
+
+impl<const N: usize> ChunkCounts<N> {
+    /// Chunk `index`'s `N` histograms, if they were kept.
+    pub fn chunk(&self, index: usize) -> Option<&[[u32; 256]]> {
+        self.0.get(index * N..(index + 1) * N)
+    }
+
+    /// Chunk `index`'s plane histogram (its histograms summed), if they were kept and count
+    /// `n` elements.
+    pub fn plane_counts(&self, index: usize, n: usize) -> Option<[u32; 256]> {
+        let sum = merged(self.chunk(index)?);
+        (sum.iter().map(|&c| c as usize).sum::<usize>() == n).then_some(sum)
+    }
+
+    /// Bits chunk `index`'s plane costs under `cost` (a [`crate::model::cost_table`] of the
+    /// `N` tables; infinite where a symbol has no frequency in its table), if its histograms
+    /// were kept and sum to `counts`, the plane's histogram; else `None`.
+    pub fn bits(&self, index: usize, counts: &[u32; 256], cost: &[f32]) -> Option<f64> {
+        let kept = self.chunk(index)?;
+        (&merged(kept) == counts).then(|| crate::model::cost_table_bits(cost, kept))
+    }
+
+    /// Every chunk's histograms, in order.
+    pub fn chunks(&self) -> std::slice::ChunksExact<'_, [u32; 256]> {
+        self.0.chunks_exact(N)
+    }
+}
+
 pub(crate) fn merged(h: &[[u32; 256]]) -> [u32; 256] {
     let mut sum = [0u32; 256];
     for c in h {

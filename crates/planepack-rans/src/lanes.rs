@@ -675,6 +675,29 @@ impl LaneStart {
     }
 }
 
+impl LaneStart {
+    /// [`LaneStart::read`] for a plane that takes the row planes' lane rule (a `what` plane:
+    /// row or sign), with `rows`' row distance and version: a lane count that may not be
+    /// there is an error.
+    fn read_rows(
+        input: &[u8],
+        at: usize,
+        words: &mut Vec<u16>,
+        rows: &crate::row_contexts::RowDecoder,
+        what: &str,
+    ) -> Result<LaneStart> {
+        let start = LaneStart::read(input, at, words)?;
+        let (k, u, version) = (start.k, rows.distance, rows.version);
+        if !crate::row_contexts::lanes_allowed(k, u, version) {
+            return Err(Error::corrupt_at(
+                format!("{k} lanes of a {what} plane with row distance {u} (version {version})"),
+                at,
+            ));
+        }
+        Ok(start)
+    }
+}
+
 /// Run a SIMD kernel `f` on the lanes' word positions as u32 (its vectors' width; the words
 /// of a plane fit in u32), and take back where it left them.
 #[cfg(target_arch = "x86_64")]
@@ -761,17 +784,8 @@ pub fn decode_rows(
         end,
         words_at,
         next,
-    } = LaneStart::read(input, at, words)?;
+    } = LaneStart::read_rows(input, at, words, dec, "row")?;
     let u = dec.distance;
-    if !crate::row_contexts::lanes_allowed(k, u, dec.version) {
-        return Err(Error::corrupt_at(
-            format!(
-                "{k} lanes of a row plane with row distance {u} (version {})",
-                dec.version
-            ),
-            at,
-        ));
-    }
     let words = &words[..];
     let last = next;
     let slots = &dec.slots[..];
@@ -888,14 +902,8 @@ pub fn decode_signs(
         end,
         words_at,
         next,
-    } = LaneStart::read(input, at, words)?;
+    } = LaneStart::read_rows(input, at, words, rows, "sign")?;
     let u = rows.distance;
-    if !crate::row_contexts::lanes_allowed(k, u, rows.version) {
-        return Err(Error::corrupt_at(
-            format!("{k} lanes of a sign plane with row distance {u}"),
-            at,
-        ));
-    }
     let words = &words[..];
     let last = next;
     let last_table = (tables - 1) as u8;

@@ -22,7 +22,7 @@
 //!
 //! The format is `docs/format-rans.md` ("Row contexts", version 6).
 
-use crate::contexts::{add_histograms, count_chunks, merged};
+use crate::contexts::{add_histograms, count_chunks, merged, ChunkCounts};
 use crate::lanes::{lanes_for, Prepared};
 use crate::model::{Table, TableForm};
 use planepack_core::error::take;
@@ -233,7 +233,7 @@ pub(crate) struct RowEncoder {
     /// `cost[c * 256 + s]`: bits symbol `s` costs in context `c` (infinite where absent).
     pub cost: Vec<f32>,
     pub prepared: Prepared,
-    chunk_counts: Vec<[u32; 256]>,
+    chunk_counts: ChunkCounts<ROW_CONTEXTS>,
 }
 
 impl RowEncoder {
@@ -248,32 +248,21 @@ impl RowEncoder {
             context_of,
             cost,
             prepared,
-            chunk_counts,
+            chunk_counts: ChunkCounts(chunk_counts),
         }
     }
 
     /// Chunk `index`'s plane-0 histogram, from the counts kept for it (every element is
     /// counted in one context), if they were kept and count `n` elements.
     pub fn chunk_top_counts(&self, index: usize, n: usize) -> Option<[u32; 256]> {
-        let kept = self
-            .chunk_counts
-            .get(index * ROW_CONTEXTS..(index + 1) * ROW_CONTEXTS)?;
-        let sum = merged(kept);
-        (sum.iter().map(|&c| c as usize).sum::<usize>() == n).then_some(sum)
+        self.chunk_counts.plane_counts(index, n)
     }
 
     /// Bits chunk `index`'s plane 0 costs coded with the tables (infinite where a symbol has
     /// no frequency in its context's table: then it is not a row plane), if its counts were
     /// kept and agree with `top_counts`, its plane-0 histogram; else `None`.
     pub fn chunk_bits(&self, index: usize, top_counts: &[u32; 256]) -> Option<f64> {
-        let kept = self
-            .chunk_counts
-            .get(index * ROW_CONTEXTS..(index + 1) * ROW_CONTEXTS)?;
-        let sum = merged(kept);
-        if &sum != top_counts {
-            return None;
-        }
-        Some(crate::model::cost_table_bits(&self.cost, kept))
+        self.chunk_counts.bits(index, top_counts, &self.cost)
     }
 }
 
@@ -484,7 +473,7 @@ impl RowSetup {
         // What the chunks would save: each chunk's plane 0 under its own table (entropy,
         // table, lanes) against the row tables (cross entropy, lanes), where smaller.
         let mut saving = 0.0;
-        for chunk in enc.chunk_counts.chunks_exact(ROW_CONTEXTS) {
+        for chunk in enc.chunk_counts.chunks() {
             let sum = merged(chunk);
             let own = Table::from_counts(&sum);
             let own_bytes = own.cost_bits(&sum) / 8.0 + own.written_len(form) as f64;

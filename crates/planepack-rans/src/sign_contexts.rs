@@ -21,7 +21,7 @@
 //!
 //! The format is `docs/format-rans.md` ("Sign tables", version 8).
 
-use crate::contexts::{context, merged, ContextEncoder, CONTEXTS};
+use crate::contexts::{context, merged, ChunkCounts, ContextEncoder, CONTEXTS};
 use crate::lanes::Prepared;
 use crate::model::{Table, TableForm};
 use planepack_core::error::take;
@@ -164,7 +164,7 @@ pub(crate) struct SignEncoder {
     /// `cost[t * 256 + s]`: bits symbol `s` costs in table `t` (infinite where absent).
     pub cost: Vec<f32>,
     pub prepared: Prepared,
-    chunk_counts: Vec<[u32; 256]>,
+    chunk_counts: ChunkCounts<SIGN_TABLES>,
 }
 
 impl SignEncoder {
@@ -178,28 +178,21 @@ impl SignEncoder {
             distance,
             cost,
             prepared,
-            chunk_counts,
+            chunk_counts: ChunkCounts(chunk_counts),
         }
     }
 
     /// Chunk `index`'s plane-1 histogram, from the counts kept for it (every element is
     /// counted in one table), if they were kept and count `n` elements.
     pub fn chunk_plane_counts(&self, index: usize, n: usize) -> Option<[u32; 256]> {
-        let kept = self
-            .chunk_counts
-            .get(index * SIGN_TABLES..(index + 1) * SIGN_TABLES)?;
-        let sum = merged(kept);
-        (sum.iter().map(|&c| c as usize).sum::<usize>() == n).then_some(sum)
+        self.chunk_counts.plane_counts(index, n)
     }
 
     /// Bits chunk `index`'s plane 1 costs coded with the tables (infinite where a symbol has
     /// no frequency in its table), if its counts were kept and agree with `counts`, its
     /// plane-1 histogram; else `None`.
     pub fn chunk_bits(&self, index: usize, counts: &[u32; 256]) -> Option<f64> {
-        let kept = self
-            .chunk_counts
-            .get(index * SIGN_TABLES..(index + 1) * SIGN_TABLES)?;
-        (&merged(kept) == counts).then(|| crate::model::cost_table_bits(&self.cost, kept))
+        self.chunk_counts.bits(index, counts, &self.cost)
     }
 }
 
@@ -326,7 +319,7 @@ pub(crate) fn kept(
     let section = tables.written_len(form) as f64;
     let enc = SignEncoder::new(tables, e0, row, chunk_counts);
     let mut saving = 0.0;
-    for chunk in enc.chunk_counts.chunks_exact(SIGN_TABLES) {
+    for chunk in enc.chunk_counts.chunks() {
         let sum = merged(chunk);
         let own = Table::from_counts(&sum);
         let raw = sum.iter().map(|&n| n as f64).sum::<f64>();

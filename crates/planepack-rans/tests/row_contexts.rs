@@ -10,32 +10,9 @@ use planepack_rans::internals::row_contexts::{
     lanes_divide, row_lanes, PLANE_ROW_CONTEXT, VERSION_ROW_CONTEXT, VERSION_ROW_LANES,
 };
 use planepack_rans::{chunk_spans, parse_header, Rans};
-use planepack_testkit::{channel_scaled, mutate, Mutation, Rng};
-
-fn fnv1a(h: &mut u64, bytes: &[u8]) {
-    for &b in bytes {
-        *h ^= b as u64;
-        *h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-}
-
-fn shaped(codec: &Rans, data: &[u8], elem: ElemType, cols: usize) -> Vec<u8> {
-    let rows = data.len() / elem.size() / cols;
-    let mut enc = Vec::new();
-    codec
-        .encode_shaped(data, elem, &[rows, cols], &mut enc)
-        .unwrap();
-    enc
-}
-
-fn round_trips(codec: &Rans, enc: &[u8], data: &[u8]) {
-    let mut out = vec![0xa5u8; data.len()];
-    codec.decode(enc, &mut out).unwrap();
-    assert!(out == data, "sequential decode");
-    out.fill(0x5a);
-    codec.decode_parallel(enc, &mut out).unwrap();
-    assert!(out == data, "parallel decode");
-}
+mod common;
+use common::{damage_decodes_alike, fnv1a, round_trips, shaped};
+use planepack_testkit::channel_scaled;
 
 /// The cases: BF16, FP16 and FP32 channel-scaled matrices with rows of 64 (32 lanes), 112 (16
 /// lanes), 28 (28 lanes: the scalar decoder alone), 7 and 3000 (longer than a 4 KiB chunk's
@@ -177,22 +154,6 @@ fn damaged_row_planes_are_refused() {
     codec.decode(&enc, &mut out).unwrap();
     assert!(out == data);
     damage_decodes_alike(&codec, &enc, data.len(), 5);
-}
-
-/// 3000 random damages of `enc` (of `len` raw bytes) never panic, and damage that leaves a
-/// valid stream decodes alike sequentially and in parallel.
-fn damage_decodes_alike(codec: &Rans, enc: &[u8], len: usize, seed: u64) {
-    let mut rng = Rng(seed);
-    for i in 0..3000 {
-        let m = Mutation::ALL[i % Mutation::ALL.len()];
-        let bad = mutate(enc, m, &mut rng);
-        let mut out = vec![0u8; len];
-        if codec.decode(&bad, &mut out).is_ok() {
-            let mut again = vec![0u8; len];
-            codec.decode_parallel(&bad, &mut again).unwrap();
-            assert!(out == again);
-        }
-    }
 }
 
 /// Rows of a prime length (a 1433-word vocabulary, 37, 41), and of 4 x 37 = 148: no divisor

@@ -9,32 +9,9 @@
 use planepack_core::{Codec, ElemType};
 use planepack_rans::internals::sign_contexts::{SIGN_SET_BYTES, VERSION_SIGN};
 use planepack_rans::{chunk_spans, parse_header, Rans};
-use planepack_testkit::{channel_scaled, channel_signed, mutate, Mutation, Rng};
-
-fn fnv1a(h: &mut u64, bytes: &[u8]) {
-    for &b in bytes {
-        *h ^= b as u64;
-        *h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-}
-
-fn shaped(codec: &Rans, data: &[u8], elem: ElemType, cols: usize) -> Vec<u8> {
-    let rows = data.len() / elem.size() / cols;
-    let mut enc = Vec::new();
-    codec
-        .encode_shaped(data, elem, &[rows, cols], &mut enc)
-        .unwrap();
-    enc
-}
-
-fn round_trips(codec: &Rans, enc: &[u8], data: &[u8]) {
-    let mut out = vec![0xa5u8; data.len()];
-    codec.decode(enc, &mut out).unwrap();
-    assert!(out == data, "sequential decode");
-    out.fill(0x5a);
-    codec.decode_parallel(enc, &mut out).unwrap();
-    assert!(out == data, "parallel decode");
-}
+mod common;
+use common::{damage_decodes_alike, fnv1a, round_trips, shaped};
+use planepack_testkit::{channel_scaled, channel_signed};
 
 /// The cases: BF16 and FP16 matrices whose columns keep their sign, with rows of 64 (32 lanes
 /// a plane), 112 (16 lanes), 28 (28 lanes: the scalar decoder alone), 37 (a prime: eight
@@ -168,22 +145,6 @@ fn sign_section(enc: &[u8]) -> usize {
     let h = parse_header(enc).unwrap();
     assert!(!h.short && chunk_spans(enc, &h).unwrap().len() > 1);
     h.table_at - h.sign_contexts.as_ref().unwrap().written_len(h.tables)
-}
-
-/// 3000 random damages of `enc` (of `len` raw bytes) never panic, and damage that leaves a
-/// valid stream decodes alike sequentially and in parallel.
-fn damage_decodes_alike(codec: &Rans, enc: &[u8], len: usize, seed: u64) {
-    let mut rng = Rng(seed);
-    for i in 0..3000 {
-        let m = Mutation::ALL[i % Mutation::ALL.len()];
-        let bad = mutate(enc, m, &mut rng);
-        let mut out = vec![0u8; len];
-        if codec.decode(&bad, &mut out).is_ok() {
-            let mut again = vec![0u8; len];
-            codec.decode_parallel(&bad, &mut again).unwrap();
-            assert!(out == again);
-        }
-    }
 }
 
 /// Every rule a damaged sign-plane stream can break is an error: an empty table set, a set
