@@ -178,6 +178,22 @@ fn step(x: ptr<function, u32>, p: ptr<function, u32>) -> u32 {
     return advance(x, p, sym, fc[sym]);
 }
 
+// The symbol one row up of a lane's round `rr` (at least `qrows`, the rounds a row takes),
+// whose symbol is at scratch byte `at`: in the lane's word being built (`w`, rounds from
+// rb + 4t), in an earlier stage word of the block (rounds from `rb`), or in scratch (an
+// earlier block).
+fn lane_up(w: u32, rr: u32, rb: u32, t: u32, qrows: u32, at: u32) -> u32 {
+    let ru = rr - qrows;
+    if (ru >= rb + 4u * t) {
+        return (w >> (8u * (ru - rb - 4u * t))) & 0xffu;
+    }
+    if (ru >= rb) {
+        let sw = stage[slot * 32u + (ru - rb) / 4u];
+        return (sw >> (8u * ((ru - rb) % 4u))) & 0xffu;
+    }
+    return sbyte(at - params.row_distance);
+}
+
 // No context plane may follow (`plane`'s `top`).
 const NO_CONTEXT: u32 = 0xffffffffu;
 // The plane may be a row plane (`plane`'s `top`: plane 0 of a dense chunk).
@@ -210,20 +226,6 @@ fn sign_step(x: ptr<function, u32>, p: ptr<function, u32>, first: bool, up: u32,
         tb = 0u;
     }
     return step_in(x, p, params.sign_at + (SIGN_CLASSES - 1u) * CTX_INDEX_WORDS, tb);
-}
-
-// A row plane's step (`signs` false: the row table of `up`, the symbol one row up, or the
-// first row's) or a sign plane's (`sign_step`, its element's plane-0 byte at scratch byte
-// `at`); `first`: no symbol one row up.
-fn row_or_sign_step(x: ptr<function, u32>, p: ptr<function, u32>, signs: bool, first: bool, up: u32, at: u32) -> u32 {
-    if (signs) {
-        return sign_step(x, p, first, up, sbyte(at));
-    }
-    var tb = params.row_first;
-    if (!first) {
-        tb = context_table(params.row_at, up);
-    }
-    return row_step(x, p, tb);
 }
 
 // `step_in` with row table `tb` (`context_table` of the symbol one row up, or the first row's);
@@ -724,12 +726,22 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                             if (!first) {
                                 up = sbyte(dst + i - params.row_distance);
                             }
-                            w = w | (row_or_sign_step(&x, &pp, signs, first, up, top + i) << (8u * b));
+                            var s = 0u;
+                            if (signs) {
+                                s = sign_step(&x, &pp, first, up, sbyte(top + i));
+                            } else {
+                                var tb = params.row_first;
+                                if (!first) {
+                                    tb = context_table(params.row_at, up);
+                                }
+                                s = row_step(&x, &pp, tb);
+                            }
+                            w = w | (s << (8u * b));
                         }
                     }
                     stage[slot * 32u + t] = w;
                 }
-            } else if (live && rows) {
+            } else if (live && rows && !signs) {
                 // A row plane: its own loop too (its symbol's table is the row table of the
                 // symbol one row up).
                 for (var t = 0u; t < 32u; t = t + 1u) {
@@ -737,24 +749,31 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                     for (var b = 0u; b < 4u; b = b + 1u) {
                         let i = (rb + 4u * t + b) * k + slot;
                         if (full || i < m) {
-                            // Round rr of this lane; the symbol one row up is its round
-                            // rr - qrows: in this word (`w`), in an earlier stage word of
-                            // this block, or in scratch (an earlier block).
+                            let rr = rb + 4u * t + b;
+                            var tb = params.row_first;
+                            if (rr >= qrows && qrows > 0u) {
+                                tb = context_table(params.row_at, lane_up(w, rr, rb, t, qrows, dst + i));
+                            }
+                            w = w | (row_step(&x, &pp, tb) << (8u * b));
+                        }
+                    }
+                    stage[slot * 32u + t] = w;
+                }
+            } else if (live && signs) {
+                // A sign plane, in the row plane's lanes (its table by its element's plane-0
+                // byte and the symbol one row up).
+                for (var t = 0u; t < 32u; t = t + 1u) {
+                    var w = 0u;
+                    for (var b = 0u; b < 4u; b = b + 1u) {
+                        let i = (rb + 4u * t + b) * k + slot;
+                        if (full || i < m) {
                             let rr = rb + 4u * t + b;
                             let first = rr < qrows || qrows == 0u;
                             var up = 0u;
                             if (!first) {
-                                let ru = rr - qrows;
-                                if (ru >= rb + 4u * t) {
-                                    up = (w >> (8u * (ru - rb - 4u * t))) & 0xffu;
-                                } else if (ru >= rb) {
-                                    let sw = stage[slot * 32u + (ru - rb) / 4u];
-                                    up = (sw >> (8u * ((ru - rb) % 4u))) & 0xffu;
-                                } else {
-                                    up = sbyte(dst + i - params.row_distance);
-                                }
+                                up = lane_up(w, rr, rb, t, qrows, dst + i);
                             }
-                            w = w | (row_or_sign_step(&x, &pp, signs, first, up, top + i) << (8u * b));
+                            w = w | (sign_step(&x, &pp, first, up, sbyte(top + i)) << (8u * b));
                         }
                     }
                     stage[slot * 32u + t] = w;
