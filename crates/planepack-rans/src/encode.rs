@@ -412,20 +412,38 @@ pub(crate) fn put_row_plane(
 ) -> Result<u8> {
     let u = rows.tables.distance as usize;
     crate::row_contexts::row_selectors(top, u, &rows.context_of, sel);
+    Ok(
+        match put_in_row_lanes(PLANE_ROW_CONTEXT, top, &rows.prepared, sel, u, enc, out)? {
+            Some(k) if crate::row_contexts::lanes_divide(k, u) => VERSION_ROW_CONTEXT,
+            Some(_) => VERSION_ROW_LANES,
+            None => 1,
+        },
+    )
+}
+
+/// Append `symbols` as a plane of kind `kind` whose lanes take the row planes' rule for row
+/// distance `u` (symbol `i` with table `sel[i]` of `tables`), or raw if that comes out no
+/// smaller; returns the lane count, `None` if written raw. (Row and sign planes.)
+fn put_in_row_lanes(
+    kind: u8,
+    symbols: &[u8],
+    tables: &lanes::Prepared,
+    sel: &[u8],
+    u: usize,
+    enc: &mut lanes::Encoder,
+    out: &mut Vec<u8>,
+) -> Result<Option<usize>> {
     let start = out.len();
-    out.push(PLANE_ROW_CONTEXT);
-    let k = crate::row_contexts::row_lanes(top.len(), u);
-    enc.encode_selected_lanes(&rows.prepared, sel, top, k, out)?;
-    if coded_plane_kept(out.len() - start, top.len()) {
-        return Ok(match crate::row_contexts::lanes_divide(k, u) {
-            true => VERSION_ROW_CONTEXT,
-            false => VERSION_ROW_LANES,
-        });
+    out.push(kind);
+    let k = crate::row_contexts::row_lanes(symbols.len(), u);
+    enc.encode_selected_lanes(tables, sel, symbols, k, out)?;
+    if coded_plane_kept(out.len() - start, symbols.len()) {
+        return Ok(Some(k));
     }
     out.truncate(start);
     out.push(PLANE_RAW);
-    out.extend_from_slice(top);
-    Ok(1)
+    out.extend_from_slice(symbols);
+    Ok(None)
 }
 
 /// Append plane 1 of a dense chunk, `plane`, as a sign plane with the stream's sign tables
@@ -441,17 +459,8 @@ pub(crate) fn put_sign_plane(
 ) -> Result<u8> {
     let u = signs.distance;
     crate::sign_contexts::sign_selectors(top, plane, u, signs.e0, sel);
-    let start = out.len();
-    out.push(PLANE_SIGN);
-    let k = crate::row_contexts::row_lanes(plane.len(), u);
-    enc.encode_selected_lanes(&signs.prepared, sel, plane, k, out)?;
-    if coded_plane_kept(out.len() - start, plane.len()) {
-        return Ok(VERSION_SIGN);
-    }
-    out.truncate(start);
-    out.push(PLANE_RAW);
-    out.extend_from_slice(plane);
-    Ok(1)
+    let kept = put_in_row_lanes(PLANE_SIGN, plane, &signs.prepared, sel, u, enc, out)?;
+    Ok(if kept.is_some() { VERSION_SIGN } else { 1 })
 }
 
 /// Append `planes` to `out`, each as planned (a context plane's contexts from the plane
@@ -800,17 +809,19 @@ impl Rans {
         };
         let context_sizes = context_sizes(s);
         // Plane 0 as a row plane (dense layout only): its cost under the stream's row tables.
-        let row_size = models.rows.and_then(|r| {
-            let bits = r.chunk_bits(index, &dense[0])?;
-            let k = crate::row_contexts::row_lanes(n, r.tables.distance as usize);
+        // A plane in the row planes' lanes of `bits` under its tables: its estimated bytes
+        // (none where a symbol has no frequency).
+        let in_row_lanes = |bits: f64, u: usize| {
+            let k = crate::row_contexts::row_lanes(n, u);
             Some(1.0 + bits / 8.0 + lanes::lane_header(k) as f64).filter(|b| b.is_finite())
+        };
+        let row_size = models.rows.and_then(|r| {
+            in_row_lanes(r.chunk_bits(index, &dense[0])?, r.tables.distance as usize)
         });
         // Plane 1 as a sign plane (dense layout only): its cost under the stream's sign tables.
-        let sign_size = models.signs.and_then(|t| {
-            let bits = t.chunk_bits(index, dense.get(1)?)?;
-            let k = crate::row_contexts::row_lanes(n, t.distance);
-            Some(1.0 + bits / 8.0 + lanes::lane_header(k) as f64).filter(|b| b.is_finite())
-        });
+        let sign_size = models
+            .signs
+            .and_then(|t| in_row_lanes(t.chunk_bits(index, dense.get(1)?)?, t.distance));
         let mask = sparse_considered(self.zero_mask, zeros, n).then(|| {
             take_zeros_out(elems, width, &mut s.mask, &mut s.nonzero);
             histogram(&s.mask)
@@ -1022,17 +1033,7 @@ impl Rans {
                             let e0 = kept_e0
                                 .or(rows.as_ref().map(|r| r.tables.e0))
                                 .unwrap_or_else(|| rows::samples_e0(body, width, rotate));
-                            signs::plan_tables(
-                                body,
-                                width,
-                                rotate,
-                                row,
-                                e0,
-                                c,
-                                chunk_bytes,
-                                form,
-                                parallel,
-                            )
+                            signs::plan_tables(body, row, e0, c, chunk_bytes, form, parallel)
                         })
                         .flatten();
                     (rows, signs)
@@ -1047,9 +1048,7 @@ impl Rans {
                 .chunks_exact(SIGN_TABLES)
                 .flat_map(signs::by_context)
                 .collect();
-            let ctx_all: [[u32; 256]; CONTEXTS] = signs::by_context(&sign_all)
-                .try_into()
-                .expect("a histogram per context");
+            let ctx_all = signs::by_context(&sign_all);
             let contexts = contexts::kept(e0, &ctx_all, ctx_counts, form)
                 .map(|(t, c)| ContextEncoder::with_chunk_counts(t, c));
             let own_e0 = match contexts {

@@ -269,15 +269,12 @@ pub(crate) fn considered(
     told >= SAMPLE_MIN_BITS
 }
 
-/// The tensor's sign tables where [`considered`] and coding plane 1 by sign table pays
-/// ([`kept`]), counted in a pass of their own (the encoder counts them with the row tables'
-/// counts where it has those: [`count_with_rows`]). `e0` is the stream's `E0` (the context
-/// section's).
-#[allow(clippy::too_many_arguments)]
+/// The tensor's sign tables where coding plane 1 by sign table pays ([`kept`]), for a tensor
+/// the caller found [`considered`], counted in a pass of their own (the encoder counts them
+/// with the row tables' counts where it has those: [`count_with_rows`]). `e0` is the
+/// stream's `E0` (the context section's).
 pub(crate) fn plan_tables(
     body: &[u8],
-    width: usize,
-    rotate: bool,
     row: usize,
     e0: u8,
     contexts: Option<&ContextEncoder>,
@@ -285,9 +282,6 @@ pub(crate) fn plan_tables(
     form: TableForm,
     parallel: bool,
 ) -> Option<SignEncoder> {
-    if !considered(body, width, rotate, row, chunk_bytes) {
-        return None;
-    }
     let context_of = crate::contexts::context_table(e0);
     let (chunk_counts, all) =
         crate::contexts::count_chunks::<SIGN_TABLES>(body, chunk_bytes, parallel, |chunk, h| {
@@ -335,10 +329,8 @@ pub(crate) fn kept(
 
 /// A chunk's [`SIGN_TABLES`] counts summed over the classes: its plane-1 counts by exponent
 /// context, what the context tables count.
-pub(crate) fn by_context(counts: &[[u32; 256]]) -> Vec<[u32; 256]> {
-    (0..CONTEXTS)
-        .map(|ctx| merged(&[0, 1, 2].map(|class| counts[sign_table(ctx, class)])))
-        .collect()
+pub(crate) fn by_context(counts: &[[u32; 256]]) -> [[u32; 256]; CONTEXTS] {
+    std::array::from_fn(|ctx| merged(&[0, 1, 2].map(|class| counts[sign_table(ctx, class)])))
 }
 
 /// A chunk's row counts and sign counts in one pass over its elements (rotated, 2 bytes): `h`
