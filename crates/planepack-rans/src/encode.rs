@@ -241,13 +241,10 @@ pub struct ChunkPlan {
     /// The mask plane first, then the nonzero elements' planes.
     pub sparse: Option<Vec<PlanePlan>>,
     pub layouts: Layouts,
-    /// The smaller of the two layouts' estimated sizes in bytes.
+    /// The smaller of the two layouts' estimated sizes in bytes, context, row and sign
+    /// planes included: what the other forms are weighed against (every form's estimate is
+    /// within about 0.1 % of what it codes to).
     pub estimate: f64,
-    /// [`ChunkPlan::estimate`] without context planes: what the scaled and modelled forms
-    /// are weighed against (their own estimates are of forms without contexts, and the
-    /// modelled one runs a few percent above what it codes to, so a context plane's saving
-    /// must not tip a chunk from modelled to planes).
-    pub plain_estimate: f64,
 }
 
 impl ChunkPlan {
@@ -276,37 +273,28 @@ impl ChunkPlan {
         form: TableForm,
     ) -> ChunkPlan {
         // A layout's planes with plane `at` a context plane where that is smaller, and its
-        // estimates with and without (`head`: the mode byte and, sparse, the nonzero count).
+        // estimate (`head`: the mode byte and, sparse, the nonzero count).
         let with_context =
             |mut plans: Vec<(PlanePlan, f64)>, at: usize, size: Option<f64>, head| {
-                let plain: f64 = head + plans.iter().map(|p| p.1).sum::<f64>();
                 if let (Some(p), Some(size)) = (plans.get_mut(at), size) {
                     if size < p.1 {
                         *p = (PlanePlan::Context, size);
                     }
                 }
                 let estimate: f64 = head + plans.iter().map(|p| p.1).sum::<f64>();
-                (plans, estimate, plain)
+                (plans, estimate)
             };
         let kinds = |plans: Vec<(PlanePlan, f64)>| plans.into_iter().map(|p| p.0).collect();
         let mut dense_plans: Vec<(PlanePlan, f64)> =
             dense.iter().map(|c| plan_plane_counts(c, form)).collect();
-        // (The plain estimate, which the scaled, modelled and difference forms are weighed
-        // against, is without the row plane, as without context planes: counting it there
-        // tipped CNN chunks from modelled to planes that came out longer, -0.16 % on a
-        // workload batch.)
-        let plain_top = dense_plans.first().map_or(0.0, |p| p.1);
         if let (Some(p), Some(size)) = (dense_plans.first_mut(), plane0_row) {
             if size < p.1 {
                 *p = (PlanePlan::Row, size);
             }
         }
-        let row_saving = plain_top - dense_plans.first().map_or(0.0, |p| p.1);
-        let (mut dense_plans, mut dense_estimate, dense_plain) =
+        let (mut dense_plans, mut dense_estimate) =
             with_context(dense_plans, 1, plane1_context.map(|c| c[0]), 1.0);
-        let dense_plain = dense_plain + row_saving;
-        // The sign plane, where smaller than plane 1's own table or context plane (the plain
-        // estimate is without it, as without context planes).
+        // The sign plane, where smaller than plane 1's own table or context plane.
         if let (Some(p), Some(size)) = (dense_plans.get_mut(1), plane1_sign) {
             if size < p.1 {
                 dense_estimate -= p.1 - size;
@@ -320,7 +308,6 @@ impl ChunkPlan {
                 sparse: None,
                 layouts: Layouts::Dense,
                 estimate: dense_estimate,
-                plain_estimate: dense_plain,
             };
         };
         let mut plans = vec![plan_plane_counts(mask, form)];
@@ -329,7 +316,7 @@ impl ChunkPlan {
             c[0] -= zeros as u32;
             plans.push(plan_plane_counts(&c, form));
         }
-        let (plans, sparse_estimate, sparse_plain) =
+        let (plans, sparse_estimate) =
             with_context(plans, 2, plane1_context.map(|c| c[1]), 5.0);
         let plans = kinds(plans);
         // Code only the layout the estimates favour, unless they are too close to call: the
@@ -347,7 +334,6 @@ impl ChunkPlan {
             sparse: Some(plans),
             layouts,
             estimate: dense_estimate.min(sparse_estimate),
-            plain_estimate: dense_plain.min(sparse_plain),
         }
     }
 }
@@ -658,8 +644,7 @@ impl Rans {
         // The planes' plan, once, for whichever form is tried and for writing the planes if
         // none wins (the other trials keep to their own scratch).
         let planes = self.plan_chunk_planes(elems, width, rotate, models, index, s);
-        let best_plane_estimate = planes.plain_estimate;
-        if let Some(scaled) = scaled.filter(|p| p.estimate < best_plane_estimate) {
+        if let Some(scaled) = scaled.filter(|p| p.estimate < planes.estimate) {
             let start = out.len();
             scaled::encode(&scaled, &s.scaled, &mut s.lanes, out)?;
             // (A chunk of a few elements can come out longer than raw: then it is coded as
@@ -681,7 +666,7 @@ impl Rans {
                 self.table_form(),
                 &mut s.modelled,
             );
-            (m.0 <= best_plane_estimate * (1.0 - MODELLED_MIN_GAIN)).then_some(m)
+            (m.0 <= planes.estimate * (1.0 - MODELLED_MIN_GAIN)).then_some(m)
         } else {
             None
         };
