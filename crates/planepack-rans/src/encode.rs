@@ -316,8 +316,7 @@ impl ChunkPlan {
             c[0] -= zeros as u32;
             plans.push(plan_plane_counts(&c, form));
         }
-        let (plans, sparse_estimate) =
-            with_context(plans, 2, plane1_context.map(|c| c[1]), 5.0);
+        let (plans, sparse_estimate) = with_context(plans, 2, plane1_context.map(|c| c[1]), 5.0);
         let plans = kinds(plans);
         // Code only the layout the estimates favour, unless they are too close to call: the
         // estimates are within a few bytes a lane.

@@ -151,9 +151,8 @@ impl ModelTable {
     }
 
     /// Frequencies for `counts` (empty counts give an unused table): every present symbol at
-    /// least 1, the rest in proportion, the remainder to the most frequent symbol (ties: the
-    /// lowest); where the floor of 1 overshoots, one at a time from the largest frequencies.
-    /// (The rule of [`crate::model::Table::from_counts`], over 260 symbols at 11 bits.)
+    /// least 1, the fewest bits for the counts (the rule of
+    /// [`crate::model::Table::from_counts`], over 260 symbols at 11 bits).
     pub fn from_counts(counts: &[u32; SYMBOLS]) -> ModelTable {
         let total: u64 = counts.iter().map(|&c| c as u64).sum();
         if total == 0 {

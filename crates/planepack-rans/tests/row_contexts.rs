@@ -85,7 +85,7 @@ fn row_plane_output_is_unchanged() {
         fnv1a(&mut h, &shaped(&codec, &data, elem, cols));
     }
     assert_eq!(
-        h, 0x2753_6d18_fdd7_0948,
+        h, 0xfc76_b4db_6fdc_b7b1,
         "encoder output changed: {h:#018x}"
     );
 }
@@ -200,7 +200,7 @@ fn lanes_across_rows_round_trip_and_are_pinned() {
         fnv1a(&mut h, &enc);
     }
     assert_eq!(
-        h, 0x2f52_8353_fb95_9830,
+        h, 0x61fb_1832_9cf1_07ae,
         "encoder output changed: {h:#018x}"
     );
 }
