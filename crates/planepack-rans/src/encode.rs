@@ -1004,8 +1004,8 @@ impl Rans {
                     let ((row_counts, row_all), (sign_counts, sign_all)) = rows_and_signs(&setup);
                     let e0 = setup.e0;
                     let c = contexts.as_ref();
-                    let signs = signs::kept(e0, row, sign_counts, &sign_all, c, form);
-                    (setup.kept(row_counts, &row_all, form), signs)
+                    let signs = signs::kept(e0, row, sign_counts, &sign_all, c, form, parallel);
+                    (setup.kept(row_counts, &row_all, form, parallel), signs)
                 }
                 (setup, considered) => {
                     let rows = setup.and_then(|s| {
@@ -1041,16 +1041,17 @@ impl Rans {
             };
             if own_e0 == setup.e0 {
                 let c = contexts.as_ref();
-                let signs = signs::kept(e0, row, sign_counts, &sign_all, c, form);
-                let rows = setup.kept(row_counts, &row_all, form);
+                let signs = signs::kept(e0, row, sign_counts, &sign_all, c, form, parallel);
+                let rows = setup.kept(row_counts, &row_all, form, parallel);
                 return (contexts, rows, signs);
             }
             // Without the context tables, the samples' E0 for both: counted again.
             let (rows, signs) = match row_setup(Some(own_e0)) {
                 Some(setup) => {
                     let ((row_counts, row_all), (sign_counts, sign_all)) = rows_and_signs(&setup);
-                    let signs = signs::kept(own_e0, row, sign_counts, &sign_all, None, form);
-                    (setup.kept(row_counts, &row_all, form), signs)
+                    let signs =
+                        signs::kept(own_e0, row, sign_counts, &sign_all, None, form, parallel);
+                    (setup.kept(row_counts, &row_all, form, parallel), signs)
                 }
                 None => (None, None),
             };
@@ -1073,7 +1074,7 @@ impl Rans {
             None => rows::samples_e0(body, width, rotate),
         };
         let rows = if own_e0 == setup.e0 {
-            setup.kept(row_counts, &row_all, form)
+            setup.kept(row_counts, &row_all, form, parallel)
         } else {
             let e0 = Some(own_e0);
             rows::plan_tables(body, width, rotate, row, e0, chunk_bytes, form, parallel)

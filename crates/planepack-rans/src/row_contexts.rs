@@ -445,16 +445,18 @@ impl RowSetup {
             count_chunks::<ROW_CONTEXTS>(body, chunk_bytes, parallel, |chunk, h| {
                 count_rows(chunk, width, rotate, self.row, &self.context_of, h)
             });
-        self.kept(chunk_counts, &all, form)
+        self.kept(chunk_counts, &all, form, parallel)
     }
 
     /// [`plan_tables`]'s last step: the encoder of the whole body's counts `all` (and each
-    /// chunk's, [`ROW_CONTEXTS`] histograms a chunk), if the chunks save enough with it.
+    /// chunk's, [`ROW_CONTEXTS`] histograms a chunk), if the chunks save enough with it (the
+    /// chunks priced on rayon's threads if `parallel`).
     pub(crate) fn kept(
         self,
         chunk_counts: Vec<[u32; 256]>,
         all: &[[u32; 256]; ROW_CONTEXTS],
         form: TableForm,
+        parallel: bool,
     ) -> Option<RowEncoder> {
         let tables: [Option<Table>; ROW_CONTEXTS] = std::array::from_fn(|c| {
             all[c]
@@ -472,14 +474,12 @@ impl RowSetup {
         let enc = RowEncoder::new(tables, chunk_counts);
         // What the chunks would save: each chunk's plane 0 under its own table (entropy,
         // table, lanes) against the row tables (cross entropy, lanes), where smaller.
-        let mut saving = 0.0;
-        for chunk in enc.chunk_counts.chunks() {
+        let saving = enc.chunk_counts.savings(parallel, |chunk| {
             let sum = merged(chunk);
             let own = Table::from_counts(&sum);
             let own_bytes = own.cost_bits(&sum) / 8.0 + own.written_len(form) as f64;
-            let row_bytes = crate::model::cost_table_bits(&enc.cost, chunk) / 8.0;
-            saving += (own_bytes - row_bytes).max(0.0);
-        }
+            own_bytes - crate::model::cost_table_bits(&enc.cost, chunk) / 8.0
+        });
         (saving >= TABLES_PAY_TIMES * section).then_some(enc)
     }
 }

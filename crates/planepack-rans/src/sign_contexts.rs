@@ -287,14 +287,14 @@ pub(crate) fn plan_tables(
         crate::contexts::count_chunks::<SIGN_TABLES>(body, chunk_bytes, parallel, |chunk, h| {
             count_signs(chunk, row, &context_of, h)
         });
-    kept(e0, row, chunk_counts, &all, contexts, form)
+    kept(e0, row, chunk_counts, &all, contexts, form, parallel)
 }
 
 /// The encoder of the whole body's counts `all` (and each chunk's, [`SIGN_TABLES`] histograms
 /// a chunk, by the contexts of `e0`, row distance `row`), if the chunks save enough with it:
 /// per chunk, plane 1 at the smallest of raw, its own table (entropy, table) and the context
 /// tables (cross entropy) against the sign tables, where positive, at least twice the
-/// section.
+/// section (the chunks priced on rayon's threads if `parallel`).
 pub(crate) fn kept(
     e0: u8,
     row: usize,
@@ -302,6 +302,7 @@ pub(crate) fn kept(
     all: &[[u32; 256]; SIGN_TABLES],
     contexts: Option<&ContextEncoder>,
     form: TableForm,
+    parallel: bool,
 ) -> Option<SignEncoder> {
     let tables: [Option<Table>; SIGN_TABLES] = std::array::from_fn(|c| {
         all[c]
@@ -312,8 +313,7 @@ pub(crate) fn kept(
     let tables = SignTables { tables };
     let section = tables.written_len(form) as f64;
     let enc = SignEncoder::new(tables, e0, row, chunk_counts);
-    let mut saving = 0.0;
-    for chunk in enc.chunk_counts.chunks() {
+    let saving = enc.chunk_counts.savings(parallel, |chunk| {
         let sum = merged(chunk);
         let own = Table::from_counts(&sum);
         let raw = sum.iter().map(|&n| n as f64).sum::<f64>();
@@ -321,9 +321,8 @@ pub(crate) fn kept(
         if let Some(c) = contexts {
             now = now.min(c.cost_bits(&by_context(chunk)) / 8.0);
         }
-        let sign_bytes = crate::model::cost_table_bits(&enc.cost, chunk) / 8.0;
-        saving += (now - sign_bytes).max(0.0);
-    }
+        now - crate::model::cost_table_bits(&enc.cost, chunk) / 8.0
+    });
     (saving >= TABLES_PAY_TIMES * section).then_some(enc)
 }
 
