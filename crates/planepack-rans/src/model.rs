@@ -410,7 +410,6 @@ pub(crate) fn normalize(counts: &[u32], scale: u32, freq: &mut [u16]) {
 
 /// `num / den` for `symbol`, ordered by value (exactly: the products fit in 64 bits), then
 /// the lowest symbol first: [`normalize`]'s marginal savings and costs.
-#[derive(PartialEq, Eq)]
 struct Ratio {
     num: u64,
     den: u64,
@@ -422,6 +421,14 @@ impl Ratio {
         Ratio { num, den, symbol }
     }
 }
+
+impl PartialEq for Ratio {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Ratio {}
 
 impl Ord for Ratio {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
