@@ -7,7 +7,7 @@
 //! decode / copy ratios is printed (this machine's speed drifts, so ratios are taken from
 //! neighbouring runs). `PLANEPACK_GPU_IBP_LANES` sets invocations per IBP row,
 //! `PLANEPACK_GPU_NO_SUBGROUPS=1` the workgroup-memory path, `CODECS=ibp`, `=bitplane` or `=rans` one
-//! codec.
+//! codec (`rans-nosign`, `rans-norow`, `rans-nosign-norow`: without sign or row planes).
 //!
 //! `cargo run --release -p planepack-gpu --example gpu_probe [name ...] [path.safetensors ...]`
 //! (`PROBE_MAX_MB`: skip tensors larger than that; `PROBE_TENSOR`: only tensors whose name
@@ -59,10 +59,16 @@ fn main() {
                         .encode_shaped(&t.data, elem, &t.shape, &mut enc)
                         .unwrap();
                     g.prepare_ibp(&enc, None, &g.config())
-                } else if codec == "rans" {
-                    planepack_rans::Rans::default()
-                        .encode_shaped(&t.data, elem, &t.shape, &mut enc)
-                        .unwrap();
+                } else if codec.starts_with("rans") {
+                    // `rans-nosign`, `rans-norow`: without sign or row planes, for what
+                    // those loops cost.
+                    planepack_rans::Rans {
+                        sign_contexts: !codec.contains("nosign"),
+                        row_contexts: !codec.contains("norow"),
+                        ..Default::default()
+                    }
+                    .encode_shaped(&t.data, elem, &t.shape, &mut enc)
+                    .unwrap();
                     g.prepare_rans(&enc, &g.config())
                 } else {
                     planepack_bitplane::BitPlane::new()
