@@ -215,26 +215,32 @@ fn step_in(x: ptr<function, u32>, p: ptr<function, u32>, tables: u32, t: u32) ->
     return advance(x, p, e & 0xffu, (((e >> 8u) & 0xfffu) + 1u) | ((e >> 20u) << 16u));
 }
 
-// A sign plane's step: the sign table of the element's plane-0 byte `e` under the class of the
-// symbol one row up, `up` (`first`: none); a table that is absent is an error, decoded with
-// table 0.
-fn sign_step(x: ptr<function, u32>, p: ptr<function, u32>, first: bool, up: u32, e: u32) -> u32 {
-    let cls = select(1u + (up & 1u), 0u, first);
-    var tb = context_table(params.sign_at + cls * CTX_INDEX_WORDS, e);
+// Table `tb` of a context, row or sign plane's step, where it exists; CTX_ABSENT (a context
+// without a table) is an error, decoded with table 0.
+fn present_table(tb: u32) -> u32 {
     if (tb == CTX_ABSENT) {
         err = err | ERR_VALUE;
-        tb = 0u;
+        return 0u;
     }
+    return tb;
+}
+
+// A context plane's step: the context table of its element's plane-0 byte `e`.
+fn context_step(x: ptr<function, u32>, p: ptr<function, u32>, e: u32) -> u32 {
+    return step_in(x, p, params.ctx_at, present_table(context_table(params.ctx_at, e)));
+}
+
+// A sign plane's step: the sign table of the element's plane-0 byte `e` under the class of the
+// symbol one row up, `up` (`first`: none).
+fn sign_step(x: ptr<function, u32>, p: ptr<function, u32>, first: bool, up: u32, e: u32) -> u32 {
+    let cls = select(1u + (up & 1u), 0u, first);
+    let tb = present_table(context_table(params.sign_at + cls * CTX_INDEX_WORDS, e));
     return step_in(x, p, params.sign_at + (SIGN_CLASSES - 1u) * CTX_INDEX_WORDS, tb);
 }
 
-// `step_in` with row table `tb` (`context_table` of the symbol one row up, or the first row's);
-// a context without a table (CTX_ABSENT) is an error, decoded with table 0.
+// `step_in` with row table `tb` (`context_table` of the symbol one row up, or the first row's).
 fn row_step(x: ptr<function, u32>, p: ptr<function, u32>, tb: u32) -> u32 {
-    if (tb == CTX_ABSENT) {
-        err = err | ERR_VALUE;
-    }
-    return step_in(x, p, params.row_at, select(tb, 0u, tb == CTX_ABSENT));
+    return step_in(x, p, params.row_at, present_table(tb));
 }
 
 // The state after symbol `sym` of slot `x mod 4096` with `e` = its frequency | cumulative <<
@@ -721,12 +727,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                     var w = 0u;
                     for (var b = 0u; b < 4u; b = b + 1u) {
                         let i = (rb + 4u * t + b) * k + slot;
-                        var tb = context_table(params.ctx_at, sbyte(top + i));
-                        if (tb == CTX_ABSENT) {
-                            err = err | ERR_VALUE;
-                            tb = 0u;
-                        }
-                        w = w | (step_in(&x, &pp, params.ctx_at, tb) << (8u * b));
+                        w = w | (context_step(&x, &pp, sbyte(top + i)) << (8u * b));
                     }
                     stage[slot * 32u + t] = w;
                 }
@@ -804,12 +805,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                         if (full || i < m) {
                             var s = 0u;
                             if (contexts) {
-                                var tb = context_table(params.ctx_at, sbyte(top + i));
-                                if (tb == CTX_ABSENT) {
-                                    err = err | ERR_VALUE;
-                                    tb = 0u;
-                                }
-                                s = step_in(&x, &pp, params.ctx_at, tb);
+                                s = context_step(&x, &pp, sbyte(top + i));
                             } else {
                                 s = step(&x, &pp);
                             }

@@ -538,8 +538,11 @@ impl Rans {
     /// Classifying a chunk's elements costs more than coding its planes, and on a tensor the
     /// modelled form either wins nearly every chunk (ReLU activations, quantized tables) or
     /// none (transformer activations, KV caches): up to [`MODELLED_SAMPLES`] evenly spaced
-    /// chunks decide, and any that the chunk rule would code modelled (at least
-    /// [`MODELLED_MIN_GAIN`] below its planes) keeps the trial on for every chunk. Tensors of
+    /// chunks decide, and any whose modelled estimate is at least [`MODELLED_MIN_GAIN`] below
+    /// its planes' keeps the trial on for every chunk. The samples' planes are priced without
+    /// the tensor's context, row and sign tables, so the gate is a little more lenient than
+    /// the chunk rule, which prices them with (pricing the samples with them would switch the
+    /// trial off on tensors where it now finds modelled chunks: not measured yet). Tensors of
     /// that many chunks or fewer try every chunk. (A slack of 1 % above the rule kept the
     /// trial on for every chunk of transformer and KV tensors once the compact tables brought
     /// their modelled estimates to within 0.1 % of the planes': classification was then half

@@ -501,14 +501,13 @@ mod tests {
             let best = bits(&counts, &freq, scale);
             // The bits a unit moved from `a` to `b` saves: what it saves `b` less what it
             // costs `a`.
-            let log2 = |x: f64| x.log2();
             let mut worst = 0f64;
             for a in (0..n).filter(|&a| freq[a] > 1) {
                 let (ca, fa) = (counts[a] as f64, freq[a] as f64);
-                let cost = ca * log2(fa / (fa - 1.0));
+                let cost = ca * (fa / (fa - 1.0)).log2();
                 for b in (0..n).filter(|&b| b != a && counts[b] > 0) {
                     let (cb, fb) = (counts[b] as f64, freq[b] as f64);
-                    worst = worst.max((cb * log2((fb + 1.0) / fb) - cost) / best);
+                    worst = worst.max((cb * ((fb + 1.0) / fb).log2() - cost) / best);
                 }
             }
             // (The savings are compared as fractions close to the logarithms: a hundred-
