@@ -398,6 +398,16 @@ pub(crate) fn plan_tables(
 /// [`plan_tables`]'s first step: `E0`, if the tensor qualifies and its rotation samples say
 /// the contexts save enough for the whole body to be counted.
 pub(crate) fn sample_e0(body: &[u8], width: usize, rotate: bool) -> Option<u8> {
+    sample_saving(body, width, rotate).map(|(e0, _)| e0)
+}
+
+/// [`sample_e0`]'s step with what it found: `E0` and the bits the contexts save on plane 1
+/// of the rotation samples (pooled: the tables are the stream's; the elements whose planes 0
+/// and 1 are both zero left out: the zero elements, which a sparse chunk leaves out of its
+/// planes, are among them) against one order-0
+/// histogram, where the tensor qualifies and they save enough; the rotation decision weighs
+/// each way with it ([`crate::encode::rotation_pays`]).
+pub(crate) fn sample_saving(body: &[u8], width: usize, rotate: bool) -> Option<(u8, f64)> {
     if !matches!(width, 2 | 4) || body.len() < MIN_TENSOR_BYTES {
         return None;
     }
@@ -437,7 +447,11 @@ pub(crate) fn sample_e0(body: &[u8], width: usize, rotate: bool) -> Option<u8> {
             *n += j;
         }
     }
-    (saving(&ctx) >= SAMPLE_MIN_SAVING * plane_bits).then_some(e0)
+    if saving(&ctx) < SAMPLE_MIN_SAVING * plane_bits {
+        return None;
+    }
+    ctx[context(0, e0)][0] -= joint[0][0];
+    Some((e0, saving(&ctx)))
 }
 
 /// [`plan_tables`]'s last step: the tables of the whole body's counts `ctx` (each context's
