@@ -487,6 +487,44 @@ fn context_planes_decode_and_fail_like_the_cpu() {
     });
 }
 
+/// A context plane's element whose context has no table is an error on the GPU as on the
+/// CPU, even where the lanes end right: the section of a stream of
+/// [`planepack_testkit::twin_context_tables_bf16`] without context 4's table, which equals
+/// the table the GPU decodes an absent context with (the first), so only the absent-table
+/// check (`present_table`) can refuse it.
+#[test]
+fn a_context_without_its_table_is_refused_where_the_lanes_end_right() {
+    use planepack_rans::internals::contexts::ContextTables;
+    let Some(g) = gpu() else { return };
+    let data = planepack_testkit::twin_context_tables_bf16(1400);
+    let codec = Rans {
+        modelled: false,
+        differences: false,
+        row_contexts: false,
+        sign_contexts: false,
+        tails: false,
+        scaled: false,
+        ..Rans::default()
+    };
+    let stream = codec.encode_to_vec(&data, ElemType::BF16).unwrap();
+    let absent = ContextTables::without_table(&stream, 4).unwrap();
+    let mut out = vec![0u8; data.len()];
+    assert!(codec.decode(&absent, &mut out).is_err());
+    let mut first = true;
+    on_each_rans_config(g, |d| {
+        let p = d.cfg.path;
+        // The lanes end right with the stand-in table: the valid stream decodes (once).
+        if std::mem::take(&mut first) {
+            decodes_to(d, &stream, &data, &format!("{p:?} twin context tables"));
+        }
+        assert!(
+            d.decode_rans(&absent).is_err(),
+            "{p:?} planes {}: the GPU decoded a context plane without its table",
+            d.cfg.rans_planes
+        );
+    });
+}
+
 /// Compact frequency tables (flag bit 2): every byte of the first tables of a stream (the
 /// first chunk's plane tables, a modelled chunk's context tables) set to values that break
 /// the varints, the runs, the bitmap or the sums; the GPU's parallel parse and the CPU's

@@ -111,6 +111,26 @@ impl ContextTables {
         }
     }
 
+    /// `stream` (a version-4 to 8 stream without row or sign tables) with context `c`'s table
+    /// taken out of its context section: what the tests of the decoders' absent-table rule
+    /// start from (a context plane's element whose context has no table is corrupt, whatever
+    /// its lanes do). `None` if the stream has no such table.
+    pub fn without_table(stream: &[u8], c: usize) -> Option<Vec<u8>> {
+        let h = crate::parse_header(stream).ok()?;
+        if h.row_contexts.is_some() || h.sign_contexts.is_some() {
+            return None;
+        }
+        let tables = h.contexts.as_deref()?;
+        tables.tables.get(c)?.as_ref()?;
+        let mut taken = tables.clone();
+        taken.tables[c] = None;
+        let at = h.table_at - tables.written_len(h.tables);
+        let mut out = stream[..at].to_vec();
+        taken.write(&mut out, h.tables);
+        out.extend_from_slice(&stream[h.table_at..]);
+        Some(out)
+    }
+
     /// Read the section at `at` (every table rule checked, at least one table unless
     /// `empty_allowed` (version 5), no bits past the sixth context); returns it (`None` for an
     /// empty set) and the offset after it.

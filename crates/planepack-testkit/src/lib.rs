@@ -305,6 +305,42 @@ pub fn exponent_dependent_floats(n: usize, width: usize, zero_every: usize, seed
     out
 }
 
+/// BF16 elements (rotated: plane 0 the exponent byte, plane 1 seven mantissa bits and the
+/// sign) in four exponents whose plane-1 histograms make three of the rANS context tables
+/// equal: exponent 127 (the most frequent: the stream's `E0`, context 3) with low plane-1
+/// bytes; 124 (context 0), 128 (context 4) and 129 (context 5) with the same high plane-1
+/// bytes, 124 exactly twice as often as each of the others, so their tables normalise to the
+/// same frequencies. A stream of it with context 4's table taken out decodes, with the first
+/// table (a GPU's stand-in for an absent one) or the last (the CPU's) in its place, to these
+/// very bytes and its lanes end right: only the check that every context plane's element has
+/// its table can refuse it. 448 elements a period, `periods` periods. Test input; never a
+/// figure.
+pub fn twin_context_tables_bf16(periods: usize) -> Vec<u8> {
+    let bf16 = |exponent: u16, p1: u8| {
+        // t = exponent << 8 | plane-1 byte (the sign in its low bit), rotated right by one.
+        let t = exponent << 8 | p1 as u16;
+        t.rotate_right(1).to_le_bytes()
+    };
+    let mut rng = Rng(0x7_0c7);
+    let mut skewed = |span: u64| {
+        let top = rng.below(span) + 1;
+        rng.below(top) as u8
+    };
+    let high: Vec<u8> = (0..64).map(|_| 255 - skewed(64)).collect();
+    let low: Vec<u8> = (0..192).map(|_| skewed(48)).collect();
+    let mut period = Vec::with_capacity(448 * 2);
+    for i in 0..64 {
+        for k in 0..3 {
+            period.extend_from_slice(&bf16(127, low[3 * i + k]));
+        }
+        period.extend_from_slice(&bf16(124, high[i]));
+        period.extend_from_slice(&bf16(128, high[i]));
+        period.extend_from_slice(&bf16(124, high[i]));
+        period.extend_from_slice(&bf16(129, high[i]));
+    }
+    period.repeat(periods)
+}
+
 /// A `rows` x `cols` matrix of floats whose magnitude is a property of the column (a KV
 /// cache's channels: each column's exponent is fixed, give or take one binade, and spread
 /// over 12 binades across columns), random signs and mantissas; `elem` BF16, FP16 or F32.
