@@ -114,7 +114,8 @@ impl ContextTables {
     /// `stream` (a version-4 to 8 stream without row or sign tables) with context `c`'s table
     /// taken out of its context section: what the tests of the decoders' absent-table rule
     /// start from (a context plane's element whose context has no table is corrupt, whatever
-    /// its lanes do). `None` if the stream has no such table.
+    /// its lanes do). `None` if the stream has no such table, or its section is not written
+    /// as this encoder writes it.
     pub fn without_table(stream: &[u8], c: usize) -> Option<Vec<u8>> {
         let h = crate::parse_header(stream).ok()?;
         if h.row_contexts.is_some() || h.sign_contexts.is_some() {
@@ -122,9 +123,14 @@ impl ContextTables {
         }
         let tables = h.contexts.as_deref()?;
         tables.tables.get(c)?.as_ref()?;
+        let mut section = Vec::new();
+        tables.write(&mut section, h.tables);
+        let at = h.table_at.checked_sub(section.len())?;
+        if stream.get(at..h.table_at)? != section.as_slice() {
+            return None;
+        }
         let mut taken = tables.clone();
         taken.tables[c] = None;
-        let at = h.table_at - tables.written_len(h.tables);
         let mut out = stream[..at].to_vec();
         taken.write(&mut out, h.tables);
         out.extend_from_slice(&stream[h.table_at..]);
@@ -422,11 +428,11 @@ pub(crate) fn sample_e0(body: &[u8], width: usize, rotate: bool) -> Option<u8> {
 }
 
 /// [`sample_e0`]'s step with what it found: `E0` and the bits the contexts save on plane 1
-/// of the rotation samples (pooled: the tables are the stream's; the elements whose planes 0
-/// and 1 are both zero left out: the zero elements, which a sparse chunk leaves out of its
-/// planes, are among them) against one order-0
-/// histogram, where the tensor qualifies and they save enough; the rotation decision weighs
-/// each way with it ([`crate::encode::rotation_pays`]).
+/// of the rotation samples against one order-0 histogram (pooled: the tables are the
+/// stream's; the elements whose planes 0 and 1 are both zero left out: the zero elements,
+/// which a sparse chunk leaves out of its planes, are among them), where the tensor
+/// qualifies and they save enough; the rotation decision weighs each way with it
+/// ([`crate::encode::rotation_pays`]).
 pub(crate) fn sample_saving(body: &[u8], width: usize, rotate: bool) -> Option<(u8, f64)> {
     if !matches!(width, 2 | 4) || body.len() < MIN_TENSOR_BYTES {
         return None;
