@@ -177,7 +177,7 @@ fn damaged_context_streams_are_errors_or_the_right_length() {
 /// an element).
 #[test]
 fn fp32_rotation_weighs_the_context_tables() {
-    let mut rng = Rng(0x5eed_0f_5197);
+    let mut rng = Rng(0x005e_ed0f_5197);
     let data: Vec<u8> = (0..1usize << 18)
         .flat_map(|_| {
             let u = rng.unit();
