@@ -494,22 +494,15 @@ fn context_planes_decode_and_fail_like_the_cpu() {
 /// check (`present_table`) can refuse it.
 #[test]
 fn a_context_without_its_table_is_refused_where_the_lanes_end_right() {
-    use planepack_rans::internals::contexts::ContextTables;
+    use planepack_rans::internals::contexts::{ContextTables, CONTEXT_PLANES_ONLY};
     let Some(g) = gpu() else { return };
     let data = planepack_testkit::twin_context_tables_bf16(1400);
-    let codec = Rans {
-        modelled: false,
-        differences: false,
-        row_contexts: false,
-        sign_contexts: false,
-        tails: false,
-        scaled: false,
-        ..Rans::default()
-    };
-    let stream = codec.encode_to_vec(&data, ElemType::BF16).unwrap();
+    let stream = CONTEXT_PLANES_ONLY
+        .encode_to_vec(&data, ElemType::BF16)
+        .unwrap();
     let absent = ContextTables::without_table(&stream, 4).unwrap();
     let mut out = vec![0u8; data.len()];
-    assert!(codec.decode(&absent, &mut out).is_err());
+    assert!(CONTEXT_PLANES_ONLY.decode(&absent, &mut out).is_err());
     let mut first = true;
     on_each_rans_config(g, |d| {
         let p = d.cfg.path;

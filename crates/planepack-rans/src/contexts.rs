@@ -61,6 +61,24 @@ pub(crate) fn contexts_into(top: &[u8], e0: u8, out: &mut Vec<u8>) {
     }
 }
 
+/// The default encoder with context planes as its only model (no modelled, block-scaled,
+/// difference or tail-dictionary chunks, no row or sign planes): what tests of the context
+/// planes alone encode with.
+pub const CONTEXT_PLANES_ONLY: crate::Rans = crate::Rans {
+    chunk_log2: crate::DEFAULT_CHUNK_LOG2,
+    zero_mask: true,
+    rotate: true,
+    rows: true,
+    modelled: false,
+    scaled: false,
+    contexts: true,
+    differences: false,
+    row_contexts: false,
+    sign_contexts: false,
+    compact_tables: true,
+    tails: false,
+};
+
 /// A stream's context section: the reference plane-0 byte and a table per context that
 /// occurs.
 #[derive(Debug, Clone, PartialEq, Eq)]

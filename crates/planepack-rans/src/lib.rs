@@ -120,8 +120,8 @@ pub mod internals {
     /// The context planes' constants and tables (stream version 4).
     pub mod contexts {
         pub use crate::contexts::{
-            context, ContextDecoder, ContextTables, ABSENT, CONTEXTS, CTX_ABOVE, CTX_BELOW,
-            PLANE_CONTEXT, VERSION_CONTEXT,
+            context, ContextDecoder, ContextTables, ABSENT, CONTEXTS, CONTEXT_PLANES_ONLY,
+            CTX_ABOVE, CTX_BELOW, PLANE_CONTEXT, VERSION_CONTEXT,
         };
     }
     /// The row planes' constants and tables (stream versions 6 and 7).

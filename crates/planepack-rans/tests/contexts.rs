@@ -5,7 +5,9 @@
 //! and layout; damaged version-4 streams are errors or the right length, never a panic.
 
 use planepack_core::{Codec, ElemType};
-use planepack_rans::internals::contexts::{ContextTables, PLANE_CONTEXT, VERSION_CONTEXT};
+use planepack_rans::internals::contexts::{
+    ContextTables, CONTEXT_PLANES_ONLY, PLANE_CONTEXT, VERSION_CONTEXT,
+};
 use planepack_rans::{chunk_spans, parse_header, Rans};
 use planepack_testkit::{exponent_dependent_floats, finishes_within, mutate, Mutation, Rng};
 
@@ -229,16 +231,7 @@ fn a_context_without_its_table_is_refused_where_the_lanes_end_right() {
 /// left), taken out of the section.
 fn context_table_taken_out() -> (Vec<u8>, Vec<u8>) {
     let data = planepack_testkit::twin_context_tables_bf16(1400);
-    let codec = Rans {
-        modelled: false,
-        differences: false,
-        row_contexts: false,
-        sign_contexts: false,
-        tails: false,
-        scaled: false,
-        ..Rans::default()
-    };
-    let stream = round_trip(&codec, &data, ElemType::BF16);
+    let stream = round_trip(&CONTEXT_PLANES_ONLY, &data, ElemType::BF16);
     assert_eq!(stream[4], VERSION_CONTEXT);
     let tables = parse_header(&stream).unwrap().contexts.unwrap().tables;
     assert!(tables[0].is_some() && tables[0] == tables[4] && tables[5] == tables[4]);
