@@ -54,20 +54,7 @@ use planepack_rans::Rans;
 
 /// The settings the GPU encoder writes: the default's, without the modelled and block-scaled
 /// chunks, the context planes, the tail dictionaries and the row map (see the module docs).
-pub const GPU_RANS: Rans = Rans {
-    chunk_log2: planepack_rans::DEFAULT_CHUNK_LOG2,
-    zero_mask: true,
-    rotate: true,
-    rows: false,
-    modelled: false,
-    scaled: false,
-    contexts: false,
-    differences: false,
-    row_contexts: false,
-    sign_contexts: false,
-    compact_tables: true,
-    tails: false,
-};
+pub const GPU_RANS: Rans = Rans::PLANES;
 
 /// A stream encoded on the device, with what crossed the link for it.
 #[derive(Debug, Clone)]

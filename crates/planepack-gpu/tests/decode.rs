@@ -487,6 +487,24 @@ fn context_planes_decode_and_fail_like_the_cpu() {
     });
 }
 
+/// A stream whose context, row or sign plane needs a table its section lacks (`absent`, the
+/// valid `stream` of `data` with that table taken out, equal to the stand-in the GPU decodes
+/// an absent table with) is an error on every path and shape; the valid one decodes (once).
+fn absent_table_refused(g: &Gpu, stream: &[u8], data: &[u8], absent: &[u8], what: &str) {
+    let mut first = true;
+    on_each_rans_config(g, |d| {
+        let p = d.cfg.path;
+        if std::mem::take(&mut first) {
+            decodes_to(d, stream, data, &format!("{p:?} {what}"));
+        }
+        assert!(
+            d.decode_rans(absent).is_err(),
+            "{p:?} planes {}: the GPU decoded {what} without a table",
+            d.cfg.rans_planes
+        );
+    });
+}
+
 /// A context plane's element whose context has no table is an error on the GPU as on the
 /// CPU, even where the lanes end right: the section of a stream of
 /// [`planepack_testkit::twin_context_tables_bf16`] without context 4's table, which equals
@@ -503,19 +521,44 @@ fn a_context_without_its_table_is_refused_where_the_lanes_end_right() {
     let absent = ContextTables::without_table(&stream, 4).unwrap();
     let mut out = vec![0u8; data.len()];
     assert!(CONTEXT_PLANES_ONLY.decode(&absent, &mut out).is_err());
-    let mut first = true;
-    on_each_rans_config(g, |d| {
-        let p = d.cfg.path;
-        // The lanes end right with the stand-in table: the valid stream decodes (once).
-        if std::mem::take(&mut first) {
-            decodes_to(d, &stream, &data, &format!("{p:?} twin context tables"));
-        }
-        assert!(
-            d.decode_rans(&absent).is_err(),
-            "{p:?} planes {}: the GPU decoded a context plane without its table",
-            d.cfg.rans_planes
-        );
-    });
+    absent_table_refused(g, &stream, &data, &absent, "a context plane");
+}
+
+/// The same for a row plane: a stream of [`planepack_testkit::twin_row_tables_bf16`]
+/// without the row table of exponent 129's context, which equals the GPU's stand-in (the
+/// first table), so only `row_step`'s absent-table check can refuse it.
+#[test]
+fn a_row_context_without_its_table_is_refused_where_the_lanes_end_right() {
+    use planepack_rans::internals::row_contexts::{row_context, RowTables, ROW_PLANES_ONLY};
+    let Some(g) = gpu() else { return };
+    let data = planepack_testkit::twin_row_tables_bf16(2048, 5);
+    let mut stream = Vec::new();
+    ROW_PLANES_ONLY
+        .encode_shaped(&data, ElemType::BF16, &[2048, 64], &mut stream)
+        .unwrap();
+    let h = planepack_rans::parse_header(&stream).unwrap();
+    let rows = h.row_contexts.as_deref().unwrap();
+    let absent = RowTables::without_table(&stream, row_context(129, rows.e0, rows.shift)).unwrap();
+    absent_table_refused(g, &stream, &data, &absent, "a row plane");
+}
+
+/// The same for a sign plane: a stream of [`planepack_testkit::twin_sign_tables_bf16`]
+/// without the sign table of exponent 124 below a negative element, which equals the GPU's
+/// stand-in (the first table), so only `sign_step`'s absent-table check can refuse it.
+#[test]
+fn a_sign_table_taken_out_is_refused_where_the_lanes_end_right() {
+    use planepack_rans::internals::contexts::context;
+    use planepack_rans::internals::sign_contexts::{sign_table, SignTables, SIGN_PLANES_ONLY};
+    let Some(g) = gpu() else { return };
+    let data = planepack_testkit::twin_sign_tables_bf16(2048, 9);
+    let mut stream = Vec::new();
+    SIGN_PLANES_ONLY
+        .encode_shaped(&data, ElemType::BF16, &[2048, 64], &mut stream)
+        .unwrap();
+    let h = planepack_rans::parse_header(&stream).unwrap();
+    let e0 = h.row_contexts.as_deref().unwrap().e0;
+    let absent = SignTables::without_table(&stream, sign_table(context(124, e0), 2)).unwrap();
+    absent_table_refused(g, &stream, &data, &absent, "a sign plane");
 }
 
 /// Compact frequency tables (flag bit 2): every byte of the first tables of a stream (the

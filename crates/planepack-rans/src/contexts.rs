@@ -61,22 +61,11 @@ pub(crate) fn contexts_into(top: &[u8], e0: u8, out: &mut Vec<u8>) {
     }
 }
 
-/// The default encoder with context planes as its only model (no modelled, block-scaled,
-/// difference or tail-dictionary chunks, no row or sign planes): what tests of the context
-/// planes alone encode with.
+/// [`crate::Rans::PLANES`] with context planes: what tests of the context planes alone encode
+/// with.
 pub const CONTEXT_PLANES_ONLY: crate::Rans = crate::Rans {
-    chunk_log2: crate::DEFAULT_CHUNK_LOG2,
-    zero_mask: true,
-    rotate: true,
-    rows: true,
-    modelled: false,
-    scaled: false,
     contexts: true,
-    differences: false,
-    row_contexts: false,
-    sign_contexts: false,
-    compact_tables: true,
-    tails: false,
+    ..crate::Rans::PLANES
 };
 
 /// A stream's context section: the reference plane-0 byte and a table per context that
@@ -141,18 +130,9 @@ impl ContextTables {
         }
         let tables = h.contexts.as_deref()?;
         tables.tables.get(c)?.as_ref()?;
-        let mut section = Vec::new();
-        tables.write(&mut section, h.tables);
-        let at = h.table_at.checked_sub(section.len())?;
-        if stream.get(at..h.table_at)? != section.as_slice() {
-            return None;
-        }
-        let mut taken = tables.clone();
-        taken.tables[c] = None;
-        let mut out = stream[..at].to_vec();
-        taken.write(&mut out, h.tables);
-        out.extend_from_slice(&stream[h.table_at..]);
-        Some(out)
+        let (end, form) = (h.table_at, h.tables);
+        let write = |t: &Self, out: &mut Vec<u8>| t.write(out, form);
+        crate::header::section_edited(stream, end, tables, |t| t.tables[c] = None, write)
     }
 
     /// Read the section at `at` (every table rule checked, at least one table unless

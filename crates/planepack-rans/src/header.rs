@@ -349,3 +349,31 @@ pub fn get_length(input: &[u8], at: usize) -> Result<(u64, usize)> {
     }
     Err(Error::corrupt_at("raw length: varint past 10 bytes", at))
 }
+
+/// `stream` with `section` (ending at `end`, written by `write` as this encoder writes it)
+/// changed by `edit`; `None` where the stream does not hold the section so written there.
+/// What the tests of the decoders' absent-table rules build their streams with
+/// ([`crate::contexts::ContextTables::without_table`],
+/// [`crate::row_contexts::RowTables::without_table`],
+/// [`crate::sign_contexts::SignTables::without_table`]).
+pub(crate) fn section_edited<S: Clone>(
+    stream: &[u8],
+    end: usize,
+    section: &S,
+    edit: impl FnOnce(&mut S),
+    write: impl Fn(&S, &mut Vec<u8>),
+) -> Option<Vec<u8>> {
+    let mut edited = section.clone();
+    edit(&mut edited);
+    let (mut old, mut new) = (Vec::new(), Vec::new());
+    write(section, &mut old);
+    write(&edited, &mut new);
+    let at = end.checked_sub(old.len())?;
+    if stream.get(at..end)? != old.as_slice() {
+        return None;
+    }
+    let mut out = stream[..at].to_vec();
+    out.extend_from_slice(&new);
+    out.extend_from_slice(&stream[end..]);
+    Some(out)
+}

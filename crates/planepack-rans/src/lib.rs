@@ -129,14 +129,14 @@ pub mod internals {
         pub use crate::row_contexts::{
             lanes_allowed, lanes_divide, row_context, row_lanes, RowDecoder, RowTables, MAX_SHIFT,
             PLANE_ROW_CONTEXT, ROW_ABSENT, ROW_CONTEXTS, ROW_CTX_ABOVE, ROW_CTX_BELOW, ROW_FIRST,
-            VERSION_ROW_CONTEXT, VERSION_ROW_LANES,
+            ROW_PLANES_ONLY, VERSION_ROW_CONTEXT, VERSION_ROW_LANES,
         };
     }
     /// The sign planes' constants and tables (stream version 8).
     pub mod sign_contexts {
         pub use crate::sign_contexts::{
             sign_class, sign_table, SignDecoder, SignTables, PLANE_SIGN, SIGN_CLASSES, SIGN_FIRST,
-            SIGN_SET_BYTES, SIGN_TABLES, VERSION_SIGN,
+            SIGN_PLANES_ONLY, SIGN_SET_BYTES, SIGN_TABLES, VERSION_SIGN,
         };
     }
     /// The difference chunk's constants and its transform (stream version 5).
@@ -256,6 +256,26 @@ pub struct Rans {
     /// three bytes, header flag `T`) and keep them where they are smaller. Every decoder (CPU,
     /// both GPU scan paths) reads them.
     pub tails: bool,
+}
+
+impl Rans {
+    /// Byte planes only: no modelled, block-scaled, difference or tail-dictionary chunks, no
+    /// context, row or sign planes, no row map (version-1 streams: what the GPU encoder
+    /// writes); the tests of one model start from it.
+    pub const PLANES: Rans = Rans {
+        chunk_log2: DEFAULT_CHUNK_LOG2,
+        zero_mask: true,
+        rotate: true,
+        rows: false,
+        modelled: false,
+        scaled: false,
+        contexts: false,
+        differences: false,
+        row_contexts: false,
+        sign_contexts: false,
+        compact_tables: true,
+        tails: false,
+    };
 }
 
 impl Default for Rans {

@@ -90,6 +90,12 @@ pub fn lanes_allowed(k: usize, u: usize, version: u8) -> bool {
     lanes_divide(k, u) || (version >= VERSION_ROW_LANES && 4 * k <= u)
 }
 
+/// [`crate::Rans::PLANES`] with row planes: what tests of the row planes alone encode with.
+pub const ROW_PLANES_ONLY: crate::Rans = crate::Rans {
+    row_contexts: true,
+    ..crate::Rans::PLANES
+};
+
 /// A stream's row section: the row distance `U`, the shift `S`, and a table per context that
 /// occurs. `e0` is the context section's `E0` (written there, not here).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +132,23 @@ impl RowTables {
         for t in self.tables.iter().flatten() {
             t.write(out, form);
         }
+    }
+
+    /// `stream` (a version-6 or 7 stream: no sign tables) with row context `c`'s table taken
+    /// out of its row section: what the tests of the decoders' absent-table rule start from
+    /// (a row plane's element whose row context has no table is corrupt, whatever its lanes
+    /// do). `None` if the stream has no such table, or its section is not written as this
+    /// encoder writes it.
+    pub fn without_table(stream: &[u8], c: usize) -> Option<Vec<u8>> {
+        let h = crate::parse_header(stream).ok()?;
+        if h.sign_contexts.is_some() {
+            return None;
+        }
+        let tables = h.row_contexts.as_deref()?;
+        tables.tables.get(c)?.as_ref()?;
+        let (end, form) = (h.table_at, h.tables);
+        let write = |t: &Self, out: &mut Vec<u8>| t.write(out, form);
+        crate::header::section_edited(stream, end, tables, |t| t.tables[c] = None, write)
     }
 
     /// Read the section at `at` (`U` at least 1, `S` at most 7, at least one table unless

@@ -60,6 +60,12 @@ pub fn sign_table(ctx: usize, class: usize) -> usize {
     class * CONTEXTS + ctx
 }
 
+/// [`crate::Rans::PLANES`] with sign planes: what tests of the sign planes alone encode with.
+pub const SIGN_PLANES_ONLY: crate::Rans = crate::Rans {
+    sign_contexts: true,
+    ..crate::Rans::PLANES
+};
+
 /// A stream's sign section: a table per (class, context) that occurs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignTables {
@@ -91,6 +97,19 @@ impl SignTables {
         for t in self.tables.iter().flatten() {
             t.write(out, form);
         }
+    }
+
+    /// `stream` (a version-8 stream) with sign table `t` taken out of its sign section: what
+    /// the tests of the decoders' absent-table rule start from (a sign plane's element whose
+    /// table is absent is corrupt, whatever its lanes do). `None` if the stream has no such
+    /// table, or its section is not written as this encoder writes it.
+    pub fn without_table(stream: &[u8], t: usize) -> Option<Vec<u8>> {
+        let h = crate::parse_header(stream).ok()?;
+        let tables = h.sign_contexts.as_deref()?;
+        tables.tables.get(t)?.as_ref()?;
+        let (end, form) = (h.table_at, h.tables);
+        let write = |t: &Self, out: &mut Vec<u8>| t.write(out, form);
+        crate::header::section_edited(stream, end, tables, |s| s.tables[t] = None, write)
     }
 
     /// Read the section at `at` (at least one table, no bit past the last table, every table

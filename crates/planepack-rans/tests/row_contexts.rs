@@ -7,7 +7,8 @@
 
 use planepack_core::{Codec, ElemType};
 use planepack_rans::internals::row_contexts::{
-    lanes_divide, row_lanes, PLANE_ROW_CONTEXT, VERSION_ROW_CONTEXT, VERSION_ROW_LANES,
+    lanes_divide, row_context, row_lanes, RowTables, PLANE_ROW_CONTEXT, ROW_FIRST, ROW_PLANES_ONLY,
+    VERSION_ROW_CONTEXT, VERSION_ROW_LANES,
 };
 use planepack_rans::{chunk_spans, parse_header, Rans};
 mod common;
@@ -238,4 +239,28 @@ fn lanes_across_rows_keep_their_rules() {
     short[section] = 31;
     refused(&short, "eight lanes with U = 31");
     damage_decodes_alike(&codec, &enc, data.len(), 7);
+}
+
+/// A row plane's element whose row context has no table is refused even where the lanes end
+/// right: three of the tensor's row tables are equal
+/// ([`planepack_testkit::twin_row_tables_bf16`]), and with the context of exponent 129's
+/// taken out of the section the lanes decode, with the first or the last table in its place,
+/// the tensor's own bytes.
+#[test]
+fn a_row_context_without_its_table_is_refused_where_the_lanes_end_right() {
+    let data = planepack_testkit::twin_row_tables_bf16(2048, 5);
+    let stream = shaped(&ROW_PLANES_ONLY, &data, ElemType::BF16, 64);
+    round_trips(&ROW_PLANES_ONLY, &stream, &data);
+    let h = parse_header(&stream).unwrap();
+    assert_eq!(h.version, VERSION_ROW_CONTEXT);
+    let rows = h.row_contexts.as_deref().unwrap();
+    assert_eq!(rows.e0, 127);
+    let c = row_context(129, rows.e0, rows.shift);
+    let t = &rows.tables;
+    let first = t.iter().flatten().next();
+    assert!(t[c].is_some() && t[c].as_ref() == first && t[c] == t[ROW_FIRST]);
+    let absent = RowTables::without_table(&stream, c).unwrap();
+    let mut out = vec![0u8; data.len()];
+    assert!(ROW_PLANES_ONLY.decode(&absent, &mut out).is_err());
+    assert!(ROW_PLANES_ONLY.decode_parallel(&absent, &mut out).is_err());
 }

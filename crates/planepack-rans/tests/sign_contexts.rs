@@ -7,7 +7,10 @@
 //! of the format a damaged stream can break is refused without a panic.
 
 use planepack_core::{Codec, ElemType};
-use planepack_rans::internals::sign_contexts::{SIGN_SET_BYTES, VERSION_SIGN};
+use planepack_rans::internals::contexts::context;
+use planepack_rans::internals::sign_contexts::{
+    sign_table, SignTables, SIGN_PLANES_ONLY, SIGN_SET_BYTES, VERSION_SIGN,
+};
 use planepack_rans::{chunk_spans, parse_header, Rans};
 mod common;
 use common::{damage_decodes_alike, fnv1a, round_trips, shaped};
@@ -203,4 +206,28 @@ fn damaged_sign_planes_are_refused() {
         }
         damage_decodes_alike(&codec, &enc, data.len(), seed);
     }
+}
+
+/// A sign plane's element whose table is absent is refused even where the lanes end right:
+/// four of the tensor's sign tables are equal ([`planepack_testkit::twin_sign_tables_bf16`]),
+/// and with that of exponent 124 below a negative element taken out of the section the lanes
+/// decode, with the first or the last table in its place, the tensor's own bytes.
+#[test]
+fn a_sign_table_taken_out_is_refused_where_the_lanes_end_right() {
+    let data = planepack_testkit::twin_sign_tables_bf16(2048, 9);
+    let stream = shaped(&SIGN_PLANES_ONLY, &data, ElemType::BF16, 64);
+    round_trips(&SIGN_PLANES_ONLY, &stream, &data);
+    let h = parse_header(&stream).unwrap();
+    assert_eq!(h.version, VERSION_SIGN);
+    let e0 = h.row_contexts.as_deref().unwrap().e0;
+    assert_eq!(e0, 127);
+    let t = &h.sign_contexts.as_deref().unwrap().tables;
+    // Class 2: the sign one row up is 1.
+    let taken = sign_table(context(124, e0), 2);
+    let (first, last) = (t.iter().flatten().next(), t.iter().flatten().last());
+    assert!(t[taken].is_some() && t[taken].as_ref() == first && first == last);
+    let absent = SignTables::without_table(&stream, taken).unwrap();
+    let mut out = vec![0u8; data.len()];
+    assert!(SIGN_PLANES_ONLY.decode(&absent, &mut out).is_err());
+    assert!(SIGN_PLANES_ONLY.decode_parallel(&absent, &mut out).is_err());
 }

@@ -88,29 +88,16 @@ fn streams_hash(codecs: &[Rans]) -> [u64; 2] {
 fn version_1_output_is_unchanged() {
     let h = streams_hash(&[
         Rans {
-            modelled: false,
-            scaled: false,
-            contexts: false,
-            differences: false,
-            row_contexts: false,
-            sign_contexts: false,
+            rows: true,
             compact_tables: false,
-            tails: false,
-            ..Rans::default()
+            ..Rans::PLANES
         },
         Rans {
             chunk_log2: 12,
             zero_mask: false,
             rotate: false,
-            rows: false,
-            modelled: false,
-            scaled: false,
-            contexts: false,
-            differences: false,
-            row_contexts: false,
-            sign_contexts: false,
             compact_tables: false,
-            tails: false,
+            ..Rans::PLANES
         },
     ]);
     assert_eq!(

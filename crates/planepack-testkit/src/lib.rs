@@ -341,6 +341,67 @@ pub fn twin_context_tables_bf16(periods: usize) -> Vec<u8> {
     period.repeat(periods)
 }
 
+/// A `rows` x 64 matrix of BF16 elements (rotated: plane 0 the exponent byte) whose
+/// plane 0, given the element one row up, makes three of the rANS row tables equal: below an
+/// exponent of 124 or 129, and in a 64 KiB chunk's first row, the exponent is always 127;
+/// below a 127 it is 124, 127 or 129 (one, two and one in four); plane 1 random. The row
+/// tables of the contexts of 124 and 129 and of the first row so hold one symbol each, the
+/// same: a stream of it with 129's table taken out decodes, with the first table (a GPU's
+/// stand-in for an absent one) or the last (the CPU's, the first row's) in its place, to
+/// these very bytes and its lanes end right, so only the check that every row plane's
+/// element has its table can refuse it. Test input; never a figure.
+pub fn twin_row_tables_bf16(rows: usize, seed: u64) -> Vec<u8> {
+    const COLS: usize = 64;
+    const CHUNK_ROWS: usize = (64 << 10) / (2 * COLS);
+    let mut rng = Rng(seed | 1);
+    let mut up = [127u16; COLS];
+    let mut out = Vec::with_capacity(rows * COLS * 2);
+    for r in 0..rows {
+        for e in up.iter_mut() {
+            *e = match (r % CHUNK_ROWS, *e) {
+                (0, _) | (_, 124 | 129) => 127,
+                _ => [124, 127, 127, 129][rng.below(4) as usize],
+            };
+            let t = *e << 8 | rng.below(256) as u16;
+            out.extend_from_slice(&t.rotate_right(1).to_le_bytes());
+        }
+    }
+    out
+}
+
+/// A `rows` x 64 matrix of BF16 elements (rotated: plane 0 the exponent byte, plane 1 seven
+/// mantissa bits and the sign in its low bit) whose plane 1, given its exponent and the sign
+/// one row up, makes four of the rANS sign tables equal: exponents 127 (three in four: the
+/// stream's `E0`) and 124, at random; plane 1 is 0 everywhere but below a positive element
+/// (sign bit 0) at exponent 127, where it is 0x00, 0x01, 0x10 or 0x11 at random. The tables
+/// of the first row's contexts, of exponent 124 below a positive element and of both
+/// exponents below a negative one so hold the one symbol 0: a stream of it with the table of
+/// exponent 124 below a negative element taken out decodes, with the first table (a GPU's
+/// stand-in for an absent one) or the last (the CPU's) in its place, to these very bytes and
+/// its lanes end right, so only the check that every sign plane's element has its table can
+/// refuse it. Test input; never a figure.
+pub fn twin_sign_tables_bf16(rows: usize, seed: u64) -> Vec<u8> {
+    const COLS: usize = 64;
+    const CHUNK_ROWS: usize = (64 << 10) / (2 * COLS);
+    let mut rng = Rng(seed | 1);
+    let mut up = [0u8; COLS];
+    let mut out = Vec::with_capacity(rows * COLS * 2);
+    for r in 0..rows {
+        for p1 in up.iter_mut() {
+            let exponent: u16 = if rng.below(4) == 0 { 124 } else { 127 };
+            let mixed = r % CHUNK_ROWS != 0 && *p1 & 1 == 0 && exponent == 127;
+            *p1 = if mixed {
+                [0x00, 0x01, 0x10, 0x11][rng.below(4) as usize]
+            } else {
+                0
+            };
+            let t = exponent << 8 | *p1 as u16;
+            out.extend_from_slice(&t.rotate_right(1).to_le_bytes());
+        }
+    }
+    out
+}
+
 /// A `rows` x `cols` matrix of floats whose magnitude is a property of the column (a KV
 /// cache's channels: each column's exponent is fixed, give or take one binade, and spread
 /// over 12 binades across columns), random signs and mantissas; `elem` BF16, FP16 or F32.
