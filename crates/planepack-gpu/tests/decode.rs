@@ -489,12 +489,14 @@ fn context_planes_decode_and_fail_like_the_cpu() {
 
 /// A stream whose context, row or sign plane needs a table its section lacks (`absent`, the
 /// valid `stream` of `data` with that table taken out, equal to the stand-in the GPU decodes
-/// an absent table with) is an error on every path and shape; the valid one decodes (once).
+/// an absent table with) is an error in each rANS decode shape; the valid one decodes (once).
+/// The device's default scan path only: the check is in the steps both paths share (and the
+/// tests take minutes on CI's GL run).
 fn absent_table_refused(g: &Gpu, stream: &[u8], data: &[u8], absent: &[u8], what: &str) {
-    let mut first = true;
-    on_each_rans_config(g, |d| {
+    let default = Dec { g, cfg: g.config() };
+    for (i, d) in default.rans_shapes().into_iter().enumerate() {
         let p = d.cfg.path;
-        if std::mem::take(&mut first) {
+        if i == 0 {
             decodes_to(d, stream, data, &format!("{p:?} {what}"));
         }
         assert!(
@@ -502,7 +504,7 @@ fn absent_table_refused(g: &Gpu, stream: &[u8], data: &[u8], absent: &[u8], what
             "{p:?} planes {}: the GPU decoded {what} without a table",
             d.cfg.rans_planes
         );
-    });
+    }
 }
 
 /// A context plane's element whose context has no table is an error on the GPU as on the
@@ -531,10 +533,10 @@ fn a_context_without_its_table_is_refused_where_the_lanes_end_right() {
 fn a_row_context_without_its_table_is_refused_where_the_lanes_end_right() {
     use planepack_rans::internals::row_contexts::{row_context, RowTables, ROW_PLANES_ONLY};
     let Some(g) = gpu() else { return };
-    let data = planepack_testkit::twin_row_tables_bf16(2048, 5);
+    let data = planepack_testkit::twin_row_tables_bf16(1024, 5);
     let mut stream = Vec::new();
     ROW_PLANES_ONLY
-        .encode_shaped(&data, ElemType::BF16, &[2048, 64], &mut stream)
+        .encode_shaped(&data, ElemType::BF16, &[1024, 64], &mut stream)
         .unwrap();
     let h = planepack_rans::parse_header(&stream).unwrap();
     let rows = h.row_contexts.as_deref().unwrap();
@@ -550,10 +552,10 @@ fn a_sign_table_taken_out_is_refused_where_the_lanes_end_right() {
     use planepack_rans::internals::contexts::context;
     use planepack_rans::internals::sign_contexts::{sign_table, SignTables, SIGN_PLANES_ONLY};
     let Some(g) = gpu() else { return };
-    let data = planepack_testkit::twin_sign_tables_bf16(2048, 9);
+    let data = planepack_testkit::twin_sign_tables_bf16(1024, 9);
     let mut stream = Vec::new();
     SIGN_PLANES_ONLY
-        .encode_shaped(&data, ElemType::BF16, &[2048, 64], &mut stream)
+        .encode_shaped(&data, ElemType::BF16, &[1024, 64], &mut stream)
         .unwrap();
     let h = planepack_rans::parse_header(&stream).unwrap();
     let e0 = h.row_contexts.as_deref().unwrap().e0;

@@ -248,7 +248,7 @@ fn lanes_across_rows_keep_their_rules() {
 /// the tensor's own bytes.
 #[test]
 fn a_row_context_without_its_table_is_refused_where_the_lanes_end_right() {
-    let data = planepack_testkit::twin_row_tables_bf16(2048, 5);
+    let data = planepack_testkit::twin_row_tables_bf16(1024, 5);
     let stream = shaped(&ROW_PLANES_ONLY, &data, ElemType::BF16, 64);
     round_trips(&ROW_PLANES_ONLY, &stream, &data);
     let h = parse_header(&stream).unwrap();
