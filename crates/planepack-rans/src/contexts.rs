@@ -396,8 +396,8 @@ fn entropy(counts: &[u32; 256]) -> f64 {
 /// the lowest); the tables are every context's plane-1 counts over the whole body, so every
 /// element of every chunk can be coded with them.
 ///
-/// [`sample_e0`] takes the samples' step (and `E0`); this counts the body with that `E0` and
-/// returns, with the tables, each chunk's counts (chunks of `chunk_bytes` of `body`,
+/// [`sample_saving`] takes the samples' step (and `E0`); this counts the body with that `E0`
+/// and returns, with the tables, each chunk's counts (chunks of `chunk_bytes` of `body`,
 /// [`CONTEXTS`] histograms a chunk), for [`ContextEncoder::with_chunk_counts`].
 pub(crate) fn plan_tables(
     e0: u8,
@@ -419,18 +419,12 @@ pub(crate) fn plan_tables(
     kept(e0, &ctx, chunk_counts, form)
 }
 
-/// [`plan_tables`]'s first step: `E0`, if the tensor qualifies and its rotation samples say
-/// the contexts save enough for the whole body to be counted.
-pub(crate) fn sample_e0(body: &[u8], width: usize, rotate: bool) -> Option<u8> {
-    sample_saving(body, width, rotate).map(|(e0, _)| e0)
-}
-
-/// [`sample_e0`]'s step with what it found: `E0` and the bits the contexts save on plane 1
-/// of the rotation samples against one order-0 histogram (pooled: the tables are the
+/// [`plan_tables`]'s first step, where the tensor qualifies and its rotation samples say the
+/// contexts save enough for the whole body to be counted: `E0`, and the bits the contexts
+/// save on plane 1 of the samples against one order-0 histogram (pooled: the tables are the
 /// stream's; the elements whose planes 0 and 1 are both zero left out: the zero elements,
-/// which a sparse chunk leaves out of its planes, are among them), where the tensor
-/// qualifies and they save enough; the rotation decision weighs each way with it
-/// ([`crate::encode::rotation_pays`]).
+/// which a sparse chunk leaves out of its planes, are among them), with which the rotation
+/// decision weighs each way for FP32 ([`crate::encode::rotation_pays`]).
 pub(crate) fn sample_saving(body: &[u8], width: usize, rotate: bool) -> Option<(u8, f64)> {
     if !matches!(width, 2 | 4) || body.len() < MIN_TENSOR_BYTES {
         return None;

@@ -64,9 +64,10 @@ fn order0_bits(samples: &[[Vec<[u32; 256]>; 2]]) -> [f64; 2] {
 /// better. Decided per stream (the format's flag `R`) from the order-0 entropy of the planes
 /// of up to [`ROTATION_SAMPLES`] samples of [`ROTATION_SAMPLE_BYTES`], each way; ties rotate.
 ///
-/// With `contexts` (the encoder may write context planes) and FP32 elements, each way's bits
-/// are less what plane 1's context tables would save on the samples, where they would be
-/// planned ([`crate::contexts::sample_saving`]): unrotated, plane 0 holds the sign and the
+/// With `context_savings` (FP32 elements, and the encoder may write context planes: each
+/// way's [`crate::contexts::sample_saving`], unrotated first), each way's bits are less what
+/// plane 1's context tables would save on the samples, where they would be planned:
+/// unrotated, plane 0 holds the sign and the
 /// exponent's top seven bits and the contexts recover most of the exponent's last bit from
 /// plane 1, which order-0 statistics cannot see. On an FP32 linear layer's output feeding a
 /// GELU (values skewed to one sign at some magnitudes) the sign then codes with the exponent
@@ -77,7 +78,7 @@ fn order0_bits(samples: &[[Vec<[u32; 256]>; 2]]) -> [f64; 2] {
 pub(crate) fn rotation_pays(
     body: &[u8],
     width: usize,
-    contexts: bool,
+    context_savings: Option<&[Option<(u8, f64)>; 2]>,
     planes: &mut Vec<Vec<u8>>,
 ) -> bool {
     planes.resize_with(width, Vec::new);
@@ -91,10 +92,8 @@ pub(crate) fn rotation_pays(
         })
         .collect();
     let mut bits = order0_bits(&samples);
-    if contexts && width == 4 {
-        for (cost, rotate) in bits.iter_mut().zip([false, true]) {
-            *cost -= crate::contexts::sample_saving(body, width, rotate).map_or(0.0, |s| s.1);
-        }
+    for (cost, saving) in bits.iter_mut().zip(context_savings.into_iter().flatten()) {
+        *cost -= saving.map_or(0.0, |s| s.1);
     }
     bits[1] <= bits[0]
 }
@@ -983,12 +982,16 @@ impl Rans {
     /// is what the planners give one after the other, the row tables' `E0` the context
     /// tables' where those are kept (their own where not: counted again if that differs), the
     /// sign tables' the stream's (the context section's: the context tables', else the row
-    /// tables', else the samples').
+    /// tables', else the samples'). `ctx_e0`: the context tables' `E0` where the rotation
+    /// samples say they pay ([`crate::contexts::sample_saving`], counted once with the
+    /// rotation decision).
+    #[allow(clippy::too_many_arguments)]
     fn plan_models(
         &self,
         body: &[u8],
         width: usize,
         rotate: bool,
+        ctx_e0: Option<u8>,
         row: usize,
         chunk_bytes: usize,
         parallel: bool,
@@ -1001,11 +1004,6 @@ impl Rans {
         use crate::row_contexts::{self as rows, RowSetup, ROW_CONTEXTS};
         use crate::sign_contexts::{self as signs, SIGN_TABLES};
         let form = self.table_form();
-        let ctx_e0 = if self.contexts {
-            contexts::sample_e0(body, width, rotate)
-        } else {
-            None
-        };
         let sign_considered =
             self.sign_contexts && signs::considered(body, width, rotate, row, chunk_bytes);
         let row_setup = |e0: Option<u8>| {
@@ -1160,17 +1158,30 @@ impl Rans {
         let chunk_bytes = (1usize << self.chunk_log2) / width * width;
         let n_chunks = body.div_ceil(chunk_bytes);
         let mut s = EncScratch::default();
+        // The context tables' first step on the rotation samples (`E0`, where they pay): for
+        // FP32 both ways, which the rotation weighs, else the chosen way's.
+        let context_samples = |rotate| match self.contexts {
+            true => crate::contexts::sample_saving(&input_body[..body], width, rotate),
+            false => None,
+        };
+        let both = (self.rotate && self.contexts && width == 4)
+            .then(|| [false, true].map(context_samples));
         // The format never rotates single bytes; wider elements are rotated where a sample
         // says the planes come out smaller that way.
         let rotate = self.rotate
             && width > 1
-            && rotation_pays(&input_body[..body], width, self.contexts, &mut s.planes);
+            && rotation_pays(&input_body[..body], width, both.as_ref(), &mut s.planes);
         // (For single bytes the flag means nothing; it is set as this encoder always did.)
         flags |= u8::from(if width == 1 { self.rotate } else { rotate });
+        let ctx_e0 = match both {
+            Some(both) => both[usize::from(rotate)],
+            None => context_samples(rotate),
+        };
         let (contexts, rows_enc, signs) = self.plan_models(
             &input_body[..body],
             width,
             rotate,
+            ctx_e0.map(|(e0, _)| e0),
             row,
             chunk_bytes,
             parallel,
