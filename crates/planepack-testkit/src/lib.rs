@@ -305,6 +305,31 @@ pub fn exponent_dependent_floats(n: usize, width: usize, zero_every: usize, seed
     out
 }
 
+/// The BF16 element whose rotated value (as the rANS planes split it) has plane 0 `exponent`
+/// and plane 1 `plane1` (seven mantissa bits and, in its low bit, the sign), little-endian.
+fn rotated_bf16(exponent: u16, plane1: u8) -> [u8; 2] {
+    (exponent << 8 | plane1 as u16)
+        .rotate_right(1)
+        .to_le_bytes()
+}
+
+/// A `rows` x 64 matrix of BF16 elements, each [`rotated_bf16`] of the (exponent, plane-1
+/// byte) that `element` gives from whether its row is the first of a 64 KiB chunk and the
+/// pair of the element one row up (127, 0 above the first row): the twin-table inputs.
+fn bf16_rows(rows: usize, mut element: impl FnMut(bool, (u16, u8)) -> (u16, u8)) -> Vec<u8> {
+    const COLS: usize = 64;
+    const CHUNK_ROWS: usize = (64 << 10) / (2 * COLS);
+    let mut up = [(127u16, 0u8); COLS];
+    let mut out = Vec::with_capacity(rows * COLS * 2);
+    for r in 0..rows {
+        for e in up.iter_mut() {
+            *e = element(r % CHUNK_ROWS == 0, *e);
+            out.extend_from_slice(&rotated_bf16(e.0, e.1));
+        }
+    }
+    out
+}
+
 /// BF16 elements (rotated: plane 0 the exponent byte, plane 1 seven mantissa bits and the
 /// sign) in four exponents whose plane-1 histograms make three of the rANS context tables
 /// equal: exponent 127 (the most frequent: the stream's `E0`, context 3) with low plane-1
@@ -316,11 +341,6 @@ pub fn exponent_dependent_floats(n: usize, width: usize, zero_every: usize, seed
 /// its table can refuse it. 448 elements a period, `periods` periods. Test input; never a
 /// figure.
 pub fn twin_context_tables_bf16(periods: usize) -> Vec<u8> {
-    let bf16 = |exponent: u16, p1: u8| {
-        // t = exponent << 8 | plane-1 byte (the sign in its low bit), rotated right by one.
-        let t = exponent << 8 | p1 as u16;
-        t.rotate_right(1).to_le_bytes()
-    };
     let mut rng = Rng(0x7_0c7);
     let mut skewed = |span: u64| {
         let top = rng.below(span) + 1;
@@ -331,12 +351,12 @@ pub fn twin_context_tables_bf16(periods: usize) -> Vec<u8> {
     let mut period = Vec::with_capacity(448 * 2);
     for i in 0..64 {
         for k in 0..3 {
-            period.extend_from_slice(&bf16(127, low[3 * i + k]));
+            period.extend_from_slice(&rotated_bf16(127, low[3 * i + k]));
         }
-        period.extend_from_slice(&bf16(124, high[i]));
-        period.extend_from_slice(&bf16(128, high[i]));
-        period.extend_from_slice(&bf16(124, high[i]));
-        period.extend_from_slice(&bf16(129, high[i]));
+        period.extend_from_slice(&rotated_bf16(124, high[i]));
+        period.extend_from_slice(&rotated_bf16(128, high[i]));
+        period.extend_from_slice(&rotated_bf16(124, high[i]));
+        period.extend_from_slice(&rotated_bf16(129, high[i]));
     }
     period.repeat(periods)
 }
@@ -351,22 +371,14 @@ pub fn twin_context_tables_bf16(periods: usize) -> Vec<u8> {
 /// these very bytes and its lanes end right, so only the check that every row plane's
 /// element has its table can refuse it. Test input; never a figure.
 pub fn twin_row_tables_bf16(rows: usize, seed: u64) -> Vec<u8> {
-    const COLS: usize = 64;
-    const CHUNK_ROWS: usize = (64 << 10) / (2 * COLS);
     let mut rng = Rng(seed | 1);
-    let mut up = [127u16; COLS];
-    let mut out = Vec::with_capacity(rows * COLS * 2);
-    for r in 0..rows {
-        for e in up.iter_mut() {
-            *e = match (r % CHUNK_ROWS, *e) {
-                (0, _) | (_, 124 | 129) => 127,
-                _ => [124, 127, 127, 129][rng.below(4) as usize],
-            };
-            let t = *e << 8 | rng.below(256) as u16;
-            out.extend_from_slice(&t.rotate_right(1).to_le_bytes());
-        }
-    }
-    out
+    bf16_rows(rows, |first, (up, _)| {
+        let exponent = match (first, up) {
+            (true, _) | (_, 124 | 129) => 127,
+            _ => [124, 127, 127, 129][rng.below(4) as usize],
+        };
+        (exponent, rng.below(256) as u8)
+    })
 }
 
 /// A `rows` x 64 matrix of BF16 elements (rotated: plane 0 the exponent byte, plane 1 seven
@@ -381,25 +393,15 @@ pub fn twin_row_tables_bf16(rows: usize, seed: u64) -> Vec<u8> {
 /// its lanes end right, so only the check that every sign plane's element has its table can
 /// refuse it. Test input; never a figure.
 pub fn twin_sign_tables_bf16(rows: usize, seed: u64) -> Vec<u8> {
-    const COLS: usize = 64;
-    const CHUNK_ROWS: usize = (64 << 10) / (2 * COLS);
     let mut rng = Rng(seed | 1);
-    let mut up = [0u8; COLS];
-    let mut out = Vec::with_capacity(rows * COLS * 2);
-    for r in 0..rows {
-        for p1 in up.iter_mut() {
-            let exponent: u16 = if rng.below(4) == 0 { 124 } else { 127 };
-            let mixed = r % CHUNK_ROWS != 0 && *p1 & 1 == 0 && exponent == 127;
-            *p1 = if mixed {
-                [0x00, 0x01, 0x10, 0x11][rng.below(4) as usize]
-            } else {
-                0
-            };
-            let t = exponent << 8 | *p1 as u16;
-            out.extend_from_slice(&t.rotate_right(1).to_le_bytes());
-        }
-    }
-    out
+    bf16_rows(rows, |first, (_, up)| {
+        let exponent = if rng.below(4) == 0 { 124 } else { 127 };
+        let plane1 = match !first && up & 1 == 0 && exponent == 127 {
+            true => [0x00, 0x01, 0x10, 0x11][rng.below(4) as usize],
+            false => 0,
+        };
+        (exponent, plane1)
+    })
 }
 
 /// A `rows` x `cols` matrix of floats whose magnitude is a property of the column (a KV
