@@ -91,13 +91,11 @@ pub(crate) fn plan<G: Geometry, const T: u8>(
 ) -> Plan<G> {
     let elems = G::load(block);
     let e = elems.as_ref();
-    // The planes BX codes; their OR is the nonzero mask (bit `i` is set in some plane exactly
-    // when element `i` is nonzero), cheaper than testing the elements one by one.
+    // The planes BX codes, and the nonzero mask (bit `i` set in some plane exactly when
+    // element `i` is nonzero: their OR, or at the AVX2 tier compares, `crate::nonzero`).
     let bx_planes = to_planes::<G, T>(&elems);
-    let mask = bx_planes
-        .as_ref()
-        .iter()
-        .fold(G::Plane::ZERO, |m, &p| m | p);
+    // SAFETY: the CPU runs tier `T` (see `to_planes` below).
+    let mask = unsafe { G::nonzero_at::<T>(&elems, &bx_planes) };
     let k = mask.count_ones();
     let n = G::N as u32;
     let mut best = Plan::<G> {

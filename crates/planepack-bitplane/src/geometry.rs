@@ -160,6 +160,12 @@ pub trait Geometry {
     /// # Safety
     /// The CPU must run tier `T`.
     unsafe fn from_planes_at<const T: u8>(planes: &Self::Planes) -> Self::Elems;
+    /// The block's nonzero mask, from its elements or its planes (`crate::nonzero`), with
+    /// tier `T`'s instructions.
+    ///
+    /// # Safety
+    /// The CPU must run tier `T`.
+    unsafe fn nonzero_at<const T: u8>(elems: &Self::Elems, planes: &Self::Planes) -> Self::Plane;
     /// `packed[j]` to the position of the `j`-th set bit of `mask`, zeros elsewhere, with tier
     /// `T`'s instructions.
     ///
@@ -182,6 +188,7 @@ macro_rules! geometry {
         $plane:ty,
         $to:path,
         $from:path,
+        $nonzero:path,
         $expand:path,
         $accumulate:expr
     ) => {
@@ -231,6 +238,14 @@ macro_rules! geometry {
                 $from(unsafe { planepack_core::cpu::Tier::<T>::assume() }, planes)
             }
             #[inline(always)]
+            unsafe fn nonzero_at<const T: u8>(
+                elems: &Self::Elems,
+                planes: &Self::Planes,
+            ) -> $plane {
+                // SAFETY: the caller's guarantee, passed on.
+                unsafe { $nonzero(elems, planes) }
+            }
+            #[inline(always)]
             unsafe fn expand_at<const T: u8>(mask: $plane, packed: &Self::Elems) -> Self::Elems {
                 // SAFETY: the caller's guarantee, passed on.
                 unsafe { $expand(mask, packed) }
@@ -251,6 +266,7 @@ geometry!(
     u32,
     transpose::planes32_at::<T>,
     transpose::elems32_at::<T>,
+    crate::nonzero::mask32::<T>,
     crate::mode_finish::expand32::<T>,
     crate::mode_finish::accumulate32::<T>
 );
@@ -261,6 +277,7 @@ geometry!(
     u64,
     transpose::planes16_at::<T>,
     transpose::elems16_at::<T>,
+    crate::nonzero::mask16::<T>,
     crate::mode_finish::expand16::<T>,
     crate::mode_finish::accumulate16::<T>
 );
@@ -271,6 +288,7 @@ geometry!(
     u128,
     transpose::planes8_at::<T>,
     transpose::elems8_at::<T>,
+    crate::nonzero::mask8::<T>,
     crate::mode_finish::expand8::<T>,
     crate::mode_finish::accumulate8::<T>
 );

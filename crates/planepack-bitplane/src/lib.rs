@@ -18,6 +18,7 @@
 pub mod block;
 pub mod geometry;
 mod mode_finish;
+mod nonzero;
 mod raw_tail;
 pub mod stats;
 pub(crate) mod symbols;
@@ -399,7 +400,8 @@ mod simd {
         decode_chunk_v3_inner,
         encode_chunk_v3_inner
     );
-    // At the AVX-512 tier the transposes, `mode_finish` and `raw_tail` inline.
+    // The transposes inline at both tiers; at the AVX-512 tier `mode_finish` and `raw_tail`
+    // do too.
     tier!(
         "avx2,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,gfni",
         cpu::AVX512,
