@@ -480,20 +480,56 @@ mod avx2 {
         let t1 = _mm256_unpackhi_epi64(q[0], q[1]);
         let t2 = _mm256_unpacklo_epi64(q[2], q[3]);
         let t3 = _mm256_unpackhi_epi64(q[2], q[3]);
-        let mut by = [
+        let by = [
             _mm256_permute2x128_si256(t0, t2, 0x20),
             _mm256_permute2x128_si256(t1, t3, 0x20),
             _mm256_permute2x128_si256(t0, t2, 0x31),
             _mm256_permute2x128_si256(t1, t3, 0x31),
         ];
+        // Then the bits, in registers: in each qword (eight elements' byte b) an 8x8 bit
+        // transpose (`transpose8`'s three steps) makes byte k the eight elements' bit k; a byte
+        // shuffle pairs the two qwords of each half (word k: bit k of 16 elements) and a word
+        // interleave of the halves puts plane 8b + k in dword k. The planes leave as whole
+        // registers: stored 32 bits at a time (one `movemask` a plane, as this was), a caller
+        // loading them as vectors (the bit-plane encoder's sizing) waited on a failed store
+        // forward every block.
+        let pair = _mm256_setr_epi8(
+            0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12,
+            5, 13, 6, 14, 7, 15,
+        );
         let mut out = [0u32; 32];
-        for k in (0..8).rev() {
-            for (b, v) in by.iter_mut().enumerate() {
-                out[8 * b + k] = _mm256_movemask_epi8(*v) as u32;
-                *v = _mm256_add_epi8(*v, *v);
-            }
+        for (b, x) in by.into_iter().enumerate() {
+            let words = _mm256_shuffle_epi8(transpose8x4(x), pair);
+            let (lo, hi) = (
+                _mm256_castsi256_si128(words),
+                _mm256_extracti128_si256::<1>(words),
+            );
+            let planes = _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi));
+            // SAFETY: 32 bytes at dword 8b of the 128-byte array (b < 4).
+            unsafe { _mm256_storeu_si256(out.as_mut_ptr().add(8 * b) as *mut __m256i, planes) };
         }
         out
+    }
+
+    /// [`super::transpose8`] on each qword of `x`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn transpose8x4(x: __m256i) -> __m256i {
+        let x = swap_bits::<7>(x, 0x00AA_00AA_00AA_00AA);
+        let x = swap_bits::<14>(x, 0x0000_CCCC_0000_CCCC);
+        swap_bits::<28>(x, 0x0000_0000_F0F0_F0F0)
+    }
+
+    /// One step of [`super::transpose8`] on each qword: the bits of `mask` trade places with
+    /// those `S` above them.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn swap_bits<const S: i32>(x: __m256i, mask: i64) -> __m256i {
+        let t = _mm256_and_si256(
+            _mm256_xor_si256(x, _mm256_srli_epi64::<S>(x)),
+            _mm256_set1_epi64x(mask),
+        );
+        _mm256_xor_si256(x, _mm256_xor_si256(t, _mm256_slli_epi64::<S>(t)))
     }
 
     /// 64 elements of 16 bits to 16 planes of 64 bits. Caller guarantees AVX2.
