@@ -116,11 +116,13 @@ pub(crate) fn plan<G: Geometry, const T: u8>(
         best.bits = 0;
         return best;
     }
-    // DBX's planes below the AVX-512 tier (the borrow ripple, see DBX's trial), made before
-    // the other trials: the ripple stores them a plane at a time and DBX's sizer loads them
-    // as vectors, which must wait until those stores reach the cache; with BX's and ZBX's
-    // trials between, the wait is hidden (FP32 encode +5 % at the AVX2 tier).
-    let dbx_planes = (T < cpu::AVX512 && allowed(Mode::Dbx)).then(|| delta_planes::<G>(&bx_planes));
+    // DBX's planes below the AVX-512 tier (the borrow ripple, `crate::delta`), made before the
+    // other trials: where the ripple stores them a plane at a time (16-bit planes), DBX's
+    // vector sizer must wait until those stores reach the cache; with BX's and ZBX's trials
+    // between, the wait is hidden (FP32 encode +5 % at the AVX2 tier, with the ripple).
+    // SAFETY: the CPU runs tier `T` (see `to_planes` below).
+    let dbx_planes = (T < cpu::AVX512 && allowed(Mode::Dbx))
+        .then(|| unsafe { G::delta_planes_at::<T>(&bx_planes) });
     let zvc = n + k * G::W;
     if allowed(Mode::Zvc) && take(zvc, best.bits) {
         best.mode = Mode::Zvc;
@@ -191,7 +193,7 @@ fn deltas<G: Geometry>(elems: &G::Elems) -> G::Elems {
 /// place of a second transpose (on AVX2, 32 mask extractions on one port for BF16 blocks;
 /// BF16 encode +10-17 %, FP32 +10 % on one AVX2 core).
 #[inline(always)]
-fn delta_planes<G: Geometry>(planes: &G::Planes) -> G::Planes {
+pub(crate) fn delta_planes<G: Geometry>(planes: &G::Planes) -> G::Planes {
     let top = G::Plane::ONE << (G::N as u32 - 1);
     let mut out = G::zero_planes();
     let mut borrow = G::Plane::ZERO;
@@ -206,10 +208,10 @@ fn delta_planes<G: Geometry>(planes: &G::Planes) -> G::Planes {
 
 /// Write the payload of a planned block.
 #[inline(always)]
-pub(crate) fn write<G: Geometry>(
+pub(crate) fn write<G: Geometry, B: AsMut<[u8]> + ?Sized>(
     plan: &Plan<G>,
     block: &[u8; BLOCK_BYTES],
-    w: &mut SliceBitWriter,
+    w: &mut SliceBitWriter<B>,
 ) {
     match plan.mode {
         Mode::Zero => {}

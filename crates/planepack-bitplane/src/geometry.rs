@@ -34,10 +34,10 @@ pub trait Plane:
     fn trailing_zeros(self) -> u32;
     /// The lowest set bit alone (zero for zero).
     fn lowest_one(self) -> Self;
-    fn put(self, w: &mut SliceBitWriter, n: u32);
+    fn put<B: AsMut<[u8]> + ?Sized>(self, w: &mut SliceBitWriter<B>, n: u32);
     /// Write the raw symbol of a plane wider than 55 bits: the code bit `1`, then `p_bits`
     /// bits.
-    fn put_raw_wide(self, w: &mut SliceBitWriter, p_bits: u32);
+    fn put_raw_wide<B: AsMut<[u8]> + ?Sized>(self, w: &mut SliceBitWriter<B>, p_bits: u32);
     fn get(r: &mut BitReader, n: u32) -> Self;
     /// The low bits of a peeked word.
     fn from_u64(v: u64) -> Self;
@@ -78,11 +78,11 @@ macro_rules! impl_plane {
                 self & self.wrapping_neg()
             }
             #[inline(always)]
-            fn put(self, w: &mut SliceBitWriter, n: u32) {
+            fn put<B: AsMut<[u8]> + ?Sized>(self, w: &mut SliceBitWriter<B>, n: u32) {
                 w.$write(self as $wide, n)
             }
             #[inline(always)]
-            fn put_raw_wide(self, w: &mut SliceBitWriter, p_bits: u32) {
+            fn put_raw_wide<B: AsMut<[u8]> + ?Sized>(self, w: &mut SliceBitWriter<B>, p_bits: u32) {
                 if p_bits <= 119 {
                     w.put_wide(1 | (self as u128) << 1, 1 + p_bits);
                 } else {
@@ -166,6 +166,12 @@ pub trait Geometry {
     /// # Safety
     /// The CPU must run tier `T`.
     unsafe fn nonzero_at<const T: u8>(elems: &Self::Elems, planes: &Self::Planes) -> Self::Plane;
+    /// DBX's planes from the block's planes (`crate::block::delta_planes`; FP32 at the AVX2
+    /// tier `crate::delta`'s prefix), with tier `T`'s instructions.
+    ///
+    /// # Safety
+    /// The CPU must run tier `T`.
+    unsafe fn delta_planes_at<const T: u8>(planes: &Self::Planes) -> Self::Planes;
     /// `packed[j]` to the position of the `j`-th set bit of `mask`, zeros elsewhere, with tier
     /// `T`'s instructions.
     ///
@@ -189,6 +195,7 @@ macro_rules! geometry {
         $to:path,
         $from:path,
         $nonzero:path,
+        $delta:path,
         $expand:path,
         $accumulate:expr
     ) => {
@@ -246,6 +253,12 @@ macro_rules! geometry {
                 unsafe { $nonzero(elems, planes) }
             }
             #[inline(always)]
+            #[allow(unused_unsafe)]
+            unsafe fn delta_planes_at<const T: u8>(planes: &Self::Planes) -> Self::Planes {
+                // SAFETY: the caller's guarantee, passed on.
+                unsafe { $delta(planes) }
+            }
+            #[inline(always)]
             unsafe fn expand_at<const T: u8>(mask: $plane, packed: &Self::Elems) -> Self::Elems {
                 // SAFETY: the caller's guarantee, passed on.
                 unsafe { $expand(mask, packed) }
@@ -267,6 +280,7 @@ geometry!(
     transpose::planes32_at::<T>,
     transpose::elems32_at::<T>,
     crate::nonzero::mask32::<T>,
+    crate::delta::planes32::<T>,
     crate::mode_finish::expand32::<T>,
     crate::mode_finish::accumulate32::<T>
 );
@@ -278,6 +292,7 @@ geometry!(
     transpose::planes16_at::<T>,
     transpose::elems16_at::<T>,
     crate::nonzero::mask16::<T>,
+    crate::block::delta_planes::<W16>,
     crate::mode_finish::expand16::<T>,
     crate::mode_finish::accumulate16::<T>
 );
@@ -289,6 +304,7 @@ geometry!(
     transpose::planes8_at::<T>,
     transpose::elems8_at::<T>,
     crate::nonzero::mask8::<T>,
+    crate::block::delta_planes::<W8>,
     crate::mode_finish::expand8::<T>,
     crate::mode_finish::accumulate8::<T>
 );

@@ -16,6 +16,7 @@
 //! [`stats`] (per-mode counts and the cost of each format deviation).
 
 pub mod block;
+mod delta;
 pub mod geometry;
 mod mode_finish;
 mod nonzero;
@@ -201,6 +202,11 @@ impl BitPlane {
     }
 }
 
+/// The room a chunk's table and payloads are written in: the largest chunk after its length
+/// field, and the writer's 16 bytes of slack (`put_wide`). An array, so that the writer's
+/// bound checks compare with a constant.
+const PAYLOAD_ROOM: usize = MAX_CHUNK_BYTES - 2 + 16;
+
 fn max_len(raw_len: usize) -> usize {
     HEADER_BYTES + raw_len.div_ceil(CHUNK_BYTES) * MAX_CHUNK_BYTES
 }
@@ -232,8 +238,9 @@ fn encode_chunk<G: Geometry, const T: u8>(
     // Room for the largest chunk and the writer's 16 bytes of slack (`put_wide`), zeroed; cut
     // to size after.
     let start = out.len();
-    out.resize(start + MAX_CHUNK_BYTES + 16, 0);
-    let mut w = SliceBitWriter::at_bit(&mut out[start + 2..], table_bits);
+    out.resize(start + 2 + PAYLOAD_ROOM, 0);
+    let room: &mut [u8; PAYLOAD_ROOM] = (&mut out[start + 2..]).try_into().unwrap();
+    let mut w = SliceBitWriter::at_bit(room, table_bits);
     let mut table = [0u8; TABLE_BYTES + 8];
     let mut t = SliceBitWriter::new(&mut table);
     let mut payload_bits = 0;

@@ -104,7 +104,7 @@ impl Sink for Count {
     }
 }
 
-impl Sink for SliceBitWriter<'_> {
+impl<B: AsMut<[u8]> + ?Sized> Sink for SliceBitWriter<'_, B> {
     #[inline(always)]
     fn put(&mut self, value: u64, n: u32) {
         self.put_u64(value, n)
