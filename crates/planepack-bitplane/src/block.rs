@@ -110,7 +110,6 @@ pub(crate) fn plan<G: Geometry, const T: u8>(
     let allowed = |m: Mode| forced.is_none_or(|f| f == m);
     // Every non-RAW payload must stay under RAW_BITS: its length field has 10 bits.
     let take = |bits: u32, best: u32| bits < RAW_BITS && (forced.is_some() || bits < best);
-
     if k == 0 && allowed(Mode::Zero) {
         best.mode = Mode::Zero;
         best.bits = 0;

@@ -245,6 +245,7 @@ macro_rules! geometry {
                 $from(unsafe { planepack_core::cpu::Tier::<T>::assume() }, planes)
             }
             #[inline(always)]
+            #[allow(unused_unsafe)]
             unsafe fn nonzero_at<const T: u8>(
                 elems: &Self::Elems,
                 planes: &Self::Planes,

@@ -49,11 +49,8 @@ pub(crate) unsafe fn mask16<const T: u8>(elems: &[u16; 64], planes: &[u64; 16]) 
 }
 
 /// The nonzero mask of 128 bytes whose planes are `planes` (every tier folds them).
-///
-/// # Safety
-/// None beyond the other widths' signature (kept alike for the geometry macro).
 #[inline(always)]
-pub(crate) unsafe fn mask8<const T: u8>(_elems: &[u8; 128], planes: &[u128; 8]) -> u128 {
+pub(crate) fn mask8<const T: u8>(_elems: &[u8; 128], planes: &[u128; 8]) -> u128 {
     fold(planes)
 }
 
