@@ -243,12 +243,14 @@ impl Encoder {
         for l in 0..k {
             out.extend_from_slice(&(count(l) as u16).to_le_bytes());
         }
+        // The words as little-endian bytes: on a little-endian machine their own bytes, one
+        // copy (the stream's bytes were zero-filled and then overwritten: a memset of the
+        // whole stream, 2-3 % of encoding).
         let to_le = |words: &[u16], out: &mut Vec<u8>| {
-            let at = out.len();
-            out.resize(at + 2 * words.len(), 0);
-            for (dst, w) in out[at..].as_chunks_mut::<2>().0.iter_mut().zip(words) {
-                *dst = w.to_le_bytes();
-            }
+            #[cfg(target_endian = "little")]
+            out.extend_from_slice(bytemuck::cast_slice(words));
+            #[cfg(not(target_endian = "little"))]
+            out.extend(words.iter().flat_map(|w| w.to_le_bytes()));
         };
         for l in 0..k {
             to_le(&self.compact[l * stride..l * stride + head[l]], out);
