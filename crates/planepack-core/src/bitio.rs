@@ -283,17 +283,22 @@ mod tests {
         fn writer_matches_bitvec_lsb0(fields in proptest::collection::vec((any::<u128>(), 0u32..=128), 0..64)) {
             let mut buf = vec![0u8; 64 * 16 + 16];
             let mut w = SliceBitWriter::new(&mut buf);
+            // The same fields into an array window (the writer's other buffer type).
+            let mut window = [0u8; 64 * 16 + 16];
+            let mut a = SliceBitWriter::new(&mut window);
             let mut reference: BitVec<u8, Lsb0> = BitVec::new();
             for &(v, n) in &fields {
                 let v = if n == 128 { v } else { v & ((1u128 << n) - 1) };
                 // Fields that `put_wide` takes go through it on odd draws.
                 match n <= 120 && v & 1 == 1 {
-                    true => w.put_wide(v, n),
-                    false => w.put_u128(v, n),
+                    true => { w.put_wide(v, n); a.put_wide(v, n) }
+                    false => { w.put_u128(v, n); a.put_u128(v, n) }
                 }
                 for i in 0..n { reference.push((v >> i) & 1 == 1); }
             }
             let bits = w.bit_len();
+            prop_assert_eq!(a.bit_len(), bits);
+            prop_assert_eq!(&window[..], &buf[..]);
             prop_assert_eq!(bits, reference.len());
             let used = reference.as_raw_slice().len();
             prop_assert_eq!(&buf[..used], reference.as_raw_slice());
@@ -306,6 +311,18 @@ mod tests {
             }
             prop_assert!(!r.overran());
             prop_assert_eq!(r.pos(), bits);
+        }
+    }
+
+    /// An array window too small for what is written panics (its bound is a constant, still
+    /// checked), as a slice does: never a write out of bounds.
+    #[test]
+    #[should_panic]
+    fn a_full_array_window_panics() {
+        let mut window = [0u8; 16];
+        let mut w = SliceBitWriter::new(&mut window);
+        for _ in 0..3 {
+            w.put(0x1F_FFFF_FFFF, 37);
         }
     }
 
