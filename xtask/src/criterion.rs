@@ -37,7 +37,12 @@ const BENCHES: &[(&str, &str, &[&str])] = &[
 const WORKLOAD_BENCHES: &[(&str, &str, &[&str])] = &[(
     "planepack-harness",
     "workloads",
-    &["wl-transformer-bf16", "wl-kv-bf16", "wl-cnn-bf16"],
+    &[
+        "wl-transformer-bf16",
+        "wl-kv-bf16",
+        "wl-cnn-bf16",
+        "wl-transformer-fp32",
+    ],
 )];
 
 fn root() -> PathBuf {
@@ -141,7 +146,8 @@ pub fn run(skip_run: bool, runs: usize, workloads: bool) -> Result<()> {
              batch of its largest size class (tensors of 16 MiB or more; the KV cache's layers are 3 MiB each), \
              up to 64 MiB, as `cargo xtask bench --workloads` cuts them \
              (`wl-transformer-bf16`: MiniLM's saved activations at 16 x 512 tokens; `wl-kv-bf16`: SmolLM2's KV \
-             cache of 8192 tokens; `wl-cnn-bf16`: EfficientNet-Lite0's saved activations at batch 40, 224 x 224). \
+             cache of 8192 tokens; `wl-cnn-bf16`: EfficientNet-Lite0's saved activations at batch 40, 224 x 224; \
+             `wl-transformer-fp32`: MiniLM's saved activations in FP32, 16 x 512 tokens). \
              memcpy of the same bytes was measured in the same run. GB/s of raw bytes. Runs of the whole suite: \
              {runs}. Each figure is the median of the runs' medians (the fraction of memcpy is taken within each \
              run first), with the runs' range.\n"

@@ -2,9 +2,9 @@
 //! production-size tensors, beside memcpy of the same bytes in the same run, and rANS's
 //! parallel encoder and decoder on 1 to all of the machine's threads: the first batch
 //! (up to 64 MiB, as `cargo xtask bench --workloads` cuts them) of the largest size class of
-//! three workload files (>= 16 MiB; 1-16 MiB for the KV cache, whose layers are 3 MiB): a
-//! transformer's BF16 activations, a BF16 KV cache of 8192 tokens and a CNN's BF16
-//! activations. The files come from `cargo xtask workloads` (`target/workloads/`); without
+//! four workload files (>= 16 MiB; 1-16 MiB for the KV cache, whose layers are 3 MiB): a
+//! transformer's BF16 activations, a BF16 KV cache of 8192 tokens, a CNN's BF16 activations
+//! and the transformer's FP32 activations (the bit-plane encoder's slower width). The files come from `cargo xtask workloads` (`target/workloads/`); without
 //! them this bench stops and says so.
 //! Run with `cargo xtask criterion --workloads`.
 
@@ -17,10 +17,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// (criterion group, workload file stem)
-const FILES: [(&str, &str); 3] = [
+const FILES: [(&str, &str); 4] = [
     ("wl-transformer-bf16", "transformer-minilm-16x512-bf16"),
     ("wl-kv-bf16", "kv-smollm2-8192-bf16"),
     ("wl-cnn-bf16", "cnn-efficientnet-lite0-b40-bf16"),
+    ("wl-transformer-fp32", "transformer-minilm-16x512-fp32"),
 ];
 
 /// Where `cargo xtask workloads` writes them (xtask's `workloads::dir`).
