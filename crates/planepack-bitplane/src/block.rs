@@ -115,7 +115,7 @@ pub(crate) fn plan<G: Geometry, const T: u8>(
         best.bits = 0;
         return best;
     }
-    // DBX's planes below the AVX-512 tier (the borrow ripple, `crate::delta`), made before the
+    // DBX's planes below the AVX-512 tier (`crate::delta`), made before the
     // other trials: where the ripple stores them a plane at a time (16-bit planes), DBX's
     // vector sizer must wait until those stores reach the cache; with BX's and ZBX's trials
     // between, the wait is hidden (FP32 encode +5 % at the AVX2 tier, with the ripple).
@@ -183,26 +183,6 @@ fn deltas<G: Geometry>(elems: &G::Elems) -> G::Elems {
         deltas.as_mut()[i] = G::elem(e[i + 1].into().wrapping_sub(e[i].into()));
     }
     deltas
-}
-
-/// DBX's planes: the planes of `e[i + 1] - e[i]` (wrapping, `W` bits; zero for the last
-/// element) computed from the elements' planes, not by transposing the differences. Element
-/// `i + 1`'s bits are the planes shifted down by one, and the subtraction is the schoolbook one
-/// with a borrow plane rippling from the lowest plane up: a few word operations per plane in
-/// place of a second transpose (on AVX2, 32 mask extractions on one port for BF16 blocks;
-/// BF16 encode +10-17 %, FP32 +10 % on one AVX2 core).
-#[inline(always)]
-pub(crate) fn delta_planes<G: Geometry>(planes: &G::Planes) -> G::Planes {
-    let top = G::Plane::ONE << (G::N as u32 - 1);
-    let mut out = G::zero_planes();
-    let mut borrow = G::Plane::ZERO;
-    for (d, &p) in out.as_mut().iter_mut().zip(planes.as_ref()) {
-        let (next, this) = (p >> 1, p & !top);
-        let diff = next ^ this;
-        *d = diff ^ borrow;
-        borrow = (!next & this) | (!diff & borrow);
-    }
-    out
 }
 
 /// Write the payload of a planned block.
@@ -409,7 +389,7 @@ mod tests {
             let planes = to_planes::<G, { cpu::PORTABLE }>(&e);
             let expect = to_planes::<G, { cpu::PORTABLE }>(&deltas::<G>(&e));
             assert!(
-                delta_planes::<G>(&planes).as_ref() == expect.as_ref(),
+                crate::delta::delta_planes::<G>(&planes).as_ref() == expect.as_ref(),
                 "width {}",
                 G::W
             );

@@ -166,7 +166,7 @@ pub trait Geometry {
     /// # Safety
     /// The CPU must run tier `T`.
     unsafe fn nonzero_at<const T: u8>(elems: &Self::Elems, planes: &Self::Planes) -> Self::Plane;
-    /// DBX's planes from the block's planes (`crate::block::delta_planes`; FP32 at the AVX2
+    /// DBX's planes from the block's planes (`crate::delta::delta_planes`; FP32 at the AVX2
     /// tier `crate::delta`'s prefix), with tier `T`'s instructions.
     ///
     /// # Safety
@@ -293,7 +293,7 @@ geometry!(
     transpose::planes16_at::<T>,
     transpose::elems16_at::<T>,
     crate::nonzero::mask16::<T>,
-    crate::block::delta_planes::<W16>,
+    crate::delta::delta_planes::<W16>,
     crate::mode_finish::expand16::<T>,
     crate::mode_finish::accumulate16::<T>
 );
@@ -305,7 +305,24 @@ geometry!(
     transpose::planes8_at::<T>,
     transpose::elems8_at::<T>,
     crate::nonzero::mask8::<T>,
-    crate::block::delta_planes::<W8>,
+    crate::delta::delta_planes::<W8>,
     crate::mode_finish::expand8::<T>,
     crate::mode_finish::accumulate8::<T>
 );
+
+/// A block as AVX2 registers, for the tier's block functions (nonzero mask, DBX's prefix,
+/// plane sizing).
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2 {
+    use core::arch::x86_64::*;
+
+    /// `block`'s 128 bytes (elements or planes) as four registers, in order.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) fn registers<T: Copy, const N: usize>(block: &[T; N]) -> [__m256i; 4] {
+        const { assert!(size_of::<[T; N]>() == super::BLOCK_BYTES) };
+        let p = block.as_ptr() as *const u8;
+        // SAFETY: 32 bytes at 32k (k < 4) of the 128-byte array.
+        core::array::from_fn(|k| unsafe { _mm256_loadu_si256(p.add(32 * k) as *const __m256i) })
+    }
+}

@@ -235,8 +235,7 @@ fn encode_chunk<G: Geometry, const T: u8>(
         }
     };
 
-    // Room for the largest chunk and the writer's 16 bytes of slack (`put_wide`), zeroed; cut
-    // to size after.
+    // The chunk's room (`PAYLOAD_ROOM`), zeroed; cut to size after.
     let start = out.len();
     out.resize(start + 2 + PAYLOAD_ROOM, 0);
     let room: &mut [u8; PAYLOAD_ROOM] = (&mut out[start + 2..]).try_into().unwrap();

@@ -58,23 +58,17 @@ pub(crate) fn mask8<const T: u8>(_elems: &[u8; 128], planes: &[u128; 8]) -> u128
 mod avx2 {
     use core::arch::x86_64::*;
 
-    /// Eight lanes of `v` a register, from element `at`.
-    #[inline(always)]
-    fn load<T>(v: &[T], at: usize) -> __m256i {
-        assert!(at * size_of::<T>() + 32 <= size_of_val(v));
-        // SAFETY: the 32 bytes read are inside `v` (asserted; the callers' constant indices
-        // make the assertion vanish).
-        unsafe { _mm256_loadu_si256(v.as_ptr().add(at) as *const __m256i) }
-    }
-
     /// [`super::mask32`] at the AVX2 tier: each register's eight compares to one byte.
     #[target_feature(enable = "avx2")]
     #[inline]
     pub fn mask32(elems: &[u32; 32]) -> u32 {
         let zero = _mm256_setzero_si256();
         let mut is_zero = 0u32;
-        for k in 0..4 {
-            let eq = _mm256_cmpeq_epi32(load(elems, 8 * k), zero);
+        for (k, v) in crate::geometry::avx2::registers(elems)
+            .into_iter()
+            .enumerate()
+        {
+            let eq = _mm256_cmpeq_epi32(v, zero);
             is_zero |= (_mm256_movemask_ps(_mm256_castsi256_ps(eq)) as u32) << (8 * k);
         }
         !is_zero
@@ -88,9 +82,10 @@ mod avx2 {
     pub fn mask16(elems: &[u16; 64]) -> u64 {
         let zero = _mm256_setzero_si256();
         let mut is_zero = 0u64;
+        let v = crate::geometry::avx2::registers(elems);
         for k in 0..2 {
-            let a = _mm256_cmpeq_epi16(load(elems, 32 * k), zero);
-            let b = _mm256_cmpeq_epi16(load(elems, 32 * k + 16), zero);
+            let a = _mm256_cmpeq_epi16(v[2 * k], zero);
+            let b = _mm256_cmpeq_epi16(v[2 * k + 1], zero);
             // Bytes: a 0-7, b 0-7, a 8-15, b 8-15 -> a 0-15, b 0-15.
             let packed = _mm256_permute4x64_epi64(_mm256_packs_epi16(a, b), 0xD8);
             is_zero |= (_mm256_movemask_epi8(packed) as u32 as u64) << (32 * k);
@@ -102,7 +97,6 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use planepack_core::cpu;
     use planepack_core::transpose;
 
     /// The masks at every tier this CPU runs against the planes' fold, on blocks with zeros in
@@ -138,16 +132,11 @@ mod tests {
                     .map(|(i, &x)| u64::from(x != 0) << i)
                     .sum::<u64>()
             );
-            // SAFETY: each tier is run only where the CPU runs it.
-            unsafe {
-                if cpu::x86_64_v3() {
-                    assert_eq!(mask32::<{ cpu::X86_64_V3 }>(&e32, &p32), f32_, "{e32:?}");
-                    assert_eq!(mask16::<{ cpu::X86_64_V3 }>(&e16, &p16), f16_, "{e16:?}");
-                }
-                if cpu::avx512() {
-                    assert_eq!(mask32::<{ cpu::AVX512 }>(&e32, &p32), f32_);
-                    assert_eq!(mask16::<{ cpu::AVX512 }>(&e16, &p16), f16_);
-                }
+            for (t, got) in planepack_testkit::at_every_tier!(mask32, (&e32, &p32)) {
+                assert_eq!(got, f32_, "tier {t}: {e32:?}");
+            }
+            for (t, got) in planepack_testkit::at_every_tier!(mask16, (&e16, &p16)) {
+                assert_eq!(got, f16_, "tier {t}: {e16:?}");
             }
         }
     }

@@ -392,10 +392,7 @@ mod sizing {
                     let five = c(5);
                     let all = c(<$t as crate::geometry::Plane>::ones(p_bits));
                     let zero = _mm256_setzero_si256();
-                    // SAFETY: each load reads 32 bytes inside the 128-byte array.
-                    let regs: [__m256i; 4] = core::array::from_fn(|k| unsafe {
-                        _mm256_loadu_si256(planes.as_ptr().add(PER * k) as *const __m256i)
-                    });
+                    let regs = crate::geometry::avx2::registers(planes);
                     let mut sum = zero;
                     let mut zeros = 0u64;
                     for k in 0..4 {
