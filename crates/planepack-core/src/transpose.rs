@@ -63,17 +63,22 @@ square_transpose!(
     [(8, 0x00FF), (4, 0x0F0F), (2, 0x3333), (1, 0x5555)]
 );
 
+/// [`transpose8`]'s steps: the bits of each mask trade places with those the shift above
+/// them (2x2, then 4x4, then 8x8 blocks). The AVX2 transpose takes the same steps on every
+/// qword of a register.
+const TRANSPOSE8_STEPS: [(u32, u64); 3] = [
+    (7, 0x00AA_00AA_00AA_00AA),
+    (14, 0x0000_CCCC_0000_CCCC),
+    (28, 0x0000_0000_F0F0_F0F0),
+];
+
 /// Transpose an 8x8 bit matrix held in a `u64` (row `r` is byte `r`, column `c` is bit `c`).
 #[inline]
 pub fn transpose8(x: u64) -> u64 {
-    let mut x = x;
-    let t = (x ^ (x >> 7)) & 0x00AA_00AA_00AA_00AA;
-    x ^= t ^ (t << 7);
-    let t = (x ^ (x >> 14)) & 0x0000_CCCC_0000_CCCC;
-    x ^= t ^ (t << 14);
-    let t = (x ^ (x >> 28)) & 0x0000_0000_F0F0_F0F0;
-    x ^= t ^ (t << 28);
-    x
+    TRANSPOSE8_STEPS.iter().fold(x, |x, &(shift, mask)| {
+        let t = (x ^ (x >> shift)) & mask;
+        x ^ t ^ (t << shift)
+    })
 }
 
 /// Call `$at` with the token of the tier this process runs ([`crate::cpu::tier`]).
@@ -519,25 +524,18 @@ mod avx2 {
         _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi))
     }
 
-    /// [`super::transpose8`] on each qword of `x`.
+    /// [`super::transpose8`] on each qword of `x` (its steps, `TRANSPOSE8_STEPS`).
     #[target_feature(enable = "avx2")]
     #[inline]
     fn transpose8x4(x: __m256i) -> __m256i {
-        let x = swap_bits::<7>(x, 0x00AA_00AA_00AA_00AA);
-        let x = swap_bits::<14>(x, 0x0000_CCCC_0000_CCCC);
-        swap_bits::<28>(x, 0x0000_0000_F0F0_F0F0)
-    }
-
-    /// One step of [`super::transpose8`] on each qword: the bits of `mask` trade places with
-    /// those `S` above them.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn swap_bits<const S: i32>(x: __m256i, mask: i64) -> __m256i {
-        let t = _mm256_and_si256(
-            _mm256_xor_si256(x, _mm256_srli_epi64::<S>(x)),
-            _mm256_set1_epi64x(mask),
-        );
-        _mm256_xor_si256(x, _mm256_xor_si256(t, _mm256_slli_epi64::<S>(t)))
+        super::TRANSPOSE8_STEPS.iter().fold(x, |x, &(shift, mask)| {
+            let s = _mm_cvtsi32_si128(shift as i32);
+            let t = _mm256_and_si256(
+                _mm256_xor_si256(x, _mm256_srl_epi64(x, s)),
+                _mm256_set1_epi64x(mask as i64),
+            );
+            _mm256_xor_si256(x, _mm256_xor_si256(t, _mm256_sll_epi64(t, s)))
+        })
     }
 
     /// 64 elements of 16 bits to 16 planes of 64 bits. Caller guarantees AVX2. (Its bit stage
