@@ -7,7 +7,8 @@
 //! decode / copy ratios is printed (this machine's speed drifts, so ratios are taken from
 //! neighbouring runs). `PLANEPACK_GPU_IBP_LANES` sets invocations per IBP row,
 //! `PLANEPACK_GPU_NO_SUBGROUPS=1` the workgroup-memory path, `CODECS=ibp`, `=bitplane` or `=rans` one
-//! codec (`rans-nosign`, `rans-norow`, `rans-nosign-norow`: without sign or row planes).
+//! codec (`rans-nosign`, `rans-norow`, `rans-nosign-norow`: without sign or row planes;
+//! `-noctx`: without context planes; `rans-planes`: byte planes only, `Rans::PLANES`).
 //!
 //! `cargo run --release -p planepack-gpu --example gpu_probe [name ...] [path.safetensors ...]`
 //! (`PROBE_MAX_MB`: skip tensors larger than that; `PROBE_TENSOR`: only tensors whose name
@@ -62,10 +63,15 @@ fn main() {
                 } else if codec.starts_with("rans") {
                     // `rans-nosign`, `rans-norow`: without sign or row planes, for what
                     // those loops cost.
+                    let base = match codec.contains("planes") {
+                        true => planepack_rans::Rans::PLANES,
+                        false => planepack_rans::Rans::default(),
+                    };
                     planepack_rans::Rans {
-                        sign_contexts: !codec.contains("nosign"),
-                        row_contexts: !codec.contains("norow"),
-                        ..Default::default()
+                        sign_contexts: base.sign_contexts && !codec.contains("nosign"),
+                        row_contexts: base.row_contexts && !codec.contains("norow"),
+                        contexts: base.contexts && !codec.contains("noctx"),
+                        ..base
                     }
                     .encode_shaped(&t.data, elem, &t.shape, &mut enc)
                     .unwrap();

@@ -2,6 +2,7 @@
 //! builds of the encoder: `cargo run --release -p planepack-harness --example rans_bytes`
 //! (`NO_ROW_CONTEXTS=1`: the default encoder without row planes, for what they buy;
 //! `NO_SIGN_CONTEXTS=1`: without sign planes;
+//! `CHUNK_LOG2=n`: chunks of 2^n bytes; `WORKLOADS_ONLY=1`: skip the corpus;
 //! `VERIFY=1`: each stream decoded and compared; `MODES=1`: also each group's (and workload batch's) chunks by mode, and a dense chunk's plane 0 by kind, which
 //! say which path of the GPU decoder a group takes).
 use planepack_container::CodecSpec;
@@ -36,20 +37,24 @@ fn verify(codec: &dyn planepack_core::Codec, stream: &[u8], data: &[u8]) {
 
 fn main() {
     let off = |v: &str| std::env::var_os(v).is_some();
-    let codec: Box<dyn planepack_core::Codec> = if off("NO_ROW_CONTEXTS") || off("NO_SIGN_CONTEXTS")
-    {
-        Box::new(planepack_rans::Rans {
-            row_contexts: !off("NO_ROW_CONTEXTS"),
-            sign_contexts: !off("NO_SIGN_CONTEXTS"),
-            ..Default::default()
-        })
-    } else {
-        CodecSpec::parse("rans").unwrap().codec()
-    };
+    let chunk_log2 = std::env::var("CHUNK_LOG2")
+        .map(|v| v.parse().expect("CHUNK_LOG2: a number"))
+        .unwrap_or(planepack_rans::DEFAULT_CHUNK_LOG2);
+    let codec: Box<dyn planepack_core::Codec> =
+        if off("NO_ROW_CONTEXTS") || off("NO_SIGN_CONTEXTS") || off("CHUNK_LOG2") {
+            Box::new(planepack_rans::Rans {
+                row_contexts: !off("NO_ROW_CONTEXTS"),
+                sign_contexts: !off("NO_SIGN_CONTEXTS"),
+                chunk_log2,
+                ..Default::default()
+            })
+        } else {
+            CodecSpec::parse("rans").unwrap().codec()
+        };
     let dir = datasets_dir();
     let manifest = Manifest::read(&dir).unwrap();
     let mut total = (0u64, 0u64);
-    for d in &manifest.datasets {
+    for d in manifest.datasets.iter().filter(|_| !off("WORKLOADS_ONLY")) {
         for g in groups_of(&d.name, &d.category, &dir.join(&d.file)).unwrap() {
             let mut c = 0u64;
             let mut modes = std::collections::BTreeMap::<String, usize>::new();
