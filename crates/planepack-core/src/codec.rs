@@ -13,6 +13,33 @@ use crate::{ElemType, Result};
 /// hand-over cost little; a 3 MiB KV layer still makes 12 tasks to share out).
 pub const PARALLEL_TASK_BYTES: usize = 256 << 10;
 
+/// Append `parts` to `out`, in order, copied on rayon's threads: how a parallel encoder joins
+/// the tasks it coded into buffers of their own. On one thread the copy, and the first touch
+/// of the pages `out` grows into, took 8 % of a two-thread rANS encode of CNN activations
+/// (13 ms of 160; 8 ms on two threads), and would take that long on any number of threads.
+pub fn append_parts(out: &mut Vec<u8>, parts: &[Vec<u8>]) {
+    use rayon::prelude::*;
+    let total: usize = parts.iter().map(Vec::len).sum();
+    out.reserve(total);
+    let start = out.len();
+    let mut rest = &mut out.spare_capacity_mut()[..total];
+    let mut pieces = Vec::with_capacity(parts.len());
+    for p in parts {
+        let (piece, after) = rest.split_at_mut(p.len());
+        pieces.push(piece);
+        rest = after;
+    }
+    pieces.into_par_iter().zip(parts).for_each(|(piece, part)| {
+        // (`write_copy_of_slice` is newer than the workspace's MSRV; this loop is a memcpy.)
+        for (d, &b) in piece.iter_mut().zip(part) {
+            d.write(b);
+        }
+    });
+    // SAFETY: the `total` bytes after `start` are within the capacity reserved above, and
+    // each was written: the pieces tile them, each filled with its part (of its length).
+    unsafe { out.set_len(start + total) };
+}
+
 /// A lossless tensor codec.
 pub trait Codec: Send + Sync {
     /// Stable, short name used in tables and on the command line (e.g. `zstd-3`).
@@ -94,5 +121,23 @@ pub fn check_output_len(expected: usize, out: &[u8]) -> Result<()> {
             expected,
             provided: out.len(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::append_parts;
+
+    /// The parts follow what `out` held, in order, whatever their lengths (empty ones too).
+    #[test]
+    fn append_parts_concatenates_in_order() {
+        let parts: Vec<Vec<u8>> = (0..40u8)
+            .map(|i| (0..(i as usize * 37) % 301).map(|j| i ^ j as u8).collect())
+            .collect();
+        let mut out = b"head".to_vec();
+        append_parts(&mut out, &parts);
+        assert_eq!(out, [b"head".to_vec(), parts.concat()].concat());
+        append_parts(&mut out, &[]);
+        assert_eq!(out.len(), 4 + parts.iter().map(Vec::len).sum::<usize>());
     }
 }

@@ -1320,9 +1320,7 @@ impl Rans {
                 head.len() + tasks.iter().map(Vec::len).sum::<usize>() + input.len() - body,
             );
             out.extend_from_slice(&head);
-            for t in &tasks {
-                out.extend_from_slice(t);
-            }
+            planepack_core::codec::append_parts(out, &tasks);
         }
         out.extend_from_slice(&input_body[body..]);
         debug_assert!(out.len() - start <= self.max_compressed_len(input.len(), elem));
