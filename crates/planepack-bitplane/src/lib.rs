@@ -222,11 +222,17 @@ fn encode_chunk<G: Geometry, const T: u8>(
     // its table entry into a buffer of its own, OR-ed in front at the end.
     let nb = chunk.len().div_ceil(BLOCK_BYTES);
     let table_bits = nb * TABLE_ENTRY_BITS;
-    // Blocks are read in place; only a short last block is copied, zero padded.
+    // Blocks are read in place; only a short last block is copied, zero padded. (Walking
+    // `as_chunks` and the tail instead took FP32 2 % faster and BF16 3-4 % slower.)
     let mut tail = [0u8; BLOCK_BYTES];
-    let (whole, rest) = chunk.as_chunks::<BLOCK_BYTES>();
-    tail[..rest.len()].copy_from_slice(rest);
-    let last = (!rest.is_empty()).then_some(&tail);
+    let full = chunk.len() / BLOCK_BYTES;
+    tail[..chunk.len() - full * BLOCK_BYTES].copy_from_slice(&chunk[full * BLOCK_BYTES..]);
+    let block_at = |b: usize| -> &[u8; BLOCK_BYTES] {
+        match chunk.get(b * BLOCK_BYTES..(b + 1) * BLOCK_BYTES) {
+            Some(x) => x.try_into().unwrap(),
+            None => &tail,
+        }
+    };
 
     // The chunk's room (`PAYLOAD_ROOM`), zeroed; cut to size after.
     let start = out.len();
@@ -239,7 +245,8 @@ fn encode_chunk<G: Geometry, const T: u8>(
     // read-modify-writes in memory were a few percent of encoding FP32).
     let mut blocks = [0u64; 6];
     let mut bits_by_mode = [0u64; 6];
-    for block in whole.iter().chain(last) {
+    for b in 0..nb {
+        let block = block_at(b);
         let p = block::plan::<G, T>(block, forced);
         // The table entry, tag first, as one field.
         let length = if p.mode == Mode::Raw {
