@@ -30,7 +30,7 @@ use planepack_harness::{Group, Results, SizeClass};
 use planepack_rans::Rans;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Elements per chunk of the analysis (the rANS codec's default chunk).
 const CHUNK: usize = 1 << 16;
@@ -514,12 +514,13 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
 /// What the same machine's bench measured of the peers: the best peer's ratio per record
 /// (dataset, dtype, size class), and per category the peer whose geomean over the category's
 /// records is highest (how the bench's headline ranks codecs).
-struct Peers {
-    best: BTreeMap<(String, String, SizeClass), (String, f64)>,
+pub(crate) struct Peers {
+    /// The best peer of each record (dataset, dtype, size class): its name and ratio.
+    pub(crate) best: BTreeMap<(String, String, SizeClass), (String, f64)>,
     category_best: BTreeMap<String, (String, f64)>,
 }
 
-fn peers(results: &Path) -> Result<Peers> {
+pub(crate) fn peers(results: &Path) -> Result<Peers> {
     let mut best: BTreeMap<(String, String, SizeClass), (String, f64)> = BTreeMap::new();
     let mut per_codec: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     let mut record_category: BTreeMap<(String, String, SizeClass), String> = BTreeMap::new();
@@ -572,6 +573,25 @@ fn peers(results: &Path) -> Result<Peers> {
     })
 }
 
+/// `results` (a file under this machine's results folder), or where this machine has no bench
+/// run of these tensors, the same file of another machine's folder (a peer's ratio does not
+/// depend on the machine).
+pub(crate) fn with_fallback(root: &Path, machine_dir: &Path, results: PathBuf) -> Result<PathBuf> {
+    if results.exists() {
+        return Ok(results);
+    }
+    let rel = results
+        .strip_prefix(machine_dir)
+        .unwrap_or(&results)
+        .to_owned();
+    let mut others: Vec<_> = std::fs::read_dir(root.join("bench-results"))?
+        .filter_map(|d| d.ok().map(|d| d.path().join(&rel)))
+        .filter(|p| p.exists())
+        .collect();
+    others.sort();
+    Ok(others.into_iter().next().unwrap_or(results))
+}
+
 pub fn run(root: &Path, workloads: bool) -> Result<()> {
     let machine = planepack_harness::machine_name();
     let machine_dir = root
@@ -613,22 +633,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
             b.size_class,
         ))
     });
-    // A machine without its own bench run of these tensors takes another's peer ratios.
-    let results = match results.exists() {
-        true => results,
-        false => {
-            let rel = results
-                .strip_prefix(&machine_dir)
-                .unwrap_or(&results)
-                .to_owned();
-            let mut others: Vec<_> = std::fs::read_dir(root.join("bench-results"))?
-                .filter_map(|d| d.ok().map(|d| d.path().join(&rel)))
-                .filter(|p| p.exists())
-                .collect();
-            others.sort();
-            others.into_iter().next().unwrap_or(results)
-        }
-    };
+    let results = with_fallback(root, &machine_dir, results)?;
     let peers = peers(&results)?;
     let mut md = format!(
         "# Structure in the tensors, what the rANS modelled chunk takes, what is left\n\n\

@@ -84,7 +84,12 @@ enum Command {
     },
     /// What each part of the rANS codec's model buys, and its chunk size, on every dataset
     /// (bench-results/rans-study.md).
-    RansStudy,
+    RansStudy {
+        /// The production-size workloads instead of the corpus
+        /// (bench-results/rans-study-workloads.md).
+        #[arg(long)]
+        workloads: bool,
+    },
     /// Which structure each dataset has that byte planes cannot see (zeros, runs, repeats along
     /// rows and channels, a dictionary value, matches at a distance), what the modelled chunk
     /// takes and the gap to the best peer (bench-results/activation-study.md).
@@ -234,9 +239,10 @@ fn main() -> Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Tables { dir } => bench::tables(dir),
         Command::Peers { quick, filter, dir } => bench::peers(quick, &filter, dir),
-        Command::RansStudy => {
-            rans_study::run(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        }
+        Command::RansStudy { workloads } => rans_study::run(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+            workloads,
+        ),
         Command::ActivationStudy { workloads } => activation_study::run(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
             workloads,
