@@ -412,7 +412,7 @@ struct Row {
 }
 
 /// Bytes of `g` through `codec` (every stream decoded and compared).
-fn compressed(codec: &Rans, g: &Group) -> Result<u64> {
+pub(crate) fn compressed(codec: &Rans, g: &Group) -> Result<u64> {
     let mut total = 0u64;
     for (shape, data) in &g.tensors {
         let mut enc = Vec::new();

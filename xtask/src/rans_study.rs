@@ -12,7 +12,6 @@
 //! offloads.
 
 use anyhow::Result;
-use planepack_core::Codec;
 use planepack_harness::report::geomean;
 use planepack_harness::{Group, SizeClass};
 use planepack_rans::Rans;
@@ -31,35 +30,6 @@ type StudyRow = (
 );
 /// A row's key: (category, dataset, dtype, size class (workloads)).
 type RowKey = (String, String, String, Option<SizeClass>);
-
-/// Raw and compressed bytes of `g` with `codec` (on every core if `parallel`), every stream
-/// decoded and compared.
-fn bytes(codec: &Rans, g: &Group, parallel: bool) -> Result<(u64, u64)> {
-    let (mut raw, mut comp) = (0u64, 0u64);
-    for (shape, data) in &g.tensors {
-        let mut enc = Vec::new();
-        let mut out = vec![0u8; data.len()];
-        match parallel {
-            true => {
-                codec.encode_shaped_parallel(data, g.elem, shape, &mut enc)?;
-                codec.decode_parallel(&enc, &mut out)?;
-            }
-            false => {
-                codec.encode_shaped(data, g.elem, shape, &mut enc)?;
-                codec.decode(&enc, &mut out)?;
-            }
-        }
-        anyhow::ensure!(
-            out == *data,
-            "{} does not round-trip on {}",
-            codec.name(),
-            g.dataset
-        );
-        raw += data.len() as u64;
-        comp += enc.len() as u64;
-    }
-    Ok((raw, comp))
-}
 
 pub fn run(root: &Path, workloads: bool) -> Result<()> {
     let base = Rans::default();
@@ -157,7 +127,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         .chain(chunks.iter().map(|c| c.1))
         .collect();
     let mut sums: BTreeMap<RowKey, Vec<(u64, u64)>> = BTreeMap::new();
-    let mut add = |g: &Group, class: Option<SizeClass>, parallel: bool| -> Result<()> {
+    let mut add = |g: &Group, class: Option<SizeClass>| -> Result<()> {
         let key = (
             g.category.clone(),
             g.dataset.clone(),
@@ -168,8 +138,9 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
             .entry(key)
             .or_insert_with(|| vec![(0, 0); configs.len()]);
         for (c, acc) in configs.iter().zip(row.iter_mut()) {
-            let (raw, comp) = bytes(c, g, parallel)?;
-            *acc = (acc.0 + raw, acc.1 + comp);
+            // (The parallel coder writes one core's bytes, on every core.)
+            let comp = crate::activation_study::compressed(c, g)?;
+            *acc = (acc.0 + g.raw_bytes(), acc.1 + comp);
         }
         Ok(())
     };
@@ -180,7 +151,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
             let mut b = Batches::open(name, crate::bench::workload_category(name), f, BATCH_BYTES)?;
             for i in 0..b.len() {
                 let g = b.load(i)?;
-                add(&g, Some(g.size_class), true)?;
+                add(&g, Some(g.size_class))?;
             }
             println!("{name}");
         }
@@ -189,7 +160,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
          encoder and decoder on all cores)"
     } else {
         for g in crate::bench::load_groups(&[], &[])? {
-            add(&g, None, false)?;
+            add(&g, None)?;
             println!("{} {}", g.dataset, g.dtype);
         }
         "the dataset corpus (datasets/manifest.toml)"

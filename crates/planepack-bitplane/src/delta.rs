@@ -2,7 +2,7 @@
 //!
 //! Below AVX-512 the encoder makes DBX's planes (the planes of `e[i + 1] - e[i]`) from BX's
 //! by a borrow that ripples from plane 0 up ([`delta_planes`]): for FP32 a chain of 32
-//! dependent steps for FP32, each storing its plane alone, which DBX's vector sizer then
+//! dependent steps, each storing its plane alone, which DBX's vector sizer then
 //! loads 32 bytes at a time, a load the CPU cannot forward from those narrower stores. As a
 //! Kogge-Stone prefix over the planes in four AVX2 registers (five steps of the borrow's
 //! generate and propagate words) it is half the instructions, none of them a chain, and the
