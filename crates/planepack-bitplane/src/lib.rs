@@ -169,7 +169,7 @@ impl BitPlane {
     /// [`BitPlane::encode_as`] with tasks of whole chunks coded on rayon's threads into buffers
     /// of their own, then appended in order (on rayon's threads too).
     fn encode_parallel_as<G: Geometry>(&self, input: &[u8], out: &mut Vec<u8>) -> Result<()> {
-        let task = CHUNK_BYTES * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(CHUNK_BYTES);
+        let task = planepack_core::codec::parallel_task_bytes(input.len(), CHUNK_BYTES);
         out.reserve(max_len(input.len()));
         write_header(G::W, input.len(), out);
         let parts: Vec<Vec<u8>> = input
@@ -678,7 +678,7 @@ impl Codec for BitPlane {
         self.encode_with_stats(input, elem, out).map(|_| ())
     }
 
-    /// Chunks in tasks of [`planepack_core::codec::PARALLEL_TASK_BYTES`] on rayon's threads:
+    /// Chunks in tasks of [`planepack_core::codec::parallel_task_bytes`] on rayon's threads:
     /// the same bytes as [`Codec::encode`] (chunks are coded independently and follow each
     /// other in the stream).
     fn encode_shaped_parallel(

@@ -13,12 +13,14 @@
 //!   bit-plane codec and the bit-shuffle baseline.
 //! * [`transfer`]: the link cost model of PlaneZip's equation (2).
 //! * [`cpu`]: which instruction-set tier the SIMD paths may use (decided once, for all crates).
+//! * [`scratch`]: coding buffers a thread keeps from one call to the next.
 
 pub mod bitio;
 pub mod codec;
 pub mod cpu;
 pub mod elem;
 pub mod error;
+pub mod scratch;
 pub mod stats;
 pub mod transfer;
 pub mod transpose;

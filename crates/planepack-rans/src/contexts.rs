@@ -537,7 +537,7 @@ pub(crate) fn count_chunks_two<const A: usize, const B: usize>(
         (sum_a, sum_b)
     };
     let task = match parallel {
-        true => chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes),
+        true => planepack_core::codec::parallel_task_bytes(body.len(), chunk_bytes),
         false => body.len().max(1),
     };
     let mut parts: Vec<Part> = Vec::with_capacity(body.len().div_ceil(task));

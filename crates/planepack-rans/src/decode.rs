@@ -7,6 +7,18 @@ use crate::lanes::Target;
 use crate::row_contexts::{RowDecoder, PLANE_ROW_CONTEXT};
 use crate::sign_contexts::PLANE_SIGN;
 
+thread_local! {
+    /// This thread's decoder scratch between calls ([`planepack_core::scratch`]).
+    static DEC_SCRATCH: planepack_core::scratch::Slot<DecScratch> = const { std::cell::Cell::new(None) };
+}
+
+/// This thread's decoder scratch, kept for its next call where chunks are of at most the
+/// default size (larger chunks' scratch is dropped).
+fn dec_scratch(chunk_bytes: usize) -> planepack_core::scratch::Taken<DecScratch> {
+    let keep = chunk_bytes <= 1 << DEFAULT_CHUNK_LOG2;
+    planepack_core::scratch::take(&DEC_SCRATCH, keep)
+}
+
 /// Per-thread decoder scratch.
 #[derive(Default)]
 pub(crate) struct DecScratch {
@@ -18,6 +30,8 @@ pub(crate) struct DecScratch {
     pub(crate) nonzero: Vec<u8>,
     /// Decode table and lane words.
     pub(crate) lanes: (Vec<u32>, Vec<u16>),
+    /// With a row map: the chunks' rows before they go to their places.
+    placed: Vec<u8>,
 }
 
 /// What a plane 1 may be coded with (version 4): the stream's context tables and the plane-0
@@ -331,9 +345,9 @@ impl Rans {
                 spans
                     .par_chunks(per)
                     .zip(elems.par_chunks_mut(per * chunk_bytes))
-                    .try_for_each_init(DecScratch::default, |s, x| work(x, s))?;
+                    .try_for_each(|x| work(x, &mut dec_scratch(chunk_bytes)))?;
             } else {
-                let mut s = DecScratch::default();
+                let mut s = dec_scratch(chunk_bytes);
                 spans
                     .chunks(per)
                     .zip(elems.chunks_mut(per * chunk_bytes))
@@ -364,31 +378,31 @@ impl Rans {
         }
         let len_of = |c: usize| chunk_bytes.min(body - c);
         // One or two chunks (`per`) into scratch, then their rows to their places.
-        let place = |(s, buf): &mut (DecScratch, Vec<u8>),
-                     (spans, pieces): (&[(usize, usize)], &mut [Piece])| {
+        let place = |s: &mut DecScratch, (spans, pieces): (&[(usize, usize)], &mut [Piece])| {
             let len: usize = pieces.iter().map(|p| len_of(p.0)).sum();
+            let mut buf = std::mem::take(&mut s.placed);
             buf.resize(len, 0);
-            work((spans, &mut buf[..]), s)?;
-            for (k, (first_k, start, piece)) in pieces.iter_mut().enumerate() {
-                let from = k * chunk_bytes;
-                scatter(
-                    m,
-                    *first_k,
-                    &buf[from..from + len_of(*first_k)],
-                    *start,
-                    piece,
-                )?;
-            }
-            Ok::<(), Error>(())
+            let decoded = work((spans, &mut buf[..]), s);
+            let placed = decoded.and_then(|()| {
+                pieces
+                    .iter_mut()
+                    .enumerate()
+                    .try_for_each(|(k, (first_k, start, piece))| {
+                        let from = k * chunk_bytes;
+                        let chunk = &buf[from..from + len_of(*first_k)];
+                        scatter(m, *first_k, chunk, *start, piece)
+                    })
+            });
+            s.placed = buf;
+            placed
         };
-        let init = || (DecScratch::default(), Vec::new());
         if parallel {
             spans
                 .par_chunks(per)
                 .zip(pieces.par_chunks_mut(per))
-                .try_for_each_init(init, place)?;
+                .try_for_each(|x| place(&mut dec_scratch(chunk_bytes), x))?;
         } else {
-            let mut s = init();
+            let mut s = dec_scratch(chunk_bytes);
             spans
                 .chunks(per)
                 .zip(pieces.chunks_mut(per))

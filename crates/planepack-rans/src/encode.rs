@@ -140,6 +140,18 @@ pub(crate) struct EncScratch {
     tails: crate::tails::Scratch,
 }
 
+thread_local! {
+    /// This thread's encoder scratch between calls ([`planepack_core::scratch`]).
+    static ENC_SCRATCH: planepack_core::scratch::Slot<EncScratch> = const { std::cell::Cell::new(None) };
+}
+
+/// This thread's encoder scratch, kept for its next call where chunks are of at most the
+/// default size (then it stays about 1 MiB; larger chunks' scratch is dropped).
+pub(crate) fn enc_scratch(chunk_bytes: usize) -> planepack_core::scratch::Taken<EncScratch> {
+    let keep = chunk_bytes <= 1 << DEFAULT_CHUNK_LOG2;
+    planepack_core::scratch::take(&ENC_SCRATCH, keep)
+}
+
 /// What the encoder decided once for the whole tensor, with which it codes every chunk.
 #[derive(Clone, Copy)]
 pub(crate) struct TensorPlan<'a> {
@@ -544,7 +556,7 @@ fn any_sample(
     if parallel {
         samples
             .into_par_iter()
-            .any(|chunk| test(chunk, &mut EncScratch::default()))
+            .any(|chunk| test(chunk, &mut enc_scratch(chunk.len())))
     } else {
         samples.into_iter().any(|chunk| test(chunk, s))
     }
@@ -1157,7 +1169,7 @@ impl Rans {
         let body = input_body.len() / width * width;
         let chunk_bytes = (1usize << self.chunk_log2) / width * width;
         let n_chunks = body.div_ceil(chunk_bytes);
-        let mut s = EncScratch::default();
+        let mut s = enc_scratch(chunk_bytes);
         // The context tables' first step on the rotation samples (`E0`, where they pay): for
         // FP32 both ways, which the rotation weighs, else the chosen way's.
         let context_samples = |rotate| match self.contexts {
@@ -1230,22 +1242,22 @@ impl Rans {
         // The parallel tasks' coded bytes, in order (they follow the header, once it is known;
         // one core codes straight into `out`).
         let mut tasks: Vec<Vec<u8>> = Vec::new();
-        let task_bytes =
-            chunk_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(chunk_bytes);
+        let task_bytes = planepack_core::codec::parallel_task_bytes(body, chunk_bytes);
         let needs = if parallel && body > task_bytes {
-            // Tasks of whole chunks, at least PARALLEL_TASK_BYTES each, coded on rayon's
+            // Tasks of whole chunks (`parallel_task_bytes`), coded on rayon's
             // threads into buffers of their own (sized for a task's worst case: each chunk at
             // most its raw bytes and a mode byte), then appended in order: the same bytes as
             // one core's.
             let coded: Vec<Result<CodedTask>> = input_body[..body]
                 .par_chunks(task_bytes)
                 .enumerate()
-                .map_init(EncScratch::default, |s, (t, part)| {
+                .map(|(t, part)| {
                     let chunks = part.len().div_ceil(chunk_bytes);
                     let mut bytes = Vec::with_capacity(part.len() + chunks);
                     let mut part_lens = Vec::with_capacity(chunks);
                     let first = t * (task_bytes / chunk_bytes);
-                    let needs = code(part, first, s, &mut bytes, &mut part_lens)?;
+                    let mut s = enc_scratch(chunk_bytes);
+                    let needs = code(part, first, &mut s, &mut bytes, &mut part_lens)?;
                     Ok((bytes, part_lens, needs))
                 })
                 .collect();

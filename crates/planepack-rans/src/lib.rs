@@ -356,7 +356,7 @@ impl Codec for Rans {
         self.encode_shaped_impl(input, elem, shape, false, out)
     }
 
-    /// Chunks in tasks of [`planepack_core::codec::PARALLEL_TASK_BYTES`] over rayon's
+    /// Chunks in tasks of [`planepack_core::codec::parallel_task_bytes`] over rayon's
     /// threads: the same bytes as [`Codec::encode_shaped`].
     fn encode_shaped_parallel(
         &self,
