@@ -12,11 +12,9 @@ thread_local! {
     static DEC_SCRATCH: planepack_core::scratch::Slot<DecScratch> = const { std::cell::Cell::new(None) };
 }
 
-/// This thread's decoder scratch, kept for its next call where chunks are of at most the
-/// default size (larger chunks' scratch is dropped).
+/// This thread's decoder scratch, kept for its next call where [`scratch_kept`].
 fn dec_scratch(chunk_bytes: usize) -> planepack_core::scratch::Taken<DecScratch> {
-    let keep = chunk_bytes <= 1 << DEFAULT_CHUNK_LOG2;
-    planepack_core::scratch::take(&DEC_SCRATCH, keep)
+    planepack_core::scratch::take(&DEC_SCRATCH, scratch_kept(chunk_bytes))
 }
 
 /// Per-thread decoder scratch.

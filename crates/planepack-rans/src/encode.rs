@@ -145,11 +145,9 @@ thread_local! {
     static ENC_SCRATCH: planepack_core::scratch::Slot<EncScratch> = const { std::cell::Cell::new(None) };
 }
 
-/// This thread's encoder scratch, kept for its next call where chunks are of at most the
-/// default size (then it stays about 1 MiB; larger chunks' scratch is dropped).
+/// This thread's encoder scratch, kept for its next call where [`scratch_kept`].
 pub(crate) fn enc_scratch(chunk_bytes: usize) -> planepack_core::scratch::Taken<EncScratch> {
-    let keep = chunk_bytes <= 1 << DEFAULT_CHUNK_LOG2;
-    planepack_core::scratch::take(&ENC_SCRATCH, keep)
+    planepack_core::scratch::take(&ENC_SCRATCH, scratch_kept(chunk_bytes))
 }
 
 /// What the encoder decided once for the whole tensor, with which it codes every chunk.
