@@ -6,9 +6,11 @@
 //! two threads that made each 64 KiB chunk take about 30 % longer than on one thread with
 //! warm buffers, and the two-thread encode 1.3 times as fast as one thread's instead of 1.6.
 //! So each thread keeps its last scratch in a thread-local slot, taken for a call ([`take`])
-//! and put back when the call's guard drops. A call made while the slot is taken (a nested one, or one that panicked
-//! before putting it back) starts from an empty scratch: nothing is shared, nothing is
-//! borrowed twice.
+//! and put back when the call's guard drops (on a panic's unwinding too: a scratch holds no
+//! promise about its contents, which every coder overwrites before it reads them). A call
+//! made while the slot is taken (a nested one, as a rayon worker may start another task
+//! while it waits) starts from an empty scratch: nothing is shared, nothing is borrowed
+//! twice.
 //!
 //! What a slot holds stays allocated while the thread lives, so a codec puts a scratch back
 //! only where it is bounded (`keep`), e.g. by the default chunk size, not by the largest chunk
