@@ -111,7 +111,8 @@ pub(crate) fn decode_on(
 /// Run a codec call with its panics caught: a panic is a bug in a codec, and it must reach
 /// the caller as an error naming the tensor (the command's exit code 1, an exception in
 /// Python), not unwind through the command's temporary-file handling or a Python interpreter.
-/// Codecs hold no state across calls (a call's buffers are its own), so nothing a panic
+/// Codecs hold no state across calls but the scratch a thread keeps for its next call, which
+/// a panic drops instead of keeping (`planepack_core::scratch`), so nothing a panic
 /// interrupted is used again.
 pub(crate) fn contained<T>(
     f: impl FnOnce() -> planepack_core::Result<T>,

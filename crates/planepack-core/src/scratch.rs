@@ -6,11 +6,12 @@
 //! two threads that made each 64 KiB chunk take about 30 % longer than on one thread with
 //! warm buffers, and the two-thread encode 1.3 times as fast as one thread's instead of 1.6.
 //! So each thread keeps its last scratch in a thread-local slot, taken for a call ([`take`])
-//! and put back when the call's guard drops (on a panic's unwinding too: a scratch holds no
-//! promise about its contents, which every coder overwrites before it reads them). A call
-//! made while the slot is taken (a nested one, as a rayon worker may start another task
-//! while it waits) starts from an empty scratch: nothing is shared, nothing is borrowed
-//! twice.
+//! and put back when the call's guard drops, but not while a panic unwinds: a scratch a
+//! panic interrupted is dropped, so nothing a panic interrupted is used again (the container
+//! catches codec panics and goes on). A call made while the slot is taken (a nested one, as
+//! a rayon worker may start another task while it waits) starts from an empty scratch:
+//! nothing is shared, nothing is borrowed twice. A kept scratch promises nothing about its
+//! contents: the coders overwrite what they read, as they did from chunk to chunk.
 //!
 //! What a slot holds stays allocated while the thread lives, so a codec puts a scratch back
 //! only where it is bounded (`keep`), e.g. by the default chunk size, not by the largest chunk
@@ -24,7 +25,7 @@ use std::thread::LocalKey;
 pub type Slot<T> = Cell<Option<T>>;
 
 /// This thread's scratch from `slot` (a new `T` where the slot is empty), for as long as the
-/// guard lives; dropped, the guard puts it back if `keep`.
+/// guard lives; dropped, the guard puts it back if `keep` and no panic is unwinding.
 pub fn take<T: Default + 'static>(slot: &'static LocalKey<Slot<T>>, keep: bool) -> Taken<T> {
     let value = slot.try_with(Cell::take).ok().flatten().unwrap_or_default();
     Taken { slot, value, keep }
@@ -52,7 +53,7 @@ impl<T: Default> std::ops::DerefMut for Taken<T> {
 
 impl<T: Default> Drop for Taken<T> {
     fn drop(&mut self) {
-        if self.keep {
+        if self.keep && !std::thread::panicking() {
             let value = std::mem::take(&mut self.value);
             // (A thread being torn down has no slot left to keep it in: then it is dropped.)
             let _ = self.slot.try_with(|s| s.set(Some(value)));
@@ -82,5 +83,15 @@ mod tests {
         assert_eq!(*take(&SLOT, false), [1, 2, 3]);
         // Not kept: the next take starts empty.
         assert!(take(&SLOT, true).is_empty());
+        // A scratch a panic interrupted is dropped, not put back.
+        take(&SLOT, true).push(7);
+        let caught = std::panic::catch_unwind(|| {
+            let mut v = take(&SLOT, true);
+            assert_eq!(*v, [7]);
+            v.push(8);
+            panic!("a coder's bug");
+        });
+        assert!(caught.is_err());
+        assert!(take(&SLOT, false).is_empty());
     }
 }
