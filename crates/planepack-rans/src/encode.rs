@@ -1345,10 +1345,10 @@ impl Rans {
 fn kept_rows(input: &[u8], row_bytes: usize, copies: &[u8], parallel: bool) -> Vec<u8> {
     let rows = input.len() / row_bytes;
     let kept = |r: std::ops::Range<usize>| r.filter(|&i| copies[i / 8] >> (i % 8) & 1 == 0);
-    // Tasks of whole rows, about PARALLEL_TASK_BYTES each (one task on one thread), each
-    // given its slice of the body by the kept rows before it.
+    // Tasks of whole rows (`parallel_task_bytes`; one task on one thread), each given its
+    // slice of the body by the kept rows before it.
     let per_task = match parallel {
-        true => planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(row_bytes),
+        true => planepack_core::codec::parallel_task_bytes(input.len(), row_bytes) / row_bytes,
         false => rows,
     }
     .max(1);
@@ -1412,7 +1412,7 @@ pub(crate) fn find_copies(
     // map's keys.
     let per_row = |row: &[u8]| (count_zeros(row, width), xxhash_rust::xxh3::xxh3_64(row));
     let rows: Vec<(usize, u64)> = if parallel {
-        let task = row_bytes * planepack_core::codec::PARALLEL_TASK_BYTES.div_ceil(row_bytes);
+        let task = planepack_core::codec::parallel_task_bytes(input.len(), row_bytes);
         input
             .par_chunks(task)
             .flat_map_iter(|part| part.chunks_exact(row_bytes).map(per_row))
