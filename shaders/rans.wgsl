@@ -210,9 +210,9 @@ fn context_table(tables: u32, e: u32) -> u32 {
 
 // `step` with table `t` of the stream's tables at `tables` (a context or row plane).
 fn step_in(x: ptr<function, u32>, p: ptr<function, u32>, tables: u32, t: u32) -> u32 {
-    // The slot's entry: symbol | (freq - 1) << 8 | cum << 20.
+    // The slot's entry: symbol | cum << 8 | (freq - 1) << 20.
     let e = chunk_off[tables + CTX_INDEX_WORDS + t * CTX_TABLE_WORDS + (*x & 4095u)];
-    return advance(x, p, e & 0xffu, (((e >> 8u) & 0xfffu) + 1u) | ((e >> 20u) << 16u));
+    return advance(x, p, e & 0xffu, ((e >> 20u) + 1u) | (((e >> 8u) & 0xfffu) << 16u));
 }
 
 // Table `tb` of a context, row or sign plane's step, where it exists; CTX_ABSENT (a context

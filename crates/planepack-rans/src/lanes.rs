@@ -745,8 +745,8 @@ fn scalar_step(
 ) -> u8 {
     let slot = *x & (PROB_SCALE - 1);
     let e = slots[base + slot as usize];
-    let f = (e >> 8 & 0xfff) + 1;
-    let y = f * (*x >> PROB_BITS) + slot - (e >> 20);
+    let f = (e >> 20) + 1;
+    let y = f * (*x >> PROB_BITS) + slot - (e >> 8 & 0xfff);
     let need = y < L;
     let w = words[(*p).min(last)] as u32;
     *x = if need { y << 16 | w } else { y };
@@ -1756,11 +1756,12 @@ pub(crate) mod avx2 {
         let lane_index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         let mask = _mm256_set1_epi32((PROB_SCALE - 1) as i32);
         let byte = _mm256_set1_epi32(0xff);
-        let fmask = _mm256_set1_epi32(0xfff);
+        let cum_mask = _mm256_set1_epi32(0xfff);
         let one = _mm256_set1_epi32(1);
         let below = _mm256_set1_epi32((L - 1) as i32);
         let lastv = _mm256_set1_epi32(last as i32);
         let low16 = _mm256_set1_epi32(0xffff);
+        let sixteen = _mm256_set1_epi32(16);
         // The context, clamp((e >> shift) - (e0 >> shift), CTX_BELOW, above) - CTX_BELOW, as
         // min(max((e >> shift) - e0lo, 0), span): one subtraction fewer a group.
         let e0lo = _mm256_set1_epi32((e0 >> shift) as i32 + CTX_BELOW);
@@ -1941,23 +1942,26 @@ pub(crate) mod avx2 {
                 };
                 // SAFETY: slot < 4096 of a table below `tables`: inside `slots`.
                 let v = unsafe { _mm256_i32gather_epi32::<4>(table, index) };
-                let f = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32::<8>(v), fmask), one);
-                let cum = _mm256_srli_epi32::<20>(v);
-                let y = _mm256_sub_epi32(
-                    _mm256_add_epi32(
-                        _mm256_mullo_epi32(f, _mm256_srli_epi32::<{ PROB_BITS as i32 }>(xv)),
-                        slot,
-                    ),
-                    cum,
+                // y = f (x >> 12) + slot - cum, as (f - 1) (x >> 12) + ((x >> 12) + slot - cum):
+                // the step's dependency chain (state, gather, product, renormalisation) is what
+                // bounds the kernel, and `f - 1` is the entry's top bits, one shift after the
+                // gather, where `f` took three operations; the rest is computed beside it.
+                let cum = _mm256_and_si256(_mm256_srli_epi32::<8>(v), cum_mask);
+                let q = _mm256_srli_epi32::<{ PROB_BITS as i32 }>(xv);
+                let y = _mm256_add_epi32(
+                    _mm256_mullo_epi32(_mm256_srli_epi32::<20>(v), q),
+                    _mm256_sub_epi32(_mm256_add_epi32(q, slot), cum),
                 );
                 // y < L (unsigned): min(y, L - 1) == y.
                 let need = _mm256_cmpeq_epi32(_mm256_min_epu32(y, below), y);
-                let w = _mm256_and_si256(next[g], low16);
-                let refilled = _mm256_or_si256(_mm256_slli_epi32::<16>(y), w);
-                xs[g] = _mm256_blendv_epi8(y, refilled, need);
+                // A lane that takes a word shifts its state and its two next words by 16: a
+                // variable shift each, shorter on the chain than the blends they replace.
+                let by16 = _mm256_and_si256(need, sixteen);
+                let w = _mm256_and_si256(next[g], _mm256_and_si256(need, low16));
+                xs[g] = _mm256_or_si256(_mm256_sllv_epi32(y, by16), w);
                 ps[g] = _mm256_sub_epi32(ps[g], need);
                 // A lane that took its word moves on to the second.
-                next[g] = _mm256_blendv_epi8(next[g], _mm256_srli_epi32::<16>(next[g]), need);
+                next[g] = _mm256_srlv_epi32(next[g], by16);
                 let sym = _mm256_and_si256(v, byte);
                 if MODE == JOINED || MODE == JOINED_ROTATED || sign_mode {
                     // The eight elements, top << 8 | symbol.

@@ -173,7 +173,9 @@ impl Table {
         Ok((Table::from_freq(freq), pos + 2 * p))
     }
 
-    /// The decode table: for each of the 4096 slots, `symbol | (freq - 1) << 8 | cum << 20`.
+    /// The decode table: for each of the 4096 slots, `symbol | cum << 8 | (freq - 1) << 20`
+    /// (the frequency on top: one shift from the table's read to the step's product, the
+    /// decoders' dependency chain; the GPU kernels read the same entries).
     pub fn decode_slots(&self, slots: &mut Vec<u32>) {
         // Each symbol's slots written eight at a time from its first, the last eight past
         // its end overwritten by the next symbol's (or cut off at the end): a plane of a few
@@ -187,7 +189,7 @@ impl Table {
         for s in 0..256 {
             let f = self.freq[s] as usize;
             if f > 0 {
-                let e = s as u32 | (f as u32 - 1) << 8 | (self.cum[s] as u32) << 20;
+                let e = s as u32 | (self.cum[s] as u32) << 8 | (f as u32 - 1) << 20;
                 let end = (at + f).min(PROB_SCALE as usize);
                 let mut i = at;
                 while i < end {

@@ -295,10 +295,13 @@ unsafe fn step<const W: usize, const R: bool>(
         // neighbour's; `steps` refuses it afterwards.
         g.next = unsafe { _mm256_i32gather_epi32::<2>(wbase, widx) };
     }
-    let w = _mm256_and_si256(g.next, _mm256_set1_epi32(0xffff));
-    g.x = _mm256_blendv_epi8(y, _mm256_or_si256(_mm256_slli_epi32::<16>(y), w), need);
+    // A lane that takes a word shifts its state and its two next words by 16: a variable
+    // shift each, shorter on the state's chain than blends (as the planes' kernel).
+    let by16 = _mm256_and_si256(need, _mm256_set1_epi32(16));
+    let w = _mm256_and_si256(g.next, _mm256_and_si256(need, _mm256_set1_epi32(0xffff)));
+    g.x = _mm256_or_si256(_mm256_sllv_epi32(y, by16), w);
     g.word = _mm256_sub_epi32(g.word, need);
-    g.next = _mm256_blendv_epi8(g.next, _mm256_srli_epi32::<16>(g.next), need);
+    g.next = _mm256_srlv_epi32(g.next, by16);
     // The element.
     let is_left = _mm256_cmpeq_epi32(sym, one);
     let is_up = _mm256_cmpeq_epi32(sym, _mm256_set1_epi32(2));
