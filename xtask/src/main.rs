@@ -39,6 +39,7 @@ mod fuzz;
 mod gpu;
 mod ibp_clusters;
 mod kv_stream;
+mod peer_results;
 mod peers;
 mod rans_study;
 mod tidy;

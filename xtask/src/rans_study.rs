@@ -95,12 +95,12 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         .join(planepack_harness::machine_slug(&machine));
     let mut peer: BTreeMap<(String, String, Option<SizeClass>), (String, f64)> = BTreeMap::new();
     if workloads {
-        let results = crate::activation_study::with_fallback(
+        let results = crate::peer_results::with_fallback(
             root,
             &machine_dir,
             machine_dir.join("workloads/results.json"),
         )?;
-        for ((dataset, dtype, class), best) in crate::activation_study::peers(&results)?.best {
+        for ((dataset, dtype, class), best) in crate::peer_results::peers(&results)?.best {
             peer.insert((dataset, dtype, Some(class)), best);
         }
     } else if let Ok(text) = std::fs::read_to_string(machine_dir.join("results.json")) {
