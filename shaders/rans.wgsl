@@ -210,9 +210,10 @@ fn context_table(tables: u32, e: u32) -> u32 {
 
 // `step` with table `t` of the stream's tables at `tables` (a context or row plane).
 fn step_in(x: ptr<function, u32>, p: ptr<function, u32>, tables: u32, t: u32) -> u32 {
-    // The slot's entry: symbol | cum << 8 | (freq - 1) << 20.
+    // The slot's entry: symbol | cum << SLOT_CUM_SHIFT | (freq - 1) << SLOT_FREQ_SHIFT.
     let e = chunk_off[tables + CTX_INDEX_WORDS + t * CTX_TABLE_WORDS + (*x & 4095u)];
-    return advance(x, p, e & 0xffu, ((e >> 20u) + 1u) | (((e >> 8u) & 0xfffu) << 16u));
+    let cum = (e >> SLOT_CUM_SHIFT) & ((1u << PROB_BITS) - 1u);
+    return advance(x, p, e & 0xffu, ((e >> SLOT_FREQ_SHIFT) + 1u) | (cum << 16u));
 }
 
 // Table `tb` of a context, row or sign plane's step, where it exists; CTX_ABSENT (a context

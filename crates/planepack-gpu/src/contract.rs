@@ -137,7 +137,7 @@ fn rans_constants() -> String {
     use planepack_rans::internals::contexts as cx;
     use planepack_rans::internals::modelled as m;
     use planepack_rans::internals::scaled as sc;
-    let consts: [(&str, u32); 35] = [
+    let consts: [(&str, u32); 37] = [
         ("CHUNK_RAW", planepack_rans::CHUNK_RAW as u32),
         ("CHUNK_DENSE", planepack_rans::CHUNK_DENSE as u32),
         ("CHUNK_SPARSE", planepack_rans::CHUNK_SPARSE as u32),
@@ -164,6 +164,11 @@ fn rans_constants() -> String {
         ("LIST_MAX", planepack_rans::internals::LIST_MAX as u32),
         ("RUNS_MAX", planepack_rans::internals::RUNS_MAX as u32),
         ("PROB_BITS", planepack_rans::internals::PROB_BITS),
+        ("SLOT_CUM_SHIFT", planepack_rans::internals::SLOT_CUM_SHIFT),
+        (
+            "SLOT_FREQ_SHIFT",
+            planepack_rans::internals::SLOT_FREQ_SHIFT,
+        ),
         ("MODEL_CONTEXTS", m::CONTEXTS as u32),
         ("MODEL_SYMBOLS", m::SYMBOLS as u32),
         ("MODEL_PROB_BITS", m::MODEL_PROB_BITS),

@@ -18,7 +18,7 @@
 //! do that).
 
 use crate::contexts::{ContextDecoder, ABSENT};
-use crate::model::{Table, PROB_BITS, PROB_SCALE};
+use crate::model::{Table, PROB_BITS, PROB_SCALE, SLOT_CUM_SHIFT, SLOT_FREQ_SHIFT};
 use planepack_core::error::take;
 use planepack_core::{Error, Result};
 
@@ -745,8 +745,8 @@ fn scalar_step(
 ) -> u8 {
     let slot = *x & (PROB_SCALE - 1);
     let e = slots[base + slot as usize];
-    let f = (e >> 20) + 1;
-    let y = f * (*x >> PROB_BITS) + slot - (e >> 8 & 0xfff);
+    let f = (e >> SLOT_FREQ_SHIFT) + 1;
+    let y = f * (*x >> PROB_BITS) + slot - (e >> SLOT_CUM_SHIFT & (PROB_SCALE - 1));
     let need = y < L;
     let w = words[(*p).min(last)] as u32;
     *x = if need { y << 16 | w } else { y };
@@ -1212,7 +1212,7 @@ mod avx512 {
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
     use super::Target;
-    use super::{L, MAX_LANES, PROB_BITS, PROB_SCALE};
+    use super::{L, MAX_LANES, PROB_BITS, PROB_SCALE, SLOT_CUM_SHIFT, SLOT_FREQ_SHIFT};
     use crate::contexts::{ABSENT, CONTEXTS, CTX_ABOVE, CTX_BELOW};
     use std::arch::x86_64::*;
 
@@ -1756,7 +1756,7 @@ pub(crate) mod avx2 {
         let lane_index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         let mask = _mm256_set1_epi32((PROB_SCALE - 1) as i32);
         let byte = _mm256_set1_epi32(0xff);
-        let cum_mask = _mm256_set1_epi32(0xfff);
+        let cum_mask = _mm256_set1_epi32((PROB_SCALE - 1) as i32);
         let one = _mm256_set1_epi32(1);
         let below = _mm256_set1_epi32((L - 1) as i32);
         let lastv = _mm256_set1_epi32(last as i32);
@@ -1946,10 +1946,11 @@ pub(crate) mod avx2 {
                 // the step's dependency chain (state, gather, product, renormalisation) is what
                 // bounds the kernel, and `f - 1` is the entry's top bits, one shift after the
                 // gather, where `f` took three operations; the rest is computed beside it.
-                let cum = _mm256_and_si256(_mm256_srli_epi32::<8>(v), cum_mask);
+                let cum =
+                    _mm256_and_si256(_mm256_srli_epi32::<{ SLOT_CUM_SHIFT as i32 }>(v), cum_mask);
                 let q = _mm256_srli_epi32::<{ PROB_BITS as i32 }>(xv);
                 let y = _mm256_add_epi32(
-                    _mm256_mullo_epi32(_mm256_srli_epi32::<20>(v), q),
+                    _mm256_mullo_epi32(_mm256_srli_epi32::<{ SLOT_FREQ_SHIFT as i32 }>(v), q),
                     _mm256_sub_epi32(_mm256_add_epi32(q, slot), cum),
                 );
                 // y < L (unsigned): min(y, L - 1) == y.

@@ -108,7 +108,7 @@ pub mod internals {
     }
     pub use crate::compact::RUNS_MAX;
     pub use crate::header::{get_length, put_length};
-    pub use crate::model::{TableForm, LIST_MAX, PROB_BITS};
+    pub use crate::model::{TableForm, LIST_MAX, PROB_BITS, SLOT_CUM_SHIFT, SLOT_FREQ_SHIFT};
     /// The modelled chunk's constants.
     pub mod modelled {
         pub use crate::modelled::{

@@ -13,6 +13,14 @@ use planepack_core::{Error, Result};
 pub const PROB_BITS: u32 = 12;
 /// Sum of every table's frequencies.
 pub const PROB_SCALE: u32 = 1 << PROB_BITS;
+/// A decode slot ([`Table::decode_slots`]) holds its symbol in the low byte, the symbol's
+/// start `cum` from this bit and its frequency less one from [`SLOT_FREQ_SHIFT`] (on top, so
+/// that the decoders' dependency chain takes it with one shift); `PROB_BITS` bits each. The
+/// GPU kernels read the same entries (`shaders/rans.wgsl`, from planepack-gpu's constants).
+pub const SLOT_CUM_SHIFT: u32 = 8;
+/// See [`SLOT_CUM_SHIFT`].
+pub const SLOT_FREQ_SHIFT: u32 = 32 - PROB_BITS;
+const _: () = assert!(SLOT_CUM_SHIFT >= 8 && SLOT_CUM_SHIFT + PROB_BITS <= SLOT_FREQ_SHIFT);
 /// Tables with at most this many symbols list them; larger ones use a 256-bit bitmap.
 pub const LIST_MAX: usize = 32;
 
@@ -174,8 +182,7 @@ impl Table {
     }
 
     /// The decode table: for each of the 4096 slots, `symbol | cum << 8 | (freq - 1) << 20`
-    /// (the frequency on top: one shift from the table's read to the step's product, the
-    /// decoders' dependency chain; the GPU kernels read the same entries).
+    /// ([`SLOT_CUM_SHIFT`], [`SLOT_FREQ_SHIFT`]).
     pub fn decode_slots(&self, slots: &mut Vec<u32>) {
         // Each symbol's slots written eight at a time from its first, the last eight past
         // its end overwritten by the next symbol's (or cut off at the end): a plane of a few
@@ -189,7 +196,9 @@ impl Table {
         for s in 0..256 {
             let f = self.freq[s] as usize;
             if f > 0 {
-                let e = s as u32 | (self.cum[s] as u32) << 8 | (f as u32 - 1) << 20;
+                let e = s as u32
+                    | (self.cum[s] as u32) << SLOT_CUM_SHIFT
+                    | (f as u32 - 1) << SLOT_FREQ_SHIFT;
                 let end = (at + f).min(PROB_SCALE as usize);
                 let mut i = at;
                 while i < end {
