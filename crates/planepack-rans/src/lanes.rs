@@ -1518,6 +1518,23 @@ pub(crate) mod avx2 {
         }
     }
 
+    /// A decoding step's renormalisation, eight lanes: where the new state `y` fell below `L`
+    /// (`need`: all ones), the lane takes its next word, `y << 16 | (next & 0xffff)`, and its
+    /// two next words move on by one (`next >> 16`); the other lanes keep `y` and `next`.
+    /// Returns the states, the next words and `need`. Variable shifts rather than blends:
+    /// the state's dependency chain is what bounds the decoders' kernels (the planes' and the
+    /// modelled chunk's), and the shifts are shorter on it.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub fn renormalise(y: __m256i, next: __m256i) -> (__m256i, __m256i, __m256i) {
+        // y < L (unsigned): min(y, L - 1) == y.
+        let need = _mm256_cmpeq_epi32(_mm256_min_epu32(y, _mm256_set1_epi32((L - 1) as i32)), y);
+        let by16 = _mm256_and_si256(need, _mm256_set1_epi32(16));
+        let word = _mm256_and_si256(next, _mm256_and_si256(need, _mm256_set1_epi32(0xffff)));
+        let x = _mm256_or_si256(_mm256_sllv_epi32(y, by16), word);
+        (x, _mm256_srlv_epi32(next, by16), need)
+    }
+
     /// [`decode`] (the kernel) for `target`: its mode, and for a context plane the plane-0
     /// bytes of the symbols `out` takes, `E0` and each context's table.
     ///
@@ -1758,10 +1775,7 @@ pub(crate) mod avx2 {
         let byte = _mm256_set1_epi32(0xff);
         let cum_mask = _mm256_set1_epi32((PROB_SCALE - 1) as i32);
         let one = _mm256_set1_epi32(1);
-        let below = _mm256_set1_epi32((L - 1) as i32);
         let lastv = _mm256_set1_epi32(last as i32);
-        let low16 = _mm256_set1_epi32(0xffff);
-        let sixteen = _mm256_set1_epi32(16);
         // The context, clamp((e >> shift) - (e0 >> shift), CTX_BELOW, above) - CTX_BELOW, as
         // min(max((e >> shift) - e0lo, 0), span): one subtraction fewer a group.
         let e0lo = _mm256_set1_epi32((e0 >> shift) as i32 + CTX_BELOW);
@@ -1953,16 +1967,9 @@ pub(crate) mod avx2 {
                     _mm256_mullo_epi32(_mm256_srli_epi32::<{ SLOT_FREQ_SHIFT as i32 }>(v), q),
                     _mm256_sub_epi32(_mm256_add_epi32(q, slot), cum),
                 );
-                // y < L (unsigned): min(y, L - 1) == y.
-                let need = _mm256_cmpeq_epi32(_mm256_min_epu32(y, below), y);
-                // A lane that takes a word shifts its state and its two next words by 16: a
-                // variable shift each, shorter on the chain than the blends they replace.
-                let by16 = _mm256_and_si256(need, sixteen);
-                let w = _mm256_and_si256(next[g], _mm256_and_si256(need, low16));
-                xs[g] = _mm256_or_si256(_mm256_sllv_epi32(y, by16), w);
+                let need;
+                (xs[g], next[g], need) = renormalise(y, next[g]);
                 ps[g] = _mm256_sub_epi32(ps[g], need);
-                // A lane that took its word moves on to the second.
-                next[g] = _mm256_srlv_epi32(next[g], by16);
                 let sym = _mm256_and_si256(v, byte);
                 if MODE == JOINED || MODE == JOINED_ROTATED || sign_mode {
                     // The eight elements, top << 8 | symbol.

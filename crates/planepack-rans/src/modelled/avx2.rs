@@ -14,7 +14,7 @@
 //! may run with their steps interleaved ([`steps_two`]): two chains in flight instead of one.
 
 use super::SYM_LITERAL;
-use super::{LaneState, Params, L, MODEL_PROB_BITS, MODEL_SCALE, SYMBOLS, SYM_DICT};
+use super::{LaneState, Params, MODEL_PROB_BITS, MODEL_SCALE, SYMBOLS, SYM_DICT};
 use std::arch::x86_64::*;
 
 /// Steps a tile holds before it is written out.
@@ -286,7 +286,6 @@ unsafe fn step<const W: usize, const R: bool>(
         ),
         _mm256_sub_epi32(slot, cum),
     );
-    let need = _mm256_cmpeq_epi32(_mm256_min_epu32(y, _mm256_set1_epi32((L - 1) as i32)), y);
     if refill {
         let widx = _mm256_min_epu32(g.word, c.last_word);
         // SAFETY: widx <= total_words, and 32 bits at word widx are words widx and widx + 1,
@@ -295,13 +294,9 @@ unsafe fn step<const W: usize, const R: bool>(
         // neighbour's; `steps` refuses it afterwards.
         g.next = unsafe { _mm256_i32gather_epi32::<2>(wbase, widx) };
     }
-    // A lane that takes a word shifts its state and its two next words by 16: a variable
-    // shift each, shorter on the state's chain than blends (as the planes' kernel).
-    let by16 = _mm256_and_si256(need, _mm256_set1_epi32(16));
-    let w = _mm256_and_si256(g.next, _mm256_and_si256(need, _mm256_set1_epi32(0xffff)));
-    g.x = _mm256_or_si256(_mm256_sllv_epi32(y, by16), w);
+    let need;
+    (g.x, g.next, need) = crate::lanes::avx2::renormalise(y, g.next);
     g.word = _mm256_sub_epi32(g.word, need);
-    g.next = _mm256_srlv_epi32(g.next, by16);
     // The element.
     let is_left = _mm256_cmpeq_epi32(sym, one);
     let is_up = _mm256_cmpeq_epi32(sym, _mm256_set1_epi32(2));
