@@ -21,10 +21,11 @@ pub const MODEL_SLOT_WORDS: u32 = planepack_rans::internals::modelled::CONTEXTS 
 /// A version-4 stream's context tables as the kernel reads them, after the chunk offsets:
 /// first `CTX_INDEX_WORDS` words of table indices (byte `e`: the table of a plane-0 byte `e`,
 /// `ABSENT` where its context has none), then per table `CTX_TABLE_WORDS` words: the 4096
-/// slots, each the CPU decoder's entry `symbol | cum << 8 | (freq - 1) << 20`
-/// (`Table::decode_slots`). One storage read a symbol: a slot's symbol and its symbol's
-/// frequency in separate arrays were two, and made a row plane's step a third slower than a
-/// plain plane's on lavapipe (whose plain planes' tables are in workgroup memory).
+/// slots, each the CPU decoder's entry (`Table::decode_slots`: the symbol, `cum` at
+/// `SLOT_CUM_SHIFT`, `freq - 1` at `SLOT_FREQ_SHIFT`, constants the kernel is given). One
+/// storage read a symbol: a slot's symbol and its symbol's frequency in separate arrays were
+/// two, and made a row plane's step a third slower than a plain plane's on lavapipe (whose
+/// plain planes' tables are in workgroup memory).
 pub const CTX_INDEX_WORDS: u32 = 64;
 pub const CTX_TABLE_WORDS: u32 = 4096;
 
