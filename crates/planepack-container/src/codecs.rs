@@ -87,6 +87,8 @@ impl CodecId {
             CodecId::Zstd => Some((ZSTD_LEVEL, 1, 22)),
             // Clusters: 2 to 16 (more have not paid on any of our datasets).
             CodecId::IbpClusters => Some((IBP_CLUSTERS, 2, 16)),
+            // 0: 64 KiB chunks; 1: the chunk size searched per tensor (`Rans::chunk_search`).
+            CodecId::Rans => Some((0, 0, 1)),
             CodecId::Blosc2ShuffleLz4
             | CodecId::Blosc2BitShuffleLz4
             | CodecId::Blosc2ShuffleZstd
@@ -100,7 +102,8 @@ impl CodecId {
 
 /// A codec with its level: what an entry stores and what a name on the command line means.
 /// Spelled `family` or `family-level` (`zstd`, `zstd-19`, `blosc2-shuffle-zstd-9`); a family
-/// without levels has level 0.
+/// without levels has level 0, and a family whose levels start at 0 (`rans`) is spelled
+/// without its level 0 (`rans`, `rans-1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CodecSpec {
     pub id: CodecId,
@@ -161,13 +164,14 @@ impl CodecSpec {
         v
     }
 
-    /// The codecs the comparison harness measures, in table order: ours, then what users
-    /// reach for instead (zstd at its fast, default and best levels; LZ4; cDMA's ZVC; the real
+    /// The codecs the comparison harness measures, in table order: ours (`rans` at its default
+    /// and with its chunk size searched, its ratio end), then what users reach for instead (zstd at its fast, default and best levels; LZ4; cDMA's ZVC; the real
     /// C-Blosc2 at its default level 5 and, with zstd, its best-ratio level 9).
     pub fn bench_set() -> Vec<CodecSpec> {
         let at = |id, level| CodecSpec { id, level };
         vec![
             at(CodecId::Rans, 0),
+            at(CodecId::Rans, 1),
             at(CodecId::BitPlane, 0),
             at(CodecId::Ibp, 0),
             at(CodecId::Raw, 0),
@@ -188,6 +192,7 @@ impl CodecSpec {
     /// The name used on the command line, in tables and in records.
     pub fn name(self) -> String {
         match self.id.levels() {
+            Some((_, 0, _)) if self.level == 0 => self.id.name().to_owned(),
             Some(_) => format!("{}-{}", self.id.name(), self.level),
             None => self.id.name().to_owned(),
         }
@@ -230,7 +235,8 @@ impl CodecSpec {
                 clusters: self.level.into(),
                 ..Ibp::default()
             }),
-            CodecId::Rans => Box::new(Rans::default()),
+            CodecId::Rans if self.level == 1 => Box::new(Rans::SEARCH),
+            CodecId::Rans => Box::new(Rans::DEFAULT),
             CodecId::Zstd => Box::new(Zstd {
                 level: self.level as i32,
             }),

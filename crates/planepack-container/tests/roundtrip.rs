@@ -616,7 +616,11 @@ fn codec_names_parse_back_and_match_the_codecs() {
         assert_eq!(spec.codec().name(), name, "catalogue and codec disagree");
     }
     assert_eq!(CodecSpec::parse("zstd"), Some(CodecId::Zstd.into()));
+    // A family whose levels start at 0 is spelled without it there; the level still parses.
+    assert_eq!(CodecSpec::parse("rans-0"), Some(CodecId::Rans.into()));
+    assert_eq!(CodecSpec::from(CodecId::Rans).name(), "rans");
     for bad in [
+        "rans-2",
         "zstd-0",
         "zstd-23",
         "blosc2-shuffle-zstd-10",

@@ -350,3 +350,28 @@ fn row_sources(m: &planepack_rans::RowMap, raw_len: usize) -> Vec<u32> {
     }
     index
 }
+
+#[cfg(test)]
+mod tests {
+    use super::MAX_MODELLED_LANE;
+    use planepack_rans::internals::modelled::{lane_range, lanes_for};
+
+    /// Every chunk size `rans-1`'s search tries keeps a modelled chunk's lanes within what the
+    /// kernel decodes (so its streams never fall back to the CPU), and the search's bound is
+    /// the largest that does.
+    #[test]
+    fn the_chunk_search_keeps_modelled_lanes_within_the_kernel() {
+        let longest = |n: usize| lane_range(0, n, lanes_for(n)).len();
+        for width in [1usize, 2, 4] {
+            for log2 in planepack_rans::search_chunk_log2(width) {
+                assert!(
+                    longest((1 << log2) / width) <= MAX_MODELLED_LANE,
+                    "{width} {log2}"
+                );
+            }
+        }
+        let n = planepack_rans::SEARCH_MAX_CHUNK_ELEMENTS;
+        assert_eq!(longest(n), MAX_MODELLED_LANE);
+        assert!(longest(2 * n) > MAX_MODELLED_LANE);
+    }
+}

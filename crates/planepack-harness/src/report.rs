@@ -808,6 +808,7 @@ pub fn headline(res: &Results, plot: &str) -> String {
 /// at its strongest setting; `summary.md` has every codec and setting.
 pub const README_CODECS: &[&str] = &[
     "rans",
+    "rans-1",
     "bitplane",
     "ibp",
     "zstd-19",

@@ -1122,6 +1122,42 @@ impl Rans {
         (contexts, rows, None)
     }
 
+    /// [`Rans::encode_rows`] at `chunk_log2`, or with [`Rans::chunk_search`] at each size of
+    /// [`search_chunk_log2`], keeping the shortest stream. Sizes past the first that holds
+    /// the whole input in one chunk are not tried: they write the same stream.
+    pub(crate) fn encode_searched(
+        &self,
+        input: &[u8],
+        elem: ElemType,
+        row: usize,
+        rows: Option<RowMap>,
+        parallel: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        if !self.chunk_search {
+            return self.encode_rows(input, elem, row, rows, parallel, out);
+        }
+        let mut best: Option<Vec<u8>> = None;
+        let mut trial = Vec::new();
+        for chunk_log2 in search_chunk_log2(elem.size()) {
+            let at = Rans {
+                chunk_log2,
+                chunk_search: false,
+                ..*self
+            };
+            trial.clear();
+            at.encode_rows(input, elem, row, rows.clone(), parallel, &mut trial)?;
+            if best.as_ref().is_none_or(|b| trial.len() < b.len()) {
+                best = Some(std::mem::take(&mut trial));
+            }
+            if input.len() <= 1 << chunk_log2 {
+                break;
+            }
+        }
+        out.extend_from_slice(&best.expect("search_chunk_log2 is not empty"));
+        Ok(())
+    }
+
     /// Encode with rows of `row` elements (0: no shape), `rows` the repeated ones; the chunks
     /// on all of rayon's threads if `parallel` (the same bytes either way).
     pub(crate) fn encode_rows(

@@ -207,6 +207,23 @@ pub const SHORT_HEADER_MAX_BODY: usize = 1 << *CHUNK_LOG2_RANGE.end();
 pub const CHUNK_LOG2_RANGE: std::ops::RangeInclusive<u8> = 12..=20;
 /// Default chunk: 64 KiB (see `bench-results/rans-study.md` for the measurement).
 pub const DEFAULT_CHUNK_LOG2: u8 = 16;
+/// The most elements of a chunk [`Rans::chunk_search`] tries: a modelled chunk's 8 lanes
+/// (`modelled::lanes_for`) of at most 16384 elements, the longest lane planepack-gpu's kernel
+/// decodes in one invocation (its `MAX_MODELLED_LANE`; its tests check the two agree), so
+/// that every stream the search writes decodes on a GPU.
+pub const SEARCH_MAX_CHUNK_ELEMENTS: usize = 1 << 17;
+
+/// The chunk sizes (log2 of bytes) [`Rans::chunk_search`] tries for elements of `width`
+/// bytes, smallest first: 4, 16 and 64 KiB, and the largest chunk of at most
+/// [`SEARCH_MAX_CHUNK_ELEMENTS`] (128 KiB of bytes, 256 KiB of 16-bit elements, 512 KiB of
+/// FP32). No one size is best: on the workloads a CNN's largest feature maps store fewest
+/// bytes in 16 KiB chunks (tables that follow the image's regions), a transformer's
+/// activations in the largest (fewer tables and lane headers), tensor by tensor
+/// (`bench-results/rans-study-workloads.md`).
+pub fn search_chunk_log2(width: usize) -> [u8; 4] {
+    let largest = SEARCH_MAX_CHUNK_ELEMENTS.ilog2() + width.max(1).ilog2();
+    [12, 14, 16, largest as u8]
+}
 
 /// Chunk modes (the modelled chunk's is [`modelled::CHUNK_MODELLED`]).
 pub const CHUNK_RAW: u8 = 0;
@@ -264,6 +281,12 @@ pub struct Rans {
     /// three bytes, header flag `T`) and keep them where they are smaller. Every decoder (CPU,
     /// both GPU scan paths) reads them.
     pub tails: bool,
+    /// Encode the tensor at each chunk size of [`search_chunk_log2`] and keep the shortest
+    /// stream (ties: the smaller chunks, which give a GPU more lanes); `chunk_log2` is then
+    /// not used. The codec spec `rans-1`: the ratio end of the trade, at up to four times the
+    /// encode time, and with chunks up to 8 times the default's a GPU gets fewer, longer
+    /// lanes. Decoders take the stream as any other (the chunk size is in its header).
+    pub chunk_search: bool,
 }
 
 impl Rans {
@@ -283,36 +306,53 @@ impl Rans {
         sign_contexts: false,
         compact_tables: true,
         tails: false,
+        chunk_search: false,
+    };
+    /// The default model with the chunk size searched per tensor ([`Rans::chunk_search`]):
+    /// the codec spec `rans-1`.
+    pub const SEARCH: Rans = Rans {
+        chunk_search: true,
+        ..Rans::DEFAULT
+    };
+    /// Every part of the model on, 64 KiB chunks: [`Rans::default`], the codec spec `rans`.
+    pub const DEFAULT: Rans = Rans {
+        chunk_log2: DEFAULT_CHUNK_LOG2,
+        zero_mask: true,
+        rotate: true,
+        rows: true,
+        modelled: true,
+        scaled: true,
+        contexts: true,
+        differences: true,
+        row_contexts: true,
+        sign_contexts: true,
+        compact_tables: true,
+        tails: true,
+        chunk_search: false,
     };
 }
 
 impl Default for Rans {
     fn default() -> Self {
-        Rans {
-            chunk_log2: DEFAULT_CHUNK_LOG2,
-            zero_mask: true,
-            rotate: true,
-            rows: true,
-            modelled: true,
-            scaled: true,
-            contexts: true,
-            differences: true,
-            row_contexts: true,
-            sign_contexts: true,
-            compact_tables: true,
-            tails: true,
-        }
+        Rans::DEFAULT
     }
 }
 
 impl Codec for Rans {
     fn name(&self) -> String {
+        // The two the container's catalogue names (`rans`, `rans-1`), spelled as it does.
         if *self == Rans::default() {
             "rans".into()
+        } else if *self == Rans::SEARCH {
+            "rans-1".into()
         } else {
             format!(
-                "rans-c{}{}{}{}{}{}{}{}{}{}{}{}",
-                self.chunk_log2,
+                "rans-{}{}{}{}{}{}{}{}{}{}{}{}",
+                if self.chunk_search {
+                    "search".to_owned()
+                } else {
+                    format!("c{}", self.chunk_log2)
+                },
                 if self.zero_mask { "" } else { "-nozero" },
                 if self.rotate { "" } else { "-norotate" },
                 if self.rows { "" } else { "-norows" },
@@ -333,7 +373,13 @@ impl Codec for Rans {
     }
 
     fn max_compressed_len(&self, raw_len: usize, elem: ElemType) -> usize {
-        let chunk = (1usize << self.chunk_log2.clamp(12, 20)).max(elem.size());
+        // The most chunks come with the smallest chunk the encoder may take.
+        let chunk_log2 = if self.chunk_search {
+            search_chunk_log2(elem.size())[0]
+        } else {
+            self.chunk_log2
+        };
+        let chunk = (1usize << chunk_log2.clamp(12, 20)).max(elem.size());
         // A row map (rows of at least 16 bytes) adds 8 bytes and a bit per row; each copied
         // row it lists saves at least 12 bytes more than it costs. Context tables take at
         // most 2 + 6 (1 + 32 + 512) bytes, row tables 6 + 8 (1 + 32 + 512), sign tables 3 + 18 (1 + 32 + 512).
@@ -349,7 +395,7 @@ impl Codec for Rans {
     }
 
     fn encode(&self, input: &[u8], elem: ElemType, out: &mut Vec<u8>) -> Result<()> {
-        self.encode_rows(input, elem, 0, None, false, out)
+        self.encode_searched(input, elem, 0, None, false, out)
     }
 
     /// With a shape, rows (the last dimension) that repeat earlier rows are coded as
@@ -409,7 +455,7 @@ impl Rans {
             if !copies.is_empty() {
                 let map = RowMap { row_bytes, copies };
                 let row = row_bytes / elem.size();
-                return self.encode_rows(input, elem, row, Some(map), parallel, out);
+                return self.encode_searched(input, elem, row, Some(map), parallel, out);
             }
         }
         let row = if shape.len() >= 2 {
@@ -417,7 +463,7 @@ impl Rans {
         } else {
             0
         };
-        self.encode_rows(input, elem, row, None, parallel, out)
+        self.encode_searched(input, elem, row, None, parallel, out)
     }
 }
 

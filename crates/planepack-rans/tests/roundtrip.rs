@@ -27,6 +27,7 @@ fn settings() -> Vec<Rans> {
                         // Both table forms, each with every other setting.
                         compact_tables: zero_mask != modelled,
                         tails: modelled != rotate,
+                        chunk_search: false,
                     });
                 }
             }
@@ -69,6 +70,54 @@ fn patterns_types_and_settings() {
             for pattern in Pattern::ALL {
                 for len in [0, 1, 3, 127, 4096, 8193, 70_001, 300_000] {
                     check(&codec, &generate(pattern, elem, len, len as u64), elem);
+                }
+            }
+        }
+    }
+}
+
+/// `chunk_search` writes exactly the shortest of the streams at each size it tries (the
+/// smaller chunk on a tie), which round-trips like any other.
+#[test]
+fn chunk_search_keeps_the_shortest_fixed_size_stream() {
+    let search = Rans {
+        chunk_search: true,
+        ..Rans::default()
+    };
+    for elem in ElemType::ALL {
+        for pattern in Pattern::ALL {
+            for len in [0, 5, 4096, 70_001, 300_000] {
+                let data = generate(pattern, elem, len, len as u64);
+                let shape = [len / elem.size() / 64, 64];
+                let shaped = shape[0] * 64 * elem.size() == len && shape[0] > 1;
+                let encode = |codec: &Rans| {
+                    let mut o = Vec::new();
+                    if shaped {
+                        codec.encode_shaped(&data, elem, &shape, &mut o).unwrap();
+                    } else {
+                        codec.encode(&data, elem, &mut o).unwrap();
+                    }
+                    o
+                };
+                let mut shortest: Option<Vec<u8>> = None;
+                for chunk_log2 in planepack_rans::search_chunk_log2(elem.size()) {
+                    let fixed = encode(&Rans {
+                        chunk_log2,
+                        ..Rans::default()
+                    });
+                    if shortest.as_ref().is_none_or(|s| fixed.len() < s.len()) {
+                        shortest = Some(fixed);
+                    }
+                }
+                let found = encode(&search);
+                assert!(found == shortest.unwrap(), "{elem} {pattern:?} len {len}");
+                check(&search, &data, elem);
+                let mut parallel = Vec::new();
+                if shaped {
+                    search
+                        .encode_shaped_parallel(&data, elem, &shape, &mut parallel)
+                        .unwrap();
+                    assert!(parallel == found, "parallel {elem} {pattern:?} len {len}");
                 }
             }
         }

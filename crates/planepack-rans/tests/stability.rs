@@ -139,6 +139,7 @@ fn encoder_output_is_unchanged() {
                 sign_contexts: false,
                 compact_tables,
                 tails: false,
+                chunk_search: false,
             },
         ]);
         assert_eq!(
