@@ -404,6 +404,8 @@ struct Row {
     notails: u64,
     nosign: u64,
     modelled: u64,
+    /// The default encoder with the chunk size searched per tensor (`rans-1`).
+    searched: u64,
     /// Bits each context of [`ContextSavings`] would save, summed over the tensors where it
     /// saves any.
     channel_saving_bits: f64,
@@ -474,6 +476,7 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
         g,
     )?;
     let modelled = compressed(&Rans::default(), g)?;
+    let searched = compressed(&Rans::SEARCH, g)?;
     let raw = g.raw_bytes();
     match rows
         .iter_mut()
@@ -487,6 +490,7 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             r.notails += notails;
             r.nosign += nosign;
             r.modelled += modelled;
+            r.searched += searched;
             r.channel_saving_bits += channel_saving_bits;
             r.up_sign_saving_bits += up_sign_saving_bits;
             r.left_sign_saving_bits += left_sign_saving_bits;
@@ -503,6 +507,7 @@ fn add_group(rows: &mut Vec<Row>, g: &Group) -> Result<()> {
             notails,
             nosign,
             modelled,
+            searched,
             channel_saving_bits,
             up_sign_saving_bits,
             left_sign_saving_bits,
@@ -575,10 +580,11 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
          without the difference chunks (stream version 5: the steps between neighbouring \
          elements as planes, for smooth values), without the tail dictionaries (header flag \
          T), without the sign planes (stream version 8: plane 1 of BF16 and FP16 by the sign \
-         one row up too) and as the default encoder writes it, measured here on the same bytes (every stream decoded and compared), and the \
+         one row up too), as the default encoder writes it and as `rans-1` writes it (the default \
+         encoder at the chunk size, 4 KiB to 1 MiB, that stores the tensor in the fewest bytes), measured here on the same bytes (every stream decoded and compared), and the \
          best peer of the record (CPU coders, GPU-decodable or not, at every setting \
          measured) from `{}` (the same machine's where it has one: a peer's ratio does not \
-         depend on the machine). Gap: rans over the best peer, minus one; \
+         depend on the machine). Gap: rans (and rans-1) over the best peer, minus one; \
          where rans trails the best peer, the structure left says which repeats remain. \
          Two estimates of structure that is statistics, not repeats, each the default \
          stream less the bits a context `rans` lacks would save, from each tensor's counts \
@@ -603,7 +609,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
     );
     let _ = writeln!(
         md,
-        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | few tails % | rans-nomodel | rans-nodiff | rans-notails | rans-nosign | rans | rans + channel contexts, est. | rans + FP32 up-sign context, est. | best peer | gap | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| category | dataset | dtype | size class | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | repeated rows % | few tails % | rans-nomodel | rans-nodiff | rans-notails | rans-nosign | rans | rans-1 | rans + channel contexts, est. | rans + FP32 up-sign context, est. | best peer | gap | gap, rans-1 | structure left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     /// A category's records: shares and bytes summed, and each record's ratios.
     #[derive(Default)]
@@ -613,6 +619,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         nomodel: u64,
         modelled: u64,
         rans: Vec<f64>,
+        searched: Vec<f64>,
         nodiff: Vec<f64>,
         nosign: Vec<f64>,
         channel: Vec<f64>,
@@ -624,6 +631,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         let s = &r.shares;
         let rn = r.raw as f64 / r.nomodel.max(1) as f64;
         let rm = r.raw as f64 / r.modelled.max(1) as f64;
+        let rsearch = r.raw as f64 / r.searched.max(1) as f64;
         let rd = r.raw as f64 / r.nodiff.max(1) as f64;
         let rt = r.raw as f64 / r.notails.max(1) as f64;
         let rns = r.raw as f64 / r.nosign.max(1) as f64;
@@ -638,7 +646,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         let peer = peers
             .best
             .get(&(r.dataset.clone(), r.dtype.clone(), r.size_class));
-        let (peer_cell, gap_cell, left_cell) = match peer {
+        let (peer_cell, gap_cell, search_gap_cell, left_cell) = match peer {
             Some((c, p)) => {
                 let gap = rm / p - 1.0;
                 let left = if gap < 0.0 {
@@ -676,14 +684,15 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
                 (
                     format!("{c} {p:.3}"),
                     format!("{:+.1} %", 100.0 * gap),
+                    format!("{:+.1} %", 100.0 * (rsearch / p - 1.0)),
                     left,
                 )
             }
-            None => ("-".into(), "-".into(), "-".into()),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {rn:.3} | {rd:.3} | {rt:.3} | {rns:.3} | {rm:.3} | {rc:.3} | {rs:.3} | {peer_cell} | {gap_cell} | {left_cell} |",
+            "| {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {rn:.3} | {rd:.3} | {rt:.3} | {rns:.3} | {rm:.3} | {rsearch:.3} | {rc:.3} | {rs:.3} | {peer_cell} | {gap_cell} | {search_gap_cell} | {left_cell} |",
             r.category,
             r.dataset,
             r.dtype,
@@ -699,6 +708,7 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
         c.nomodel += r.nomodel;
         c.modelled += r.modelled;
         c.rans.push(rm);
+        c.searched.push(rsearch);
         c.nodiff.push(rd);
         c.nosign.push(rns);
         c.channel.push(rc);
@@ -708,30 +718,33 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
     }
     let _ = writeln!(
         md,
-        "\n## Per category\n\nBytes summed over the records, and the geomean over records the bench's headline ranks by: rans against the peer with the highest geomean in the category.\n\n| category | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | rans-nomodel | rans | rans-nodiff, geomean of records | rans-nosign, geomean of records | rans, geomean of records | rans + channel contexts (est.), geomean of records | rans + FP32 up-sign context (est.), geomean of records | best peer, geomean of records | gap | gap with channel contexts (est.) | gap with FP32's up-sign context (est.) | gap with the left-sign context too (est., lanes of contiguous elements) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n## Per category\n\nBytes summed over the records, and the geomean over records the bench's headline ranks by: rans against the peer with the highest geomean in the category.\n\n| category | raw MB | zero % | = left % | = up % | dict % | = channel % | match % | literal % | rans-nomodel | rans | rans-nodiff, geomean of records | rans-nosign, geomean of records | rans, geomean of records | rans-1, geomean of records | rans + channel contexts (est.), geomean of records | rans + FP32 up-sign context (est.), geomean of records | best peer, geomean of records | gap | gap, rans-1 | gap with channel contexts (est.) | gap with FP32's up-sign context (est.) | gap with the left-sign context too (est., lanes of contiguous elements) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for (cat, c) in &cats {
         let g = planepack_harness::report::geomean(&c.rans);
+        let g1 = planepack_harness::report::geomean(&c.searched);
         let gd = planepack_harness::report::geomean(&c.nodiff);
         let gn = planepack_harness::report::geomean(&c.nosign);
         let gc = planepack_harness::report::geomean(&c.channel);
         let gs = planepack_harness::report::geomean(&c.up_sign);
         let gb = planepack_harness::report::geomean(&c.left_sign);
         let gap = |x: f64, p: f64| format!("{:+.1} %", 100.0 * (x / p - 1.0));
-        let (peer_cell, gap_cell, channel_gap_cell, sign_gap_cell, both_gap_cell) =
-            match peers.category_best.get(cat) {
-                Some((best, p)) => (
-                    format!("{best} {p:.3}"),
-                    gap(g, *p),
-                    gap(gc, *p),
-                    gap(gs, *p),
-                    gap(gb, *p),
-                ),
-                None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
-            };
+        let cells = match peers.category_best.get(cat) {
+            Some((best, p)) => [
+                format!("{best} {p:.3}"),
+                gap(g, *p),
+                gap(g1, *p),
+                gap(gc, *p),
+                gap(gs, *p),
+                gap(gb, *p),
+            ],
+            None => std::array::from_fn(|_| "-".to_string()),
+        };
+        let [peer_cell, gap_cell, search_gap_cell, channel_gap_cell, sign_gap_cell, both_gap_cell] =
+            cells;
         let _ = writeln!(
             md,
-            "| {cat} | {:.1} | {} | {:.3} | {:.3} | {gd:.3} | {gn:.3} | {g:.3} | {gc:.3} | {gs:.3} | {peer_cell} | {gap_cell} | {channel_gap_cell} | {sign_gap_cell} | {both_gap_cell} |",
+            "| {cat} | {:.1} | {} | {:.3} | {:.3} | {gd:.3} | {gn:.3} | {g:.3} | {g1:.3} | {gc:.3} | {gs:.3} | {peer_cell} | {gap_cell} | {search_gap_cell} | {channel_gap_cell} | {sign_gap_cell} | {both_gap_cell} |",
             c.raw as f64 / 1e6,
             c.shares.class_cells(),
             c.raw as f64 / c.nomodel.max(1) as f64,
