@@ -369,6 +369,48 @@ fn modelled_chunks_decode_and_fail_like_the_cpu() {
     }
 }
 
+/// The largest chunks `rans-1`'s search writes (2^17 elements: a modelled chunk's 8 lanes
+/// of 16384, the kernel's limit exactly) decode on the GPU at every width, on every path;
+/// and a whole `rans-1` stream does. (One chunk each: llvmpipe takes about ten seconds a
+/// decode of lanes this long.)
+#[test]
+fn the_largest_searched_chunks_decode() {
+    let Some(g) = gpu() else { return };
+    let modelled = planepack_rans::internals::modelled::CHUNK_MODELLED;
+    for (elem, width) in [(ElemType::U8, 1), (ElemType::BF16, 2), (ElemType::F32, 4)] {
+        let n = planepack_rans::SEARCH_MAX_CHUNK_ELEMENTS;
+        // Bytes: runs of 7 and zero stretches, where the modelled chunk pays (the
+        // generator's bytes are too random for it).
+        let data = match width {
+            1 => (0..n)
+                .map(|i| match (i / 37) % 3 {
+                    0 => 0,
+                    _ => (i / 7 * 13 % 251) as u8,
+                })
+                .collect(),
+            _ => planepack_testkit::activation_like(n, width, 512, 17 + width as u64),
+        };
+        let shape = [n / 512, 512];
+        let largest = planepack_rans::search_chunk_log2(width)[3];
+        let encode = |c: &Rans| {
+            let mut s = Vec::new();
+            c.encode_shaped(&data, elem, &shape, &mut s).unwrap();
+            s
+        };
+        let s = encode(&Rans {
+            chunk_log2: largest,
+            ..Rans::default()
+        });
+        assert!(chunk_modes(&s).contains(&modelled), "{elem}");
+        let searched = encode(&Rans::SEARCH);
+        on_each_path(g, |d| {
+            decodes_to(d, &s, &data, &format!("{elem} 2^{largest}-byte chunks"));
+        });
+        let d = Dec { g, cfg: g.config() };
+        decodes_to(d, &searched, &data, &format!("{elem} rans-1"));
+    }
+}
+
 /// Block-scaled chunks (mode 4: a scale per block of 32 times int8, as dequantized Q8_0
 /// tables) at both rotations, 4 KiB and 64 KiB chunks, flat and with repeated rows, every
 /// short length class, on both scan paths; damaged ones agree with the CPU.
