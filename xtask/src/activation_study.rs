@@ -581,7 +581,8 @@ pub fn run(root: &Path, workloads: bool) -> Result<()> {
          elements as planes, for smooth values), without the tail dictionaries (header flag \
          T), without the sign planes (stream version 8: plane 1 of BF16 and FP16 by the sign \
          one row up too), as the default encoder writes it and as `rans-1` writes it (the default \
-         encoder at the chunk size, 4 KiB to 1 MiB, that stores the tensor in the fewest bytes), measured here on the same bytes (every stream decoded and compared), and the \
+         encoder at a chunk size chosen per tensor, 4 KiB to 2^17 elements, by a descent from \
+         64 KiB that keeps the shortest stream it meets), measured here on the same bytes (every stream decoded and compared), and the \
          best peer of the record (CPU coders, GPU-decodable or not, at every setting \
          measured) from `{}` (the same machine's where it has one: a peer's ratio does not \
          depend on the machine). Gap: rans (and rans-1) over the best peer, minus one; \

@@ -25,7 +25,7 @@ pub struct CompressArgs {
     /// Any codec `planepack bench` measures, by the name its table prints: `bitplane`, `ibp`,
     /// `ibp-clusters` (IBP with a mask per k-means cluster of rows, at most 4) or
     /// `ibp-clusters-2` .. `ibp-clusters-16`, `rans` or `rans-1` (the chunk size searched per
-    /// tensor: 0-1.1 % smaller on the workloads' activations, 6-10 times the encode time),
+    /// tensor: 0-1.1 % smaller on the workloads' activations, 2-5 times the encode time),
     /// `zstd` (level 3) or `zstd-1` .. `zstd-22`, `lz4`, `zvc`, `raw`,
     /// `blosc2-shuffle-zstd` (level 5) or `blosc2-shuffle-zstd-9`, `blosc2-bitshuffle-zstd[-L]`,
     /// `blosc2-shuffle-lz4[-L]`, `blosc2-bitshuffle-lz4[-L]`.

@@ -213,8 +213,8 @@ pub const DEFAULT_CHUNK_LOG2: u8 = 16;
 /// that every stream the search writes decodes on a GPU.
 pub const SEARCH_MAX_CHUNK_ELEMENTS: usize = 1 << 17;
 
-/// The chunk sizes (log2 of bytes) [`Rans::chunk_search`] tries for elements of `width`
-/// bytes, smallest first: 4, 16 and 64 KiB, and the largest chunk of at most
+/// The chunk sizes (log2 of bytes) [`Rans::chunk_search`] chooses among for elements of
+/// `width` bytes, smallest first: 4, 16 and 64 KiB, and the largest chunk of at most
 /// [`SEARCH_MAX_CHUNK_ELEMENTS`] (128 KiB of bytes, 256 KiB of 16-bit elements, 512 KiB of
 /// FP32). No one size is best: on the workloads a CNN's largest feature maps store fewest
 /// bytes in 16 KiB chunks (tables that follow the image's regions), a transformer's
@@ -281,14 +281,15 @@ pub struct Rans {
     /// three bytes, header flag `T`) and keep them where they are smaller. Every decoder (CPU,
     /// both GPU scan paths) reads them.
     pub tails: bool,
-    /// Encode the tensor at each chunk size of [`search_chunk_log2`] and keep the shortest
-    /// stream (ties: the smaller chunks, which give a GPU more lanes); `chunk_log2` is then
-    /// not used. The codec spec `rans-1`: the ratio end of the trade. It encodes the tensor
-    /// four times, the small chunks slowest (6-10 times `rans`'s encode time on the
-    /// workloads); where small chunks win, the decoder pays their tables (a CNN batch of
-    /// mostly 16 KiB chunks decodes at a third of the speed), and where large ones win a GPU
-    /// gets fewer, longer lanes. Decoders take the stream as any other (the chunk size is in
-    /// its header).
+    /// Choose the chunk size per tensor among [`search_chunk_log2`]'s, by a descent from the
+    /// default that keeps the shortest stream it meets (`encode_searched`); `chunk_log2` is
+    /// then not used. The codec spec `rans-1`: the ratio end of the trade. It encodes the
+    /// tensor two to four times (2-2.3 times `rans`'s encode time on the workloads'
+    /// transformer batches, 5.4 on the CNN's, whose maps take small chunks); a plane of a
+    /// small chunk has fewer lanes (8 at 16 KiB of BF16, 2 at 4 KiB), which a CPU decodes as
+    /// fewer independent chains and a GPU as fewer invocations, and a large chunk gives a GPU
+    /// fewer, longer lanes. Decoders take the stream as any other (the chunk size is in its
+    /// header).
     pub chunk_search: bool,
 }
 
