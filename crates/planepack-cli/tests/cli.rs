@@ -156,11 +156,15 @@ fn unknown_codecs_and_levels_are_usage_errors() {
     for (args, needle) in [
         (
             vec!["--codec", "zst"],
-            "codecs are: auto, raw, bitplane, ibp, ibp-clusters[-2..16], rans, zstd[-1..22]",
+            "codecs are: auto, raw, bitplane, ibp, ibp-clusters[-2..16], rans[-0..1], zstd[-1..22]",
         ),
         (
             vec!["--codec", "zstd", "--level", "30"],
             "--level for zstd is 1 to 22",
+        ),
+        (
+            vec!["--codec", "rans", "--level", "2"],
+            "--level for rans is 0 to 1",
         ),
         (vec!["--codec", "lz4", "--level", "3"], "lz4 has no levels"),
         (vec!["--level", "3"], "--level needs --codec"),

@@ -165,8 +165,9 @@ impl CodecSpec {
     }
 
     /// The codecs the comparison harness measures, in table order: ours (`rans` at its default
-    /// and with its chunk size searched, its ratio end), then what users reach for instead (zstd at its fast, default and best levels; LZ4; cDMA's ZVC; the real
-    /// C-Blosc2 at its default level 5 and, with zstd, its best-ratio level 9).
+    /// and with its chunk size searched, its ratio end), then what users reach for instead
+    /// (zstd at its fast, default and best levels; LZ4; cDMA's ZVC; the real C-Blosc2 at its
+    /// default level 5 and, with zstd, its best-ratio level 9).
     pub fn bench_set() -> Vec<CodecSpec> {
         let at = |id, level| CodecSpec { id, level };
         vec![

@@ -345,7 +345,7 @@ impl Default for Rans {
 impl Codec for Rans {
     fn name(&self) -> String {
         // The two the container's catalogue names (`rans`, `rans-1`), spelled as it does.
-        if *self == Rans::default() {
+        if *self == Rans::DEFAULT {
             "rans".into()
         } else if *self == Rans::SEARCH {
             "rans-1".into()
