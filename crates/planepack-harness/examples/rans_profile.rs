@@ -2,8 +2,9 @@
 //! catalogue is named; `ENCODE_ONLY=1` or `=parallel` times the encoder alone, `DECODE_ONLY=1`
 //! the decoder alone (`=parallel`: the parallel decoder), best of ITERS.
 //! Variants of the encoder, for what its trials cost: `NO_ROW_CONTEXTS=1` the default rans
-//! without row planes; `CHUNK_LOG2=n` the default rans at chunks of 2^n bytes; `FAST=1` plain byte planes only (no modelled, difference, scaled or
-//! tail chunks, no context or row planes; `FAST_ROWS=1`, `FAST_CTX=1` put those back).
+//! without row planes; `CHUNK_LOG2=n` the default rans at chunks of 2^n bytes; `FAST=1` plain
+//! byte planes only (no modelled, difference, scaled or tail chunks, no context or row planes;
+//! `FAST_ROWS=1`, `FAST_CTX=1` put those back).
 //! Inputs: `SMALL=1` the file's batch of tensors under 1 MiB, where per-tensor costs show;
 //! `JOIN=1` the file's tensors of the batch's type joined into one flat tensor, as the Python
 //! speed bench gives them.

@@ -1162,23 +1162,20 @@ impl Rans {
             Ok(stream)
         };
         let mut best = encode(sizes[start])?;
-        let mut went_up = false;
-        for &c in &sizes[start + 1..] {
-            let trial = encode(c)?;
-            if trial.len() >= best.len() {
-                break;
-            }
-            best = trial;
-            went_up = true;
-        }
-        if !went_up {
-            for &c in sizes[..start].iter().rev() {
+        // Takes the sizes in `way` while each comes out shorter; whether any did.
+        let mut walk = |way: &mut dyn Iterator<Item = &u8>| -> Result<bool> {
+            let mut moved = false;
+            for &c in way {
                 let trial = encode(c)?;
                 if trial.len() >= best.len() {
                     break;
                 }
-                best = trial;
+                (best, moved) = (trial, true);
             }
+            Ok(moved)
+        };
+        if !walk(&mut sizes[start + 1..].iter())? {
+            walk(&mut sizes[..start].iter().rev())?;
         }
         out.extend_from_slice(&best);
         Ok(())

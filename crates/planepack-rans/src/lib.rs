@@ -298,9 +298,6 @@ impl Rans {
     /// context, row or sign planes, no row map (version-1 streams: what the GPU encoder
     /// writes); the tests of one model start from it.
     pub const PLANES: Rans = Rans {
-        chunk_log2: DEFAULT_CHUNK_LOG2,
-        zero_mask: true,
-        rotate: true,
         rows: false,
         modelled: false,
         scaled: false,
@@ -308,9 +305,8 @@ impl Rans {
         differences: false,
         row_contexts: false,
         sign_contexts: false,
-        compact_tables: true,
         tails: false,
-        chunk_search: false,
+        ..Rans::DEFAULT
     };
     /// The default model with the chunk size searched per tensor ([`Rans::chunk_search`]):
     /// the codec spec `rans-1`.
