@@ -132,6 +132,21 @@ pub(crate) fn get_joined(
                 let target = Target::Joined2 { top, dec, rotate };
                 return lanes::decode(chunk, at + 1, &dec.slots, target, &mut lanes.1, out);
             }
+            (PLANE_RANS, 0, _, _) if width == 2 => {
+                // A plain plane 0 followed by a raw plane 1 (embeddings', weights' mantissa
+                // bytes) is joined as it decodes.
+                let (table, pos) = Table::read(chunk, at + 1, form)?;
+                table.decode_slots(&mut lanes.0);
+                let joined =
+                    lanes::decode_low_joined(chunk, pos, &lanes.0, &mut lanes.1, out, rotate)?;
+                if let Some(end) = joined {
+                    return Ok(end);
+                }
+                let dst = &mut rest[0];
+                fit(dst, n);
+                at = lanes::decode(chunk, pos, &lanes.0, Target::Plane, &mut lanes.1, dst)?;
+                continue;
+            }
             (PLANE_RAW, 1.., _, _) => {
                 *raw = Some(take(chunk, at + 1, n, "raw plane")?);
                 at += 1 + n;

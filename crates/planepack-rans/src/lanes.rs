@@ -499,13 +499,18 @@ pub enum Target<'a> {
         dec: &'a ContextDecoder,
         rotate: bool,
     },
+    /// A plain plane 0 of 2-byte elements (table 0) joined as it is decoded with the raw
+    /// plane 1 after it, `low`: element `i` is `symbol << 8 | low[i]`, rotated right by one
+    /// bit if `rotate`, to `out[2i..2i + 2]`. The join of a plain plane and a raw one (an
+    /// embedding's or a weight's mantissa bytes) without a pass of its own.
+    Low { low: &'a [u8], rotate: bool },
 }
 
 impl<'a> Target<'a> {
     /// Output bytes per symbol.
     fn unit(self) -> usize {
         match self {
-            Target::Joined2 { .. } => 2,
+            Target::Joined2 { .. } | Target::Low { .. } => 2,
             _ => 1,
         }
     }
@@ -513,7 +518,7 @@ impl<'a> Target<'a> {
     /// The plane-0 bytes and tables, for a context plane.
     fn context(self) -> Option<(&'a [u8], &'a ContextDecoder)> {
         match self {
-            Target::Plane => None,
+            Target::Plane | Target::Low { .. } => None,
             Target::Context { top, dec } | Target::Joined2 { top, dec, .. } => Some((top, dec)),
         }
     }
@@ -529,6 +534,10 @@ impl<'a> Target<'a> {
             Target::Joined2 { top, dec, rotate } => Target::Joined2 {
                 top: &top[i..],
                 dec,
+                rotate,
+            },
+            Target::Low { low, rotate } => Target::Low {
+                low: &low[i..],
                 rotate,
             },
         }
@@ -623,6 +632,47 @@ pub fn decode(
     finish(
         &mut x, &mut pos, &end, k, slots, target, words, last, out, words_at, next,
     )
+}
+
+/// A plain plane at `at` (its lanes; its table's decode slots in `slots`) of 2-byte elements'
+/// high bytes, joined as it decodes with the raw plane 1 right after it into `out` (the chunk's
+/// `out.len() / 2` elements, rotated right by one bit if `rotate`; [`Target::Low`]). Returns
+/// the offset after plane 1, or `None`, having read nothing, where plane 1 is not a raw plane
+/// of the elements' count there: the caller decodes plane 0 by itself. Errors as plane 0's
+/// decoder gives them.
+pub fn decode_low_joined(
+    input: &[u8],
+    at: usize,
+    slots: &[u32],
+    words: &mut Vec<u16>,
+    out: &mut [u8],
+    rotate: bool,
+) -> Result<Option<usize>> {
+    let n = out.len() / 2;
+    let Some(end) = lanes_end(input, at) else {
+        return Ok(None);
+    };
+    let Some(low) = input.get(end + 1..end + 1 + n) else {
+        return Ok(None);
+    };
+    if input[end] != crate::PLANE_RAW {
+        return Ok(None);
+    }
+    let at = decode(input, at, slots, Target::Low { low, rotate }, words, out)?;
+    debug_assert_eq!(at, end);
+    Ok(Some(end + 1 + n))
+}
+
+/// Where the lanes at `at` end, from their header alone (`None` if it is cut short; the lane
+/// count is not checked: [`LaneStart::read`] does that).
+fn lanes_end(input: &[u8], at: usize) -> Option<usize> {
+    let k = *input.get(at)? as usize;
+    let counts = input.get(at + 1 + 4 * k..at + 1 + 6 * k)?;
+    let words: usize = counts
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]) as usize)
+        .sum();
+    Some(at + lane_header(k) + 2 * words)
 }
 
 /// A plane's lanes as their header gives them: the count `k`, each lane's initial state, its
@@ -1035,6 +1085,11 @@ fn finish(
         match target {
             Target::Joined2 { rotate, .. } => {
                 let v = (top[i] as u16) << 8 | sym as u16;
+                let v = if rotate { v.rotate_right(1) } else { v };
+                out[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+            }
+            Target::Low { low, rotate } => {
+                let v = (sym as u16) << 8 | low[i] as u16;
                 let v = if rotate { v.rotate_right(1) } else { v };
                 out[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
             }
@@ -1553,9 +1608,10 @@ pub(crate) mod avx2 {
         out: &mut [u8],
     ) -> bool {
         let n = out.len() / target.unit();
-        let (top, e0, by) = match target.context() {
-            Some((top, dec)) => (&top[..n], dec.e0(), dec.tables()),
-            None => (&[][..], 0, [ABSENT; CONTEXTS]),
+        let (top, e0, by) = match (target, target.context()) {
+            (_, Some((top, dec))) => (&top[..n], dec.e0(), dec.tables()),
+            (Target::Low { low, .. }, None) => (&low[..n], 0, [ABSENT; CONTEXTS]),
+            _ => (&[][..], 0, [ABSENT; CONTEXTS]),
         };
         let mut by_context = [ABSENT; 8];
         by_context[..CONTEXTS].copy_from_slice(&by);
@@ -1572,6 +1628,8 @@ pub(crate) mod avx2 {
             Target::Context { .. } => decode::<CONTEXT>,
             Target::Joined2 { rotate: false, .. } => decode::<JOINED>,
             Target::Joined2 { rotate: true, .. } => decode::<JOINED_ROTATED>,
+            Target::Low { rotate: false, .. } => decode::<LOW>,
+            Target::Low { rotate: true, .. } => decode::<LOW_ROTATED>,
         };
         // SAFETY: the caller's contract, passed on.
         unsafe { run(groups, x, pos, slots, top, ctx, words, last, out, &mut []) }
@@ -1651,6 +1709,10 @@ pub(crate) mod avx2 {
     /// by one bit, the low bit then the element's top bit).
     pub const SIGN: u8 = 7;
     pub const SIGN_ROTATED: u8 = 8;
+    /// `PLANE`, each symbol joined with its byte of a raw plane 1 (`top`) as `symbol << 8 |
+    /// top[i]` into `out` (elements of two bytes; `LOW_ROTATED`: rotated right by one bit).
+    pub const LOW: u8 = 9;
+    pub const LOW_ROTATED: u8 = 10;
 
     /// [`decode`] for a sign plane's whole rounds (`out.len() / 2` symbols, a multiple of the
     /// lane count `8 groups`, which is at most the row distance), `top` the plane-0 bytes of
@@ -1744,6 +1806,7 @@ pub(crate) mod avx2 {
         let sign_mode = MODE == SIGN || MODE == SIGN_ROTATED;
         let row_mode = MODE == ROW || MODE == ROW_JOINED || MODE == ROW_JOINED_ROTATED || sign_mode;
         let row_joined = MODE == ROW_JOINED || MODE == ROW_JOINED_ROTATED;
+        let low_mode = MODE == LOW || MODE == LOW_ROTATED;
         let Contexts {
             e0,
             shift,
@@ -1754,7 +1817,7 @@ pub(crate) mod avx2 {
         } = ctx;
         let tables = slots.len() / PROB_SCALE as usize;
         assert!((1..=4).contains(&groups) && tables >= 1);
-        let unit = if MODE == JOINED || MODE == JOINED_ROTATED || sign_mode {
+        let unit = if MODE == JOINED || MODE == JOINED_ROTATED || sign_mode || low_mode {
             2
         } else {
             1
@@ -1897,7 +1960,7 @@ pub(crate) mod avx2 {
                 } else {
                     zero
                 };
-                let index = if MODE == PLANE {
+                let index = if MODE == PLANE || low_mode {
                     slot
                 } else if sign_mode {
                     // The context of the element's own plane-0 byte, its table under each
@@ -1971,11 +2034,15 @@ pub(crate) mod avx2 {
                 (xs[g], next[g], need) = renormalise(y, next[g]);
                 ps[g] = _mm256_sub_epi32(ps[g], need);
                 let sym = _mm256_and_si256(v, byte);
-                if MODE == JOINED || MODE == JOINED_ROTATED || sign_mode {
-                    // The eight elements, top << 8 | symbol.
-                    let top8 = if sign_mode { t } else { e };
-                    let el = _mm256_or_si256(_mm256_slli_epi32::<8>(top8), sym);
-                    let rotated = MODE == JOINED_ROTATED || MODE == SIGN_ROTATED;
+                if MODE == JOINED || MODE == JOINED_ROTATED || sign_mode || low_mode {
+                    // The eight elements, top << 8 | symbol (`LOW`: symbol << 8 | top).
+                    let el = match (sign_mode, low_mode) {
+                        (true, _) => _mm256_or_si256(_mm256_slli_epi32::<8>(t), sym),
+                        (_, true) => _mm256_or_si256(_mm256_slli_epi32::<8>(sym), e),
+                        _ => _mm256_or_si256(_mm256_slli_epi32::<8>(e), sym),
+                    };
+                    let rotated =
+                        MODE == JOINED_ROTATED || MODE == SIGN_ROTATED || MODE == LOW_ROTATED;
                     // SAFETY: row points at the round's 2 * 8 * groups bytes, g < groups.
                     unsafe { store_elements(el, rotated, row.add(16 * g)) };
                 } else {
@@ -2321,6 +2388,54 @@ mod tests {
         (x, pos, words, next)
     }
 
+    /// A plain plane followed by a raw plane decodes joined, as decoding the plane and joining
+    /// the two would; anything else after it (another kind of plane, a raw plane cut short) is
+    /// left to the caller, nothing decoded.
+    #[test]
+    fn a_plain_plane_and_a_raw_one_decode_joined() {
+        let mut rng = planepack_testkit::Rng(7);
+        for n in [1usize, 7, 31, 32, 33, 1000, 32 * 1024 + 17] {
+            let symbols: Vec<u8> = (0..n).map(|_| 120 + rng.below(9) as u8).collect();
+            let low: Vec<u8> = (0..n).map(|_| rng.below(256) as u8).collect();
+            let table = Table::from_counts(&histogram(&symbols));
+            let mut slots = Vec::new();
+            table.decode_slots(&mut slots);
+            let mut stream = Vec::new();
+            Encoder::default()
+                .encode(&table, &symbols, &mut stream)
+                .unwrap();
+            let end = stream.len();
+            stream.push(crate::PLANE_RAW);
+            stream.extend_from_slice(&low);
+            let joined = |stream: &[u8], rotate: bool, out: &mut [u8]| {
+                decode_low_joined(stream, 0, &slots, &mut Vec::new(), out, rotate).unwrap()
+            };
+            for rotate in [false, true] {
+                let mut out = vec![0u8; 2 * n];
+                assert_eq!(joined(&stream, rotate, &mut out), Some(stream.len()));
+                let want: Vec<u8> = symbols
+                    .iter()
+                    .zip(&low)
+                    .flat_map(|(&s, &l)| {
+                        let v = (s as u16) << 8 | l as u16;
+                        match rotate {
+                            true => v.rotate_right(1),
+                            false => v,
+                        }
+                        .to_le_bytes()
+                    })
+                    .collect();
+                assert!(out == want, "n {n}, rotate {rotate}");
+            }
+            let mut out = vec![0u8; 2 * n];
+            assert_eq!(joined(&stream[..stream.len() - 1], false, &mut out), None);
+            let mut other = stream.clone();
+            other[end] = crate::PLANE_CONST;
+            assert_eq!(joined(&other, false, &mut out), None);
+            assert!(out.iter().all(|&b| b == 0), "n {n}: nothing decoded");
+        }
+    }
+
     /// The AVX2 kernel and the scalar step agree symbol for symbol, state for state, on valid
     /// lanes and on lanes whose words or states were damaged.
     #[test]
@@ -2377,7 +2492,15 @@ mod tests {
                 let mut single = Vec::new();
                 table.decode_slots(&mut single);
                 let (slots, target) = match round % 8 {
-                    0 | 1 => (&single[..], Target::Plane),
+                    // (Every other pair of those a plain plane joined with raw bytes.)
+                    0 | 1 if round % 16 < 8 => (&single[..], Target::Plane),
+                    r @ (0 | 1) => (
+                        &single[..],
+                        Target::Low {
+                            low: &top,
+                            rotate: r == 1,
+                        },
+                    ),
                     2..=5 => (
                         &dec.slots[..],
                         Target::Context {
