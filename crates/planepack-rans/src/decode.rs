@@ -368,57 +368,58 @@ impl Rans {
             }
             return Ok(());
         };
-        // With a row map each chunk is decoded into scratch and its rows are written straight
-        // to their places (the originals' rows are contiguous in the chunks, not in `out`):
-        // `out` is cut into one piece a chunk, from where its first byte goes to where the
-        // next chunk's goes (the copied rows between them included, filled last). Placing the
-        // rows after decoding moved most of the tensor once more, on one thread.
+        // With a row map each task's chunks are decoded into scratch and their rows written
+        // straight to their places (the originals' rows are contiguous in the chunks, not in
+        // `out`): `out` is cut into one piece a task (`per` chunks), from where its first byte
+        // goes to where the next task's goes (the copied rows between them included, filled
+        // last). Placing the rows after decoding moved most of the tensor once more, on one
+        // thread. A task with no copied row among its rows decodes straight into its piece
+        // (an embedding table with a few repeated rows: most of them; the copy out of
+        // scratch was a sixth of its decode).
         let rows_end = h.raw_len - h.tail_len();
-        let mut pieces = Vec::with_capacity(spans.len());
+        let tasks = spans.len().div_ceil(per);
+        let mut pieces = Vec::with_capacity(tasks);
         let mut rest = &mut out[..rows_end];
         let mut at = 0;
-        for c in 0..spans.len() {
-            let next = match c + 1 < spans.len() {
-                true => placed_at(m, (c + 1) * chunk_bytes).0,
+        for t in 0..tasks {
+            let next = match (t + 1) * per < spans.len() {
+                true => placed_at(m, (t + 1) * per * chunk_bytes).0,
                 false => rows_end,
             };
             let (piece, after) = std::mem::take(&mut rest)
                 .split_at_mut_checked(next.saturating_sub(at))
                 .ok_or_else(|| Error::corrupt("row map disagrees with the chunks"))?;
-            pieces.push((c * chunk_bytes, at, piece));
+            pieces.push((t * per * chunk_bytes, at, piece));
             rest = after;
             at = next;
         }
-        let len_of = |c: usize| chunk_bytes.min(body - c);
-        // One or two chunks (`per`) into scratch, then their rows to their places.
-        let place = |s: &mut DecScratch, (spans, pieces): (&[(usize, usize)], &mut [Piece])| {
-            let len: usize = pieces.iter().map(|p| len_of(p.0)).sum();
+        let place = |s: &mut DecScratch, (spans, piece): (&[(usize, usize)], &mut Piece)| {
+            let (first, start, piece) = piece;
+            let len = (spans.len() * chunk_bytes).min(body - *first);
+            // In place where `scatter` would copy the decoded bytes as they are: the piece is
+            // as long as they are and no copied row comes before their last row but those
+            // before their first.
+            let exact = len > 0 && piece.len() == len;
+            if exact && placed_at(m, *first).1 == placed_at(m, *first + len - 1).1 {
+                return work((spans, &mut piece[..]), s);
+            }
             let mut buf = std::mem::take(&mut s.placed);
             buf.resize(len, 0);
-            let decoded = work((spans, &mut buf[..]), s);
-            let placed = decoded.and_then(|()| {
-                pieces
-                    .iter_mut()
-                    .enumerate()
-                    .try_for_each(|(k, (first_k, start, piece))| {
-                        let from = k * chunk_bytes;
-                        let chunk = &buf[from..from + len_of(*first_k)];
-                        scatter(m, *first_k, chunk, *start, piece)
-                    })
-            });
+            let placed = work((spans, &mut buf[..]), s)
+                .and_then(|()| scatter(m, *first, &buf, *start, piece));
             s.placed = buf;
             placed
         };
         if parallel {
             spans
                 .par_chunks(per)
-                .zip(pieces.par_chunks_mut(per))
+                .zip(pieces.par_iter_mut())
                 .try_for_each(|x| place(&mut dec_scratch(chunk_bytes), x))?;
         } else {
             let mut s = dec_scratch(chunk_bytes);
             spans
                 .chunks(per)
-                .zip(pieces.chunks_mut(per))
+                .zip(pieces.iter_mut())
                 .try_for_each(|x| place(&mut s, x))?;
         }
         let r = m.row_bytes;
@@ -430,8 +431,8 @@ impl Rans {
     }
 }
 
-/// Where a chunk's rows go: its first byte in the chunks' order, where that lands in the
-/// tensor, and the output from there to where the next chunk's first byte lands.
+/// Where a task's rows go: its first byte in the chunks' order, where that lands in the
+/// tensor, and the output from there to where the next task's first byte lands.
 type Piece<'a> = (usize, usize, &'a mut [u8]);
 
 /// Where the originals' byte `x` (counted in the chunks' order) goes in the tensor, and how
