@@ -1635,20 +1635,11 @@ pub(crate) mod avx2 {
             Target::Low { rotate: false, .. } => decode::<LOW>,
             Target::Low { rotate: true, .. } => decode::<LOW_ROTATED>,
         };
+        let none = &mut [][..];
         // SAFETY: the caller's contract, passed on.
         unsafe {
             run(
-                groups,
-                x,
-                pos,
-                slots,
-                top,
-                ctx,
-                words,
-                last,
-                out,
-                &mut [],
-                ahead,
+                groups, x, pos, slots, top, ctx, words, last, out, none, ahead,
             )
         }
     }
@@ -1782,36 +1773,16 @@ pub(crate) mod avx2 {
             distance: rows.distance,
             by_class,
         };
+        let run = match rotate {
+            false => decode::<SIGN>,
+            true => decode::<SIGN_ROTATED>,
+        };
+        let none = &mut [][..];
         // SAFETY: the caller's contract, passed on.
         unsafe {
-            match rotate {
-                false => decode::<SIGN>(
-                    groups,
-                    x,
-                    pos,
-                    slots,
-                    top,
-                    ctx,
-                    words,
-                    last,
-                    out,
-                    &mut [],
-                    ahead,
-                ),
-                true => decode::<SIGN_ROTATED>(
-                    groups,
-                    x,
-                    pos,
-                    slots,
-                    top,
-                    ctx,
-                    words,
-                    last,
-                    out,
-                    &mut [],
-                    ahead,
-                ),
-            }
+            run(
+                groups, x, pos, slots, top, ctx, words, last, out, none, ahead,
+            )
         }
     }
 
