@@ -101,6 +101,11 @@ pub(crate) fn get_joined(
     rows: Option<&RowDecoder>,
     out: &mut [u8],
 ) -> Result<usize> {
+    debug_assert_eq!(
+        out.len(),
+        n * width,
+        "a joined chunk's output is its n elements"
+    );
     planes.resize_with(width, Vec::new);
     // Where a plane after the first is raw, the join reads it in the chunk (no copy into
     // scratch first: the copy was a sixteenth of decoding FP32 tensors, whose low mantissa
