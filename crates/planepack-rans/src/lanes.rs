@@ -650,30 +650,25 @@ pub fn decode_low_joined(
     rotate: bool,
 ) -> Result<Option<usize>> {
     let n = out.len() / 2;
-    let Some(end) = lanes_end(input, at) else {
+    // (A header that does not read is left to the plane's own decoder to report.)
+    let Ok(start) = LaneStart::header(input, at) else {
         return Ok(None);
     };
-    let Some(low) = input.get(end + 1..end + 1 + n) else {
+    let end = start.words_at + 2 * start.next;
+    let Some(low) = raw_plane_at(input, end, n) else {
         return Ok(None);
     };
-    if input[end] != crate::PLANE_RAW {
-        return Ok(None);
-    }
     let at = decode(input, at, slots, Target::Low { low, rotate }, words, out)?;
     debug_assert_eq!(at, end);
     Ok(Some(end + 1 + n))
 }
 
-/// Where the lanes at `at` end, from their header alone (`None` if it is cut short; the lane
-/// count is not checked: [`LaneStart::read`] does that).
-fn lanes_end(input: &[u8], at: usize) -> Option<usize> {
-    let k = *input.get(at)? as usize;
-    let counts = input.get(at + 1 + 4 * k..at + 1 + 6 * k)?;
-    let words: usize = counts
-        .chunks_exact(2)
-        .map(|c| u16::from_le_bytes([c[0], c[1]]) as usize)
-        .sum();
-    Some(at + lane_header(k) + 2 * words)
+/// The bytes of a raw plane of `n` symbols whose kind byte is at `at`, if that is what is
+/// there (the plane a plain or row plane 0 is joined with as it decodes).
+fn raw_plane_at(input: &[u8], at: usize, n: usize) -> Option<&[u8]> {
+    (*input.get(at)? == crate::PLANE_RAW)
+        .then(|| input.get(at + 1..at + 1 + n))
+        .flatten()
 }
 
 /// A plane's lanes as their header gives them: the count `k`, each lane's initial state, its
@@ -693,6 +688,17 @@ impl LaneStart {
     /// Read the lane header at `at` (a count of 1 to 32 lanes, states at least `L`) and the
     /// lanes' words into `words`.
     fn read(input: &[u8], at: usize, words: &mut Vec<u16>) -> Result<LaneStart> {
+        let start = LaneStart::header(input, at)?;
+        let raw = take(input, start.words_at, 2 * start.next, "rANS lane words")?;
+        // Two zero words past the end: what a lane reads once it has overrun every word (one
+        // for the scalar loop, two for the AVX2 gathers, which load 32 bits at a word).
+        words_from_bytes(raw, words);
+        Ok(start)
+    }
+
+    /// [`LaneStart::read`] without the words: the header alone, which says where the lanes
+    /// end (`words_at + 2 next`).
+    fn header(input: &[u8], at: usize) -> Result<LaneStart> {
         let k = take(input, at, 1, "rANS lane count")?[0] as usize;
         if !(1..=MAX_LANES).contains(&k) {
             return Err(Error::corrupt_at(format!("{k} rANS lanes"), at));
@@ -713,10 +719,6 @@ impl LaneStart {
             end[j] = next;
         }
         let words_at = at + lane_header(k);
-        let raw = take(input, words_at, 2 * next, "rANS lane words")?;
-        // Two zero words past the end: what a lane reads once it has overrun every word (one
-        // for the scalar loop, two for the AVX2 gathers, which load 32 bits at a word).
-        words_from_bytes(raw, words);
         Ok(LaneStart {
             k,
             x,
@@ -849,8 +851,8 @@ pub fn decode_rows(
     // Plane 1 raw, whole, right after this plane's words: joined as this plane decodes.
     let plane_end = words_at + 2 * next;
     let mut join = join.and_then(|(o, rotate)| {
-        let low = input.get(plane_end + 1..plane_end + 1 + n)?;
-        (input[plane_end] == crate::PLANE_RAW && o.len() == 2 * n).then_some((o, low, rotate))
+        let low = raw_plane_at(input, plane_end, n)?;
+        (o.len() == 2 * n).then_some((o, low, rotate))
     });
     // Whole rounds of 8, 16, 24 or 32 lanes by the AVX2 kernel, the rest here.
     let mut done = 0;
