@@ -15,7 +15,10 @@
 // 3. each lane is decoded by its own invocation, 128 symbols at a time into workgroup memory
 //    (`stage`, four of a lane's symbols to a word, so no two invocations write one word), from
 //    where all invocations gather whole words of the plane into this chunk's region of
-//    `scratch`
+//    `scratch`; a lane loads the three stream words its next four symbols can need at once
+//    (`Window`) and refills from them without a read, and `stage` keeps the block before as
+//    well, where a row or sign plane's lane finds four symbols one row up in one or two reads
+//    (`ring_up`)
 //
 // (a version-4 context plane, plane 1 of a dense or sparse chunk, has no table of its own:
 // each symbol's table is the stream's context table of its element's plane-0 byte, read from
@@ -113,8 +116,10 @@ var<workgroup> fc: array<u32, 256>;
 // Per present symbol in increasing order (its rank): the end of its slot range, the symbol.
 var<workgroup> rank_end: array<u32, 256>;
 var<workgroup> rank_sym: array<u32, 256>;
-// Lanes not taken four at a time: 128 rounds of up to 32 lanes, four rounds a word.
-var<workgroup> stage: array<u32, 1024>;
+// Lanes not taken four at a time: for each of up to 32 lanes, two blocks of 128 rounds, four
+// rounds a word (a ring: the block being decoded and the one before it, where a row or sign
+// plane's lane finds the symbols one row up).
+var<workgroup> stage: array<u32, 2048>;
 var<workgroup> lane_x: array<u32, 32>;
 var<workgroup> lane_pos: array<u32, 32>;
 
@@ -170,28 +175,66 @@ fn low_bytes(v: u32, n: u32) -> u32 {
     return select(v & ((1u << (8u * n)) - 1u), v, n >= 4u);
 }
 
-// One decoding step of a lane with state `x` whose next word is at stream byte `p`: returns
+// One decoding step of a lane with state `x` whose next words are in its window `w`: returns
 // the symbol (the format's decoding rule, docs/format-rans.md "Lanes").
-fn step(x: ptr<function, u32>, p: ptr<function, u32>) -> u32 {
+fn step(x: ptr<function, u32>, w: ptr<function, Window>) -> u32 {
     let sl = *x & 4095u;
     let sym = (slots[sl >> 2u] >> ((sl & 3u) * 8u)) & 0xffu;
-    return advance(x, p, sym, fc[sym]);
+    return advance(x, w, sym, fc[sym]);
+}
+
+// A lane's next stream bytes for four steps (at most four u16, eight bytes from byte `b`):
+// the three words from word b / 4, with the bit offset of byte `b` in them. Read with the index
+// clamped and no error bit: a lane that reads past its own words fails the end check of
+// `plane_lanes` (its position must end where the next lane's words start), and every lane's
+// words lie inside the stream (`need`).
+struct Window {
+    w0: u32,
+    w1: u32,
+    w2: u32,
+    o: u32,
+}
+
+fn window_at(b: u32) -> Window {
+    let last = arrayLength(&stream) - 1u;
+    let i = b >> 2u;
+    return Window(stream[min(i, last)], stream[min(i + 1u, last)], stream[min(i + 2u, last)], (b & 3u) * 8u);
+}
+
+// The byte after what a window has given out.
+fn window_end(b: u32, w: Window) -> u32 {
+    return (b & ~3u) + w.o / 8u;
 }
 
 // The symbol one row up of a lane's round `rr` (at least `qrows`, the rounds a row takes),
 // whose symbol is at scratch byte `at`: in the lane's word being built (`w`, rounds from
 // rb + 4t), in an earlier stage word of the block (rounds from `rb`), or in scratch (an
 // earlier block).
-fn lane_up(w: u32, rr: u32, rb: u32, t: u32, qrows: u32, at: u32) -> u32 {
+fn lane_up(w: u32, rr: u32, rb: u32, t: u32, qrows: u32, at: u32, half: u32) -> u32 {
     let ru = rr - qrows;
     if (ru >= rb + 4u * t) {
         return (w >> (8u * (ru - rb - 4u * t))) & 0xffu;
     }
     if (ru >= rb) {
-        let sw = stage[slot * 32u + (ru - rb) / 4u];
+        let sw = stage[slot * 64u + half + (ru - rb) / 4u];
         return (sw >> (8u * ((ru - rb) % 4u))) & 0xffu;
     }
     return sbyte(at - params.row_distance);
+}
+
+// The symbols one row up of a lane's rounds rr0 .. rr0 + 3 (rr0 a multiple of 4), a byte each,
+// where they are all in the lane's stage ring (4 <= qrows <= 128: in an earlier word of this
+// block or in the block before); the bytes of rounds in the first row mean nothing. One or two
+// ring reads for four symbols (`lane_up` makes two reads a symbol on lavapipe, which runs
+// both of its branches).
+fn ring_up(rr0: u32, qrows: u32) -> u32 {
+    // The ring holds 256 rounds: 256 more rounds back is the same word.
+    let ru = rr0 + 256u - qrows;
+    let a = ru / 4u;
+    let s = (ru % 4u) * 8u;
+    let lo = stage[slot * 64u + a % 64u];
+    let hi = stage[slot * 64u + (a + 1u) % 64u];
+    return select((lo >> s) | (hi << (32u - s)), lo, s == 0u);
 }
 
 // No context plane may follow (`plane`'s `top`).
@@ -209,11 +252,11 @@ fn context_table(tables: u32, e: u32) -> u32 {
 }
 
 // `step` with table `t` of the stream's tables at `tables` (a context or row plane).
-fn step_in(x: ptr<function, u32>, p: ptr<function, u32>, tables: u32, t: u32) -> u32 {
+fn step_in(x: ptr<function, u32>, w: ptr<function, Window>, tables: u32, t: u32) -> u32 {
     // The slot's entry: symbol | cum << SLOT_CUM_SHIFT | (freq - 1) << SLOT_FREQ_SHIFT.
     let e = chunk_off[tables + CTX_INDEX_WORDS + t * CTX_TABLE_WORDS + (*x & 4095u)];
     let cum = (e >> SLOT_CUM_SHIFT) & ((1u << PROB_BITS) - 1u);
-    return advance(x, p, e & 0xffu, ((e >> SLOT_FREQ_SHIFT) + 1u) | (cum << 16u));
+    return advance(x, w, e & 0xffu, ((e >> SLOT_FREQ_SHIFT) + 1u) | (cum << 16u));
 }
 
 // Table `tb` of a context, row or sign plane's step, where it exists; CTX_ABSENT (a context
@@ -227,41 +270,38 @@ fn present_table(tb: u32) -> u32 {
 }
 
 // A context plane's step: the context table of its element's plane-0 byte `e`.
-fn context_step(x: ptr<function, u32>, p: ptr<function, u32>, e: u32) -> u32 {
-    return step_in(x, p, params.ctx_at, present_table(context_table(params.ctx_at, e)));
+fn context_step(x: ptr<function, u32>, w: ptr<function, Window>, e: u32) -> u32 {
+    return step_in(x, w, params.ctx_at, present_table(context_table(params.ctx_at, e)));
 }
 
 // A sign plane's step: the sign table of the element's plane-0 byte `e` under the class of the
 // symbol one row up, `up` (`first`: none).
-fn sign_step(x: ptr<function, u32>, p: ptr<function, u32>, first: bool, up: u32, e: u32) -> u32 {
+fn sign_step(x: ptr<function, u32>, w: ptr<function, Window>, first: bool, up: u32, e: u32) -> u32 {
     let cls = select(1u + (up & 1u), 0u, first);
     let tb = present_table(context_table(params.sign_at + cls * CTX_INDEX_WORDS, e));
-    return step_in(x, p, params.sign_at + (SIGN_CLASSES - 1u) * CTX_INDEX_WORDS, tb);
+    return step_in(x, w, params.sign_at + (SIGN_CLASSES - 1u) * CTX_INDEX_WORDS, tb);
 }
 
 // `step_in` with row table `tb` (`context_table` of the symbol one row up, or the first row's).
-fn row_step(x: ptr<function, u32>, p: ptr<function, u32>, tb: u32) -> u32 {
-    return step_in(x, p, params.row_at, present_table(tb));
+fn row_step(x: ptr<function, u32>, w: ptr<function, Window>, tb: u32) -> u32 {
+    return step_in(x, w, params.row_at, present_table(tb));
 }
 
 // The state after symbol `sym` of slot `x mod 4096` with `e` = its frequency | cumulative <<
-// 16, and the lane's next word read if the state fell below L.
-fn advance(x: ptr<function, u32>, p: ptr<function, u32>, sym: u32, e: u32) -> u32 {
+// 16, and the lane's next u16 taken from its window `w` if the state fell below L (no memory
+// read: on lavapipe every read a lane makes is a loop over the vector's invocations).
+fn advance(x: ptr<function, u32>, w: ptr<function, Window>, sym: u32, e: u32) -> u32 {
     let xi = *x;
     let sl = xi & 4095u;
-    var y = (e & 0xffffu) * (xi >> 12u) + sl - (e >> 16u);
-    if (y < L) {
-        // The lane's next u16 (any byte alignment; one load unless it straddles a word).
-        let b = *p;
-        let sh = (b & 3u) * 8u;
-        var v = word(b >> 2u) >> sh;
-        if (sh == 24u) {
-            v = v | (word((b >> 2u) + 1u) << 8u);
-        }
-        y = (y << 16u) | (v & 0xffffu);
-        *p = *p + 2u;
-    }
-    *x = y;
+    let y = (e & 0xffffu) * (xi >> 12u) + sl - (e >> 16u);
+    let o = (*w).o;
+    let lo = select(select((*w).w2, (*w).w1, o < 64u), (*w).w0, o < 32u);
+    let hi = select((*w).w2, (*w).w1, o < 32u);
+    let s = o & 31u;
+    let v = select((lo >> s) | (hi << (32u - s)), lo, s == 0u) & 0xffffu;
+    let r = y < L;
+    *x = select(y, (y << 16u) | v, r);
+    (*w).o = o + select(0u, 16u, r);
     return sym;
 }
 
@@ -672,6 +712,8 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
         return cend;
     }
     let block = select(128u, min(128u, qrows & ~3u), across);
+    // A row or sign plane whose lanes find the symbols one row up in their stage ring.
+    let ring = rows && !across && qrows >= 4u && qrows <= 128u;
     need(lh + 1u, 6u * k);
     var n = 0u;
     var x = L;
@@ -709,33 +751,40 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
         for (var rb = 0u; rb < rounds; rb = rb + block) {
             // Every lane has all `block` rounds of a block but the plane's last.
             let full = (rb + block) * k <= m;
+            // This block's half of the lanes' stage ring.
+            let half = ((rb / block) & 1u) * 32u;
             if (live && full && !contexts && !rows) {
                 // The common block: a plain plane's, whole. Its own loop, with no per-symbol
                 // bound or table choice (on lavapipe the general loop below made every plane
                 // pay for the row and context paths' code).
                 for (var t = 0u; t < 32u; t = t + 1u) {
-                    var w = step(&x, &pp);
-                    w = w | (step(&x, &pp) << 8u);
-                    w = w | (step(&x, &pp) << 16u);
-                    w = w | (step(&x, &pp) << 24u);
-                    stage[slot * 32u + t] = w;
+                    var win = window_at(pp);
+                    var w = step(&x, &win);
+                    w = w | (step(&x, &win) << 8u);
+                    w = w | (step(&x, &win) << 16u);
+                    w = w | (step(&x, &win) << 24u);
+                    pp = window_end(pp, win);
+                    stage[slot * 64u + half + t] = w;
                 }
             } else if (live && full && contexts) {
                 // A context plane's whole block: its own loop too, with no per-symbol bound
                 // or kind test (in the general loop below, a transformer's context planes ran
                 // a tenth slower on lavapipe).
                 for (var t = 0u; t < 32u; t = t + 1u) {
+                    var win = window_at(pp);
                     var w = 0u;
                     for (var b = 0u; b < 4u; b = b + 1u) {
                         let i = (rb + 4u * t + b) * k + slot;
-                        w = w | (context_step(&x, &pp, sbyte(top + i)) << (8u * b));
+                        w = w | (context_step(&x, &win, sbyte(top + i)) << (8u * b));
                     }
-                    stage[slot * 32u + t] = w;
+                    pp = window_end(pp, win);
+                    stage[slot * 64u + half + t] = w;
                 }
             } else if (live && across) {
                 // A row plane whose lanes do not divide U: the symbol one row up is in an
                 // earlier block, in scratch.
                 for (var t = 0u; t < block / 4u; t = t + 1u) {
+                    var win = window_at(pp);
                     var w = 0u;
                     for (var b = 0u; b < 4u; b = b + 1u) {
                         let i = (rb + 4u * t + b) * k + slot;
@@ -747,23 +796,60 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                             }
                             var s = 0u;
                             if (signs) {
-                                s = sign_step(&x, &pp, first, up, sbyte(top + i));
+                                s = sign_step(&x, &win, first, up, sbyte(top + i));
                             } else {
                                 var tb = params.row_first;
                                 if (!first) {
                                     tb = context_table(params.row_at, up);
                                 }
-                                s = row_step(&x, &pp, tb);
+                                s = row_step(&x, &win, tb);
                             }
                             w = w | (s << (8u * b));
                         }
                     }
-                    stage[slot * 32u + t] = w;
+                    pp = window_end(pp, win);
+                    stage[slot * 64u + half + t] = w;
+                }
+            } else if (live && ring && !signs) {
+                // A row plane whose symbols one row up are in the stage ring: four of them
+                // read at once.
+                for (var t = 0u; t < 32u; t = t + 1u) {
+                    var win = window_at(pp);
+                    let rr0 = rb + 4u * t;
+                    let ups = ring_up(rr0, qrows);
+                    var w = 0u;
+                    for (var b = 0u; b < 4u; b = b + 1u) {
+                        let i = (rr0 + b) * k + slot;
+                        if (full || i < m) {
+                            let tb = select(context_table(params.row_at, (ups >> (8u * b)) & 0xffu), params.row_first, rr0 + b < qrows);
+                            w = w | (row_step(&x, &win, tb) << (8u * b));
+                        }
+                    }
+                    pp = window_end(pp, win);
+                    stage[slot * 64u + half + t] = w;
+                }
+            } else if (live && ring) {
+                // A sign plane whose symbols one row up are in the stage ring.
+                for (var t = 0u; t < 32u; t = t + 1u) {
+                    var win = window_at(pp);
+                    let rr0 = rb + 4u * t;
+                    let ups = ring_up(rr0, qrows);
+                    var w = 0u;
+                    for (var b = 0u; b < 4u; b = b + 1u) {
+                        let i = (rr0 + b) * k + slot;
+                        if (full || i < m) {
+                            let up = (ups >> (8u * b)) & 0xffu;
+                            w = w | (sign_step(&x, &win, rr0 + b < qrows, up, sbyte(top + i)) << (8u * b));
+                        }
+                    }
+                    pp = window_end(pp, win);
+                    stage[slot * 64u + half + t] = w;
                 }
             } else if (live && rows && !signs) {
                 // A row plane: its own loop too (its symbol's table is the row table of the
                 // symbol one row up).
                 for (var t = 0u; t < 32u; t = t + 1u) {
+                    var win = window_at(pp);
                     var w = 0u;
                     for (var b = 0u; b < 4u; b = b + 1u) {
                         let i = (rb + 4u * t + b) * k + slot;
@@ -771,17 +857,19 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                             let rr = rb + 4u * t + b;
                             var tb = params.row_first;
                             if (rr >= qrows && qrows > 0u) {
-                                tb = context_table(params.row_at, lane_up(w, rr, rb, t, qrows, dst + i));
+                                tb = context_table(params.row_at, lane_up(w, rr, rb, t, qrows, dst + i, half));
                             }
-                            w = w | (row_step(&x, &pp, tb) << (8u * b));
+                            w = w | (row_step(&x, &win, tb) << (8u * b));
                         }
                     }
-                    stage[slot * 32u + t] = w;
+                    pp = window_end(pp, win);
+                    stage[slot * 64u + half + t] = w;
                 }
             } else if (live && signs) {
                 // A sign plane, in the row plane's lanes (its table by its element's plane-0
                 // byte and the symbol one row up).
                 for (var t = 0u; t < 32u; t = t + 1u) {
+                    var win = window_at(pp);
                     var w = 0u;
                     for (var b = 0u; b < 4u; b = b + 1u) {
                         let i = (rb + 4u * t + b) * k + slot;
@@ -790,30 +878,33 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                             let first = rr < qrows || qrows == 0u;
                             var up = 0u;
                             if (!first) {
-                                up = lane_up(w, rr, rb, t, qrows, dst + i);
+                                up = lane_up(w, rr, rb, t, qrows, dst + i, half);
                             }
-                            w = w | (sign_step(&x, &pp, first, up, sbyte(top + i)) << (8u * b));
+                            w = w | (sign_step(&x, &win, first, up, sbyte(top + i)) << (8u * b));
                         }
                     }
-                    stage[slot * 32u + t] = w;
+                    pp = window_end(pp, win);
+                    stage[slot * 64u + half + t] = w;
                 }
             } else if (live) {
                 // A context plane's last block, and a plain plane's.
                 for (var t = 0u; t < 32u; t = t + 1u) {
+                    var win = window_at(pp);
                     var w = 0u;
                     for (var b = 0u; b < 4u; b = b + 1u) {
                         let i = (rb + 4u * t + b) * k + slot;
                         if (full || i < m) {
                             var s = 0u;
                             if (contexts) {
-                                s = context_step(&x, &pp, sbyte(top + i));
+                                s = context_step(&x, &win, sbyte(top + i));
                             } else {
-                                s = step(&x, &pp);
+                                s = step(&x, &win);
                             }
                             w = w | (s << (8u * b));
                         }
                     }
-                    stage[slot * 32u + t] = w;
+                    pp = window_end(pp, win);
+                    stage[slot * 64u + half + t] = w;
                 }
             }
             workgroupBarrier();
@@ -828,10 +919,10 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                 for (var bi = slot; bi < nt * groups; bi = bi + WG) {
                     let t = bi / groups;
                     let g = bi - t * groups;
-                    let s0 = stage[(4u * g) * 32u + t];
-                    let s1 = stage[(4u * g + 1u) * 32u + t];
-                    let s2 = stage[(4u * g + 2u) * 32u + t];
-                    let s3 = stage[(4u * g + 3u) * 32u + t];
+                    let s0 = stage[(4u * g) * 64u + half + t];
+                    let s1 = stage[(4u * g + 1u) * 64u + half + t];
+                    let s2 = stage[(4u * g + 2u) * 64u + half + t];
+                    let s3 = stage[(4u * g + 3u) * 64u + half + t];
                     for (var j = 0u; j < 4u; j = j + 1u) {
                         let q = (rb + 4u * t + j) * groups + g;
                         if (4u * q < i1) {
@@ -856,7 +947,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                 var lane = 4u * q - i0 - rr * k;
                 for (var b = 0u; b < 4u; b = b + 1u) {
                     if (4u * q + b < i1) {
-                        let sw = stage[lane * 32u + rr / 4u];
+                        let sw = stage[lane * 64u + half + rr / 4u];
                         w = w | (((sw >> (8u * (rr % 4u))) & 0xffu) << (8u * b));
                     }
                     lane = lane + 1u;
