@@ -21,13 +21,14 @@
 //    (`ring_up`)
 //
 // (a version-4 context plane, plane 1 of a dense or sparse chunk, has no table of its own:
-// each symbol's table is the stream's context table of its element's plane-0 byte, read from
-// `chunk_off` after the chunk offsets; plane 0 is already in scratch);
+// each symbol's table is the stream's context table of its element's plane-0 byte, in
+// `chunk_off` after the chunk offsets, its index by byte copied into `fc` when the plane
+// starts; plane 0 is already in scratch);
 //
 // (a version-6 row plane, plane 0 of a dense chunk, neither: each symbol's table is the
 // stream's row table of the plane-0 byte U symbols back, which its own lane decoded U / k
-// rounds earlier: from the lane's own `stage` words while that round is in the current block
-// of 128, else from scratch, where an earlier block was gathered);
+// rounds earlier: from the lane's own `stage` ring while that round is in the current block
+// of 128 or the one before, else from scratch, where an earlier block was gathered);
 //
 // (a version-5 difference chunk's planes are the elements' folded steps: after them, each
 // invocation sums its block, a workgroup scan gives each block its start, and each block is
@@ -111,7 +112,8 @@ const LIT_SHIFT_1: u32 = (8u * W + 16u) % 32u;
 
 // The decode table: symbol of slot `i` in byte `i % 4` of word `i / 4`.
 var<workgroup> slots: array<u32, 1024>;
-// Per symbol: frequency | cumulative frequency << 16.
+// Per symbol: frequency | cumulative frequency << 16 (while a context, row or sign plane is
+// decoded, which has no table of its own: the stream tables' indices by byte instead).
 var<workgroup> fc: array<u32, 256>;
 // Per present symbol in increasing order (its rank): the end of its slot range, the symbol.
 var<workgroup> rank_end: array<u32, 256>;
@@ -245,10 +247,11 @@ const ROW_PLANE: u32 = 0xfffffffeu;
 // chunk, whose plane 0 is at scratch byte 0).
 const DENSE_PLANE_1: u32 = 0xfffffffdu;
 
-// The stream's context table of an element whose plane-0 byte is `e` (CTX_ABSENT: none), in
-// the tables at `tables` (`params.ctx_at`, or `params.row_at` for the byte one row up).
-fn context_table(tables: u32, e: u32) -> u32 {
-    return (chunk_off[tables + e / 4u] >> ((e % 4u) * 8u)) & 0xffu;
+// The stream's table of an element whose plane-0 byte (or, for a row plane, the byte one row
+// up) is `e` (CTX_ABSENT: none), from the plane's table indices that `plane_lanes` copied into
+// `fc` (`at`: the sign class's first word there, else 0).
+fn context_table(at: u32, e: u32) -> u32 {
+    return (fc[at + e / 4u] >> ((e % 4u) * 8u)) & 0xffu;
 }
 
 // `step` with table `t` of the stream's tables at `tables` (a context or row plane).
@@ -271,14 +274,14 @@ fn present_table(tb: u32) -> u32 {
 
 // A context plane's step: the context table of its element's plane-0 byte `e`.
 fn context_step(x: ptr<function, u32>, w: ptr<function, Window>, e: u32) -> u32 {
-    return step_in(x, w, params.ctx_at, present_table(context_table(params.ctx_at, e)));
+    return step_in(x, w, params.ctx_at, present_table(context_table(0u, e)));
 }
 
 // A sign plane's step: the sign table of the element's plane-0 byte `e` under the class of the
 // symbol one row up, `up` (`first`: none).
 fn sign_step(x: ptr<function, u32>, w: ptr<function, Window>, first: bool, up: u32, e: u32) -> u32 {
     let cls = select(1u + (up & 1u), 0u, first);
-    let tb = present_table(context_table(params.sign_at + cls * CTX_INDEX_WORDS, e));
+    let tb = present_table(context_table(cls * CTX_INDEX_WORDS, e));
     return step_in(x, w, params.sign_at + (SIGN_CLASSES - 1u) * CTX_INDEX_WORDS, tb);
 }
 
@@ -293,16 +296,21 @@ fn row_step(x: ptr<function, u32>, w: ptr<function, Window>, tb: u32) -> u32 {
 fn advance(x: ptr<function, u32>, w: ptr<function, Window>, sym: u32, e: u32) -> u32 {
     let xi = *x;
     let sl = xi & 4095u;
-    let y = (e & 0xffffu) * (xi >> 12u) + sl - (e >> 16u);
+    *x = refill((e & 0xffffu) * (xi >> 12u) + sl - (e >> 16u), w);
+    return sym;
+}
+
+// State `y` after a step, renormalised: below L, shifted up by the lane's next u16 from its
+// window `w` (taken with shifts and selects, no read).
+fn refill(y: u32, w: ptr<function, Window>) -> u32 {
     let o = (*w).o;
     let lo = select(select((*w).w2, (*w).w1, o < 64u), (*w).w0, o < 32u);
     let hi = select((*w).w2, (*w).w1, o < 32u);
     let s = o & 31u;
     let v = select((lo >> s) | (hi << (32u - s)), lo, s == 0u) & 0xffffu;
     let r = y < L;
-    *x = select(y, (y << 16u) | v, r);
     (*w).o = o + select(0u, 16u, r);
-    return sym;
+    return select(y, (y << 16u) | v, r);
 }
 
 // Decode the plane of `m` symbols at stream byte `at` into scratch bytes [dst, dst + m) (dst
@@ -733,6 +741,16 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
     }
     lane_x[slot] = x;
     lane_pos[slot] = words_at + 2u * lw.x;
+    // A context, row or sign plane's table indices by byte (one class after another for a
+    // sign plane) into `fc`, which no table of the plane's own uses: each step then reads its
+    // index from workgroup memory, not from the stream's tables in device memory.
+    if (contexts || rows) {
+        let src = select(select(params.ctx_at, params.row_at, rows), params.sign_at, signs);
+        let words = select(CTX_INDEX_WORDS, SIGN_CLASSES * CTX_INDEX_WORDS, signs);
+        for (var j = slot; j < words; j = j + WG) {
+            fc[j] = chunk_off[src + j];
+        }
+    }
     workgroupBarrier();
     {
         // Invocation j < k decodes lane j, 128 rounds at a time, packing four rounds to a
@@ -800,7 +818,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                             } else {
                                 var tb = params.row_first;
                                 if (!first) {
-                                    tb = context_table(params.row_at, up);
+                                    tb = context_table(0u, up);
                                 }
                                 s = row_step(&x, &win, tb);
                             }
@@ -821,7 +839,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                     for (var b = 0u; b < 4u; b = b + 1u) {
                         let i = (rr0 + b) * k + slot;
                         if (full || i < m) {
-                            let tb = select(context_table(params.row_at, (ups >> (8u * b)) & 0xffu), params.row_first, rr0 + b < qrows);
+                            let tb = select(context_table(0u, (ups >> (8u * b)) & 0xffu), params.row_first, rr0 + b < qrows);
                             w = w | (row_step(&x, &win, tb) << (8u * b));
                         }
                     }
@@ -857,7 +875,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                             let rr = rb + 4u * t + b;
                             var tb = params.row_first;
                             if (rr >= qrows && qrows > 0u) {
-                                tb = context_table(params.row_at, lane_up(w, rr, rb, t, qrows, dst + i, half));
+                                tb = context_table(0u, lane_up(w, rr, rb, t, qrows, dst + i, half));
                             }
                             w = w | (row_step(&x, &win, tb) << (8u * b));
                         }
@@ -1223,6 +1241,8 @@ fn element(i: u32, acc: u32, accw: u32) -> u32 {
 struct ModelLane {
     x: u32,
     pos: u32,
+    // The lane's words from `pos` for its next four elements (`modelled` loads it every four).
+    win: Window,
     wend: u32,
     lit: u32,
     lit_end: u32,
@@ -1257,17 +1277,14 @@ fn model_element(l: ptr<function, ModelLane>, i: u32, e: u32) {
     }
     let sl = (*l).x & (MODEL_SCALE - 1u);
     let sym = e & 0x1ffu;
-    var x = (((e >> 9u) & 0x7ffu) + 1u) * ((*l).x >> MODEL_PROB_BITS) + sl - (e >> 20u);
-    if (x < L) {
-        let pos = (*l).pos;
-        if (pos + 2u > (*l).wend) {
-            err = err | ERR_VALUE;
-            (*l).ok = false;
-        }
-        x = (x << 16u) | u16_at(min(pos, (*l).wend));
-        (*l).pos = pos + 2u;
+    let x = (((e >> 9u) & 0x7ffu) + 1u) * ((*l).x >> MODEL_PROB_BITS) + sl - (e >> 20u);
+    if (x < L && window_end((*l).pos, (*l).win) + 2u > (*l).wend) {
+        err = err | ERR_VALUE;
+        (*l).ok = false;
     }
-    (*l).x = x;
+    var win = (*l).win;
+    (*l).x = refill(x, &win);
+    (*l).win = win;
     var v = 0u;
     if (sym == SYM_LEFT) {
         if (!(*l).has_left) {
@@ -1414,15 +1431,23 @@ fn modelled(at0: u32, n: u32, K: u32, last_chunk: bool) -> u32 {
         // gain).
         if (params.model_slots != 0u) {
             let slots_at = sbase + params.model_at + MODEL_RANK_WORDS;
-            for (var i = start; i < end && l.ok; i = i + 1u) {
-                let sl = l.x & (MODEL_SCALE - 1u);
-                model_element(&l, i, scratch[slots_at + l.ctx * MODEL_SCALE + sl]);
+            for (var i0 = start; i0 < end && l.ok; i0 = i0 + 4u) {
+                l.win = window_at(l.pos);
+                for (var i = i0; i < min(i0 + 4u, end) && l.ok; i = i + 1u) {
+                    let sl = l.x & (MODEL_SCALE - 1u);
+                    model_element(&l, i, scratch[slots_at + l.ctx * MODEL_SCALE + sl]);
+                }
+                l.pos = window_end(l.pos, l.win);
             }
         } else {
-            for (var i = start; i < end && l.ok; i = i + 1u) {
-                let tb = sbase + params.model_at + l.ctx * MT_CTX_WORDS;
-                let sl = l.x & (MODEL_SCALE - 1u);
-                model_element(&l, i, search_slot(tb, max(model_used[l.ctx], 1u), sl));
+            for (var i0 = start; i0 < end && l.ok; i0 = i0 + 4u) {
+                l.win = window_at(l.pos);
+                for (var i = i0; i < min(i0 + 4u, end) && l.ok; i = i + 1u) {
+                    let tb = sbase + params.model_at + l.ctx * MT_CTX_WORDS;
+                    let sl = l.x & (MODEL_SCALE - 1u);
+                    model_element(&l, i, search_slot(tb, max(model_used[l.ctx], 1u), sl));
+                }
+                l.pos = window_end(l.pos, l.win);
             }
         }
         if (l.ok && (l.x != L || l.pos != l.wend || l.lit != l.lit_end)) {
