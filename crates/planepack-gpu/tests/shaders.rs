@@ -15,6 +15,32 @@ fn every_shader_validates_and_translates_for_every_backend() {
     }
 }
 
+/// WebGPU guarantees every device 16 KiB of workgroup memory (`maxComputeWorkgroupStorageSize`)
+/// and the kernels are written for that. The host asks for the adapter's own limits, and
+/// lavapipe's are larger, so a kernel past 16 KiB would pass every GPU test in CI and fail to
+/// build its pipeline on a device that offers the minimum: the budget is checked here, on
+/// naga's layout of each kernel's `var<workgroup>` variables (the rANS decoder's stage ring
+/// leaves it within 1 KiB of it).
+#[test]
+fn every_kernel_fits_webgpus_guaranteed_workgroup_memory() {
+    const WEBGPU_MIN_WORKGROUP_STORAGE: u32 = 16384;
+    for (name, src, subgroups) in all() {
+        let (module, _) = validate(&src, subgroups).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).unwrap();
+        let bytes: u32 = module
+            .global_variables
+            .iter()
+            .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+            .map(|(_, v)| layouter[v.ty].size)
+            .sum();
+        assert!(
+            bytes <= WEBGPU_MIN_WORKGROUP_STORAGE,
+            "{name}: {bytes} bytes of workgroup memory"
+        );
+    }
+}
+
 #[test]
 fn subgroup_shaders_need_the_capability_and_the_others_do_not() {
     for (name, src, subgroups) in all() {
