@@ -208,18 +208,24 @@ fn window_end(b: u32, w: Window) -> u32 {
     return (b & ~3u) + w.o / 8u;
 }
 
+// The stage word of `lane`'s round `r` (four rounds a word): a ring of 64 words a lane, so a
+// block of up to 128 rounds and the block before it are both there (blocks start on multiples
+// of four rounds).
+fn ring_at(lane: u32, r: u32) -> u32 {
+    return lane * 64u + (r / 4u) % 64u;
+}
+
 // The symbol one row up of a lane's round `rr` (at least `qrows`, the rounds a row takes),
 // whose symbol is at scratch byte `at`: in the lane's word being built (`w`, rounds from
 // rb + 4t), in an earlier stage word of the block (rounds from `rb`), or in scratch (an
 // earlier block).
-fn lane_up(w: u32, rr: u32, rb: u32, t: u32, qrows: u32, at: u32, half: u32) -> u32 {
+fn lane_up(w: u32, rr: u32, rb: u32, t: u32, qrows: u32, at: u32) -> u32 {
     let ru = rr - qrows;
     if (ru >= rb + 4u * t) {
         return (w >> (8u * (ru - rb - 4u * t))) & 0xffu;
     }
     if (ru >= rb) {
-        let sw = stage[slot * 64u + half + (ru - rb) / 4u];
-        return (sw >> (8u * ((ru - rb) % 4u))) & 0xffu;
+        return (stage[ring_at(slot, ru)] >> (8u * (ru % 4u))) & 0xffu;
     }
     return sbyte(at - params.row_distance);
 }
@@ -232,10 +238,9 @@ fn lane_up(w: u32, rr: u32, rb: u32, t: u32, qrows: u32, at: u32, half: u32) -> 
 fn ring_up(rr0: u32, qrows: u32) -> u32 {
     // The ring holds 256 rounds: 256 more rounds back is the same word.
     let ru = rr0 + 256u - qrows;
-    let a = ru / 4u;
     let s = (ru % 4u) * 8u;
-    let lo = stage[slot * 64u + a % 64u];
-    let hi = stage[slot * 64u + (a + 1u) % 64u];
+    let lo = stage[ring_at(slot, ru)];
+    let hi = stage[ring_at(slot, ru + 4u)];
     return select((lo >> s) | (hi << (32u - s)), lo, s == 0u);
 }
 
@@ -769,8 +774,6 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
         for (var rb = 0u; rb < rounds; rb = rb + block) {
             // Every lane has all `block` rounds of a block but the plane's last.
             let full = (rb + block) * k <= m;
-            // This block's half of the lanes' stage ring.
-            let half = ((rb / block) & 1u) * 32u;
             if (live && full && !contexts && !rows) {
                 // The common block: a plain plane's, whole. Its own loop, with no per-symbol
                 // bound or table choice (on lavapipe the general loop below made every plane
@@ -782,7 +785,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                     w = w | (step(&x, &win) << 16u);
                     w = w | (step(&x, &win) << 24u);
                     pp = window_end(pp, win);
-                    stage[slot * 64u + half + t] = w;
+                    stage[ring_at(slot, rb + 4u * t)] = w;
                 }
             } else if (live && full && contexts) {
                 // A context plane's whole block: its own loop too, with no per-symbol bound
@@ -796,7 +799,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                         w = w | (context_step(&x, &win, sbyte(top + i)) << (8u * b));
                     }
                     pp = window_end(pp, win);
-                    stage[slot * 64u + half + t] = w;
+                    stage[ring_at(slot, rb + 4u * t)] = w;
                 }
             } else if (live && across) {
                 // A row plane whose lanes do not divide U: the symbol one row up is in an
@@ -826,7 +829,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                         }
                     }
                     pp = window_end(pp, win);
-                    stage[slot * 64u + half + t] = w;
+                    stage[ring_at(slot, rb + 4u * t)] = w;
                 }
             } else if (live && ring && !signs) {
                 // A row plane whose symbols one row up are in the stage ring: four of them
@@ -844,7 +847,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                         }
                     }
                     pp = window_end(pp, win);
-                    stage[slot * 64u + half + t] = w;
+                    stage[ring_at(slot, rb + 4u * t)] = w;
                 }
             } else if (live && ring) {
                 // A sign plane whose symbols one row up are in the stage ring.
@@ -861,7 +864,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                         }
                     }
                     pp = window_end(pp, win);
-                    stage[slot * 64u + half + t] = w;
+                    stage[ring_at(slot, rb + 4u * t)] = w;
                 }
             } else if (live && rows && !signs) {
                 // A row plane: its own loop too (its symbol's table is the row table of the
@@ -875,13 +878,13 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                             let rr = rb + 4u * t + b;
                             var tb = params.row_first;
                             if (rr >= qrows && qrows > 0u) {
-                                tb = context_table(0u, lane_up(w, rr, rb, t, qrows, dst + i, half));
+                                tb = context_table(0u, lane_up(w, rr, rb, t, qrows, dst + i));
                             }
                             w = w | (row_step(&x, &win, tb) << (8u * b));
                         }
                     }
                     pp = window_end(pp, win);
-                    stage[slot * 64u + half + t] = w;
+                    stage[ring_at(slot, rb + 4u * t)] = w;
                 }
             } else if (live && signs) {
                 // A sign plane, in the row plane's lanes (its table by its element's plane-0
@@ -896,13 +899,13 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                             let first = rr < qrows || qrows == 0u;
                             var up = 0u;
                             if (!first) {
-                                up = lane_up(w, rr, rb, t, qrows, dst + i, half);
+                                up = lane_up(w, rr, rb, t, qrows, dst + i);
                             }
                             w = w | (sign_step(&x, &win, first, up, sbyte(top + i)) << (8u * b));
                         }
                     }
                     pp = window_end(pp, win);
-                    stage[slot * 64u + half + t] = w;
+                    stage[ring_at(slot, rb + 4u * t)] = w;
                 }
             } else if (live) {
                 // A context plane's last block, and a plain plane's.
@@ -922,7 +925,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                         }
                     }
                     pp = window_end(pp, win);
-                    stage[slot * 64u + half + t] = w;
+                    stage[ring_at(slot, rb + 4u * t)] = w;
                 }
             }
             workgroupBarrier();
@@ -937,10 +940,11 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                 for (var bi = slot; bi < nt * groups; bi = bi + WG) {
                     let t = bi / groups;
                     let g = bi - t * groups;
-                    let s0 = stage[(4u * g) * 64u + half + t];
-                    let s1 = stage[(4u * g + 1u) * 64u + half + t];
-                    let s2 = stage[(4u * g + 2u) * 64u + half + t];
-                    let s3 = stage[(4u * g + 3u) * 64u + half + t];
+                    let r = rb + 4u * t;
+                    let s0 = stage[ring_at(4u * g, r)];
+                    let s1 = stage[ring_at(4u * g + 1u, r)];
+                    let s2 = stage[ring_at(4u * g + 2u, r)];
+                    let s3 = stage[ring_at(4u * g + 3u, r)];
                     for (var j = 0u; j < 4u; j = j + 1u) {
                         let q = (rb + 4u * t + j) * groups + g;
                         if (4u * q < i1) {
@@ -965,7 +969,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                 var lane = 4u * q - i0 - rr * k;
                 for (var b = 0u; b < 4u; b = b + 1u) {
                     if (4u * q + b < i1) {
-                        let sw = stage[lane * 64u + half + rr / 4u];
+                        let sw = stage[ring_at(lane, rb + rr)];
                         w = w | (((sw >> (8u * (rr % 4u))) & 0xffu) << (8u * b));
                     }
                     lane = lane + 1u;
@@ -1282,6 +1286,7 @@ fn model_element(l: ptr<function, ModelLane>, i: u32, e: u32) {
         err = err | ERR_VALUE;
         (*l).ok = false;
     }
+    // (Through a local: naga 30's SPIR-V writer panics on `&((*l).win)`.)
     var win = (*l).win;
     (*l).x = refill(x, &win);
     (*l).win = win;
