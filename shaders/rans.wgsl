@@ -698,6 +698,69 @@ fn table_slots(p: u32, mine: u32, first_rank: u32, s8: array<u32, 8>, f8: array<
     }
 }
 
+// After a block of `block` rounds from round `rb` (of `rounds`) of a plane's `k` lanes (`m`
+// symbols) is in the stage ring: every invocation gathers the block's plane words into scratch
+// bytes from `dst` (a row plane's lanes read them from there in later blocks).
+fn gather_block(rb: u32, block: u32, rounds: u32, k: u32, m: u32, dst: u32, rows: bool) {
+    workgroupBarrier();
+    let i0 = rb * k;
+    let i1 = min(i0 + block * k, m);
+    if (k % 4u == 0u) {
+        // Lanes 4g..4g+3 over rounds 4t..4t+3 are four stage words (one per lane,
+        // a round per byte) and four plane words (one per round, a lane per byte): a
+        // 4x4 byte transpose, one stage read per plane word.
+        let groups = k / 4u;
+        let nt = (min(block, rounds - rb) + 3u) / 4u;
+        for (var bi = slot; bi < nt * groups; bi = bi + WG) {
+            let t = bi / groups;
+            let g = bi - t * groups;
+            let r = rb + 4u * t;
+            let s0 = stage[ring_at(4u * g, r)];
+            let s1 = stage[ring_at(4u * g + 1u, r)];
+            let s2 = stage[ring_at(4u * g + 2u, r)];
+            let s3 = stage[ring_at(4u * g + 3u, r)];
+            for (var j = 0u; j < 4u; j = j + 1u) {
+                let q = (rb + 4u * t + j) * groups + g;
+                if (4u * q < i1) {
+                    let sh = 8u * j;
+                    scratch[sbase + dst / 4u + q] = ((s0 >> sh) & 0xffu)
+                        | (((s1 >> sh) & 0xffu) << 8u)
+                        | (((s2 >> sh) & 0xffu) << 16u)
+                        | (((s3 >> sh) & 0xffu) << 24u);
+                }
+            }
+        }
+        workgroupBarrier();
+        if (rows) {
+            storageBarrier();
+        }
+        return;
+    }
+    for (var q = i0 / 4u + slot; q < (i1 + 3u) / 4u; q = q + WG) {
+        var w = 0u;
+        // Byte 4q - i0 of the block is lane `lane`'s round `rr` (one division a word).
+        var rr = (4u * q - i0) / k;
+        var lane = 4u * q - i0 - rr * k;
+        for (var b = 0u; b < 4u; b = b + 1u) {
+            if (4u * q + b < i1) {
+                let sw = stage[ring_at(lane, rb + rr)];
+                w = w | (((sw >> (8u * (rr % 4u))) & 0xffu) << (8u * b));
+            }
+            lane = lane + 1u;
+            if (lane == k) {
+                lane = 0u;
+                rr = rr + 1u;
+            }
+        }
+        scratch[sbase + dst / 4u + q] = w;
+    }
+    workgroupBarrier();
+    if (rows) {
+        // A row plane's lanes read this block's symbols from scratch in later blocks.
+        storageBarrier();
+    }
+}
+
 // The lanes of a plane of `m` symbols from stream byte `lh` (count, states, word counts,
 // then the words) into scratch bytes [dst, dst + m), decoded with the workgroup's table or,
 // for a context plane, each symbol with its element's context table (plane 0 at `top`), or,
@@ -771,219 +834,179 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
             pp = lane_pos[slot];
         }
         let rounds = (m + k - 1u) / k;
-        for (var rb = 0u; rb < rounds; rb = rb + block) {
-            // Every lane has all `block` rounds of a block but the plane's last.
-            let full = (rb + block) * k <= m;
-            if (live && full && !contexts && !rows) {
-                // The common block: a plain plane's, whole. Its own loop, with no per-symbol
-                // bound or table choice (on lavapipe the general loop below made every plane
-                // pay for the row and context paths' code).
-                for (var t = 0u; t < 32u; t = t + 1u) {
-                    var win = window_at(pp);
-                    var w = step(&x, &win);
-                    w = w | (step(&x, &win) << 8u);
-                    w = w | (step(&x, &win) << 16u);
-                    w = w | (step(&x, &win) << 24u);
-                    pp = window_end(pp, win);
-                    stage[ring_at(slot, rb + 4u * t)] = w;
-                }
-            } else if (live && full && contexts) {
-                // A context plane's whole block: its own loop too, with no per-symbol bound
-                // or kind test (in the general loop below, a transformer's context planes ran
-                // a tenth slower on lavapipe).
-                for (var t = 0u; t < 32u; t = t + 1u) {
-                    var win = window_at(pp);
-                    var w = 0u;
-                    for (var b = 0u; b < 4u; b = b + 1u) {
-                        let i = (rb + 4u * t + b) * k + slot;
-                        w = w | (context_step(&x, &win, sbyte(top + i)) << (8u * b));
+        // Two block loops, one for plain and context planes and one for row and sign planes,
+        // each with its own copies of the lane loop: on lavapipe every loop body runs at least
+        // once and both sides of every branch run, so one block loop choosing among all seven
+        // copies ran a masked pass of the six not taken in every block (a tenth of a plain
+        // plane's decode). (A block loop for each copy ran none, but compiled the gather seven
+        // times: a quarter longer to build, where the tests build many pipelines.)
+        if (!rows) {
+            for (var rb = 0u; rb < rounds; rb = rb + block) {
+                // Every lane has all `block` rounds of a block but the plane's last.
+                let full = (rb + block) * k <= m;
+                if (live && full && !contexts) {
+                    // The common block: a plain plane's, whole (no per-symbol bound or table
+                    // choice).
+                    for (var t = 0u; t < 32u; t = t + 1u) {
+                        var win = window_at(pp);
+                        var w = step(&x, &win);
+                        w = w | (step(&x, &win) << 8u);
+                        w = w | (step(&x, &win) << 16u);
+                        w = w | (step(&x, &win) << 24u);
+                        pp = window_end(pp, win);
+                        stage[ring_at(slot, rb + 4u * t)] = w;
                     }
-                    pp = window_end(pp, win);
-                    stage[ring_at(slot, rb + 4u * t)] = w;
-                }
-            } else if (live && across) {
-                // A row plane whose lanes do not divide U: the symbol one row up is in an
-                // earlier block, in scratch.
-                for (var t = 0u; t < block / 4u; t = t + 1u) {
-                    var win = window_at(pp);
-                    var w = 0u;
-                    for (var b = 0u; b < 4u; b = b + 1u) {
-                        let i = (rb + 4u * t + b) * k + slot;
-                        if (full || i < m) {
-                            let first = i < params.row_distance;
-                            var up = 0u;
-                            if (!first) {
-                                up = sbyte(dst + i - params.row_distance);
-                            }
-                            var s = 0u;
-                            if (signs) {
-                                s = sign_step(&x, &win, first, up, sbyte(top + i));
-                            } else {
-                                var tb = params.row_first;
-                                if (!first) {
-                                    tb = context_table(0u, up);
+                } else if (live && full) {
+                    // A context plane's whole block (in the general loop, a transformer's context
+                    // planes ran a tenth slower on lavapipe).
+                    for (var t = 0u; t < 32u; t = t + 1u) {
+                        var win = window_at(pp);
+                        var w = 0u;
+                        for (var b = 0u; b < 4u; b = b + 1u) {
+                            let i = (rb + 4u * t + b) * k + slot;
+                            w = w | (context_step(&x, &win, sbyte(top + i)) << (8u * b));
+                        }
+                        pp = window_end(pp, win);
+                        stage[ring_at(slot, rb + 4u * t)] = w;
+                    }
+                } else if (live) {
+                    // A context plane's last block, and a plain plane's.
+                    for (var t = 0u; t < 32u; t = t + 1u) {
+                        var win = window_at(pp);
+                        var w = 0u;
+                        for (var b = 0u; b < 4u; b = b + 1u) {
+                            let i = (rb + 4u * t + b) * k + slot;
+                            if (full || i < m) {
+                                var s = 0u;
+                                if (contexts) {
+                                    s = context_step(&x, &win, sbyte(top + i));
+                                } else {
+                                    s = step(&x, &win);
                                 }
-                                s = row_step(&x, &win, tb);
+                                w = w | (s << (8u * b));
                             }
-                            w = w | (s << (8u * b));
                         }
+                        pp = window_end(pp, win);
+                        stage[ring_at(slot, rb + 4u * t)] = w;
                     }
-                    pp = window_end(pp, win);
-                    stage[ring_at(slot, rb + 4u * t)] = w;
                 }
-            } else if (live && ring && !signs) {
-                // A row plane whose symbols one row up are in the stage ring: four of them
-                // read at once.
-                for (var t = 0u; t < 32u; t = t + 1u) {
-                    var win = window_at(pp);
-                    let rr0 = rb + 4u * t;
-                    let ups = ring_up(rr0, qrows);
-                    var w = 0u;
-                    for (var b = 0u; b < 4u; b = b + 1u) {
-                        let i = (rr0 + b) * k + slot;
-                        if (full || i < m) {
-                            let tb = select(context_table(0u, (ups >> (8u * b)) & 0xffu), params.row_first, rr0 + b < qrows);
-                            w = w | (row_step(&x, &win, tb) << (8u * b));
-                        }
-                    }
-                    pp = window_end(pp, win);
-                    stage[ring_at(slot, rb + 4u * t)] = w;
-                }
-            } else if (live && ring) {
-                // A sign plane whose symbols one row up are in the stage ring.
-                for (var t = 0u; t < 32u; t = t + 1u) {
-                    var win = window_at(pp);
-                    let rr0 = rb + 4u * t;
-                    let ups = ring_up(rr0, qrows);
-                    var w = 0u;
-                    for (var b = 0u; b < 4u; b = b + 1u) {
-                        let i = (rr0 + b) * k + slot;
-                        if (full || i < m) {
-                            let up = (ups >> (8u * b)) & 0xffu;
-                            w = w | (sign_step(&x, &win, rr0 + b < qrows, up, sbyte(top + i)) << (8u * b));
-                        }
-                    }
-                    pp = window_end(pp, win);
-                    stage[ring_at(slot, rb + 4u * t)] = w;
-                }
-            } else if (live && rows && !signs) {
-                // A row plane: its own loop too (its symbol's table is the row table of the
-                // symbol one row up).
-                for (var t = 0u; t < 32u; t = t + 1u) {
-                    var win = window_at(pp);
-                    var w = 0u;
-                    for (var b = 0u; b < 4u; b = b + 1u) {
-                        let i = (rb + 4u * t + b) * k + slot;
-                        if (full || i < m) {
-                            let rr = rb + 4u * t + b;
-                            var tb = params.row_first;
-                            if (rr >= qrows && qrows > 0u) {
-                                tb = context_table(0u, lane_up(w, rr, rb, t, qrows, dst + i));
-                            }
-                            w = w | (row_step(&x, &win, tb) << (8u * b));
-                        }
-                    }
-                    pp = window_end(pp, win);
-                    stage[ring_at(slot, rb + 4u * t)] = w;
-                }
-            } else if (live && signs) {
-                // A sign plane, in the row plane's lanes (its table by its element's plane-0
-                // byte and the symbol one row up).
-                for (var t = 0u; t < 32u; t = t + 1u) {
-                    var win = window_at(pp);
-                    var w = 0u;
-                    for (var b = 0u; b < 4u; b = b + 1u) {
-                        let i = (rb + 4u * t + b) * k + slot;
-                        if (full || i < m) {
-                            let rr = rb + 4u * t + b;
-                            let first = rr < qrows || qrows == 0u;
-                            var up = 0u;
-                            if (!first) {
-                                up = lane_up(w, rr, rb, t, qrows, dst + i);
-                            }
-                            w = w | (sign_step(&x, &win, first, up, sbyte(top + i)) << (8u * b));
-                        }
-                    }
-                    pp = window_end(pp, win);
-                    stage[ring_at(slot, rb + 4u * t)] = w;
-                }
-            } else if (live) {
-                // A context plane's last block, and a plain plane's.
-                for (var t = 0u; t < 32u; t = t + 1u) {
-                    var win = window_at(pp);
-                    var w = 0u;
-                    for (var b = 0u; b < 4u; b = b + 1u) {
-                        let i = (rb + 4u * t + b) * k + slot;
-                        if (full || i < m) {
-                            var s = 0u;
-                            if (contexts) {
-                                s = context_step(&x, &win, sbyte(top + i));
-                            } else {
-                                s = step(&x, &win);
-                            }
-                            w = w | (s << (8u * b));
-                        }
-                    }
-                    pp = window_end(pp, win);
-                    stage[ring_at(slot, rb + 4u * t)] = w;
-                }
+                gather_block(rb, block, rounds, k, m, dst, rows);
             }
-            workgroupBarrier();
-            let i0 = rb * k;
-            let i1 = min(i0 + block * k, m);
-            if (k % 4u == 0u) {
-                // Lanes 4g..4g+3 over rounds 4t..4t+3 are four stage words (one per lane,
-                // a round per byte) and four plane words (one per round, a lane per byte): a
-                // 4x4 byte transpose, one stage read per plane word.
-                let groups = k / 4u;
-                let nt = (min(block, rounds - rb) + 3u) / 4u;
-                for (var bi = slot; bi < nt * groups; bi = bi + WG) {
-                    let t = bi / groups;
-                    let g = bi - t * groups;
-                    let r = rb + 4u * t;
-                    let s0 = stage[ring_at(4u * g, r)];
-                    let s1 = stage[ring_at(4u * g + 1u, r)];
-                    let s2 = stage[ring_at(4u * g + 2u, r)];
-                    let s3 = stage[ring_at(4u * g + 3u, r)];
-                    for (var j = 0u; j < 4u; j = j + 1u) {
-                        let q = (rb + 4u * t + j) * groups + g;
-                        if (4u * q < i1) {
-                            let sh = 8u * j;
-                            scratch[sbase + dst / 4u + q] = ((s0 >> sh) & 0xffu)
-                                | (((s1 >> sh) & 0xffu) << 8u)
-                                | (((s2 >> sh) & 0xffu) << 16u)
-                                | (((s3 >> sh) & 0xffu) << 24u);
+        } else {
+            for (var rb = 0u; rb < rounds; rb = rb + block) {
+                let full = (rb + block) * k <= m;
+                if (live && across) {
+                    // A row plane whose lanes do not divide U: the symbol one row up is in an
+                    // earlier block, in scratch.
+                    for (var t = 0u; t < block / 4u; t = t + 1u) {
+                        var win = window_at(pp);
+                        var w = 0u;
+                        for (var b = 0u; b < 4u; b = b + 1u) {
+                            let i = (rb + 4u * t + b) * k + slot;
+                            if (full || i < m) {
+                                let first = i < params.row_distance;
+                                var up = 0u;
+                                if (!first) {
+                                    up = sbyte(dst + i - params.row_distance);
+                                }
+                                var s = 0u;
+                                if (signs) {
+                                    s = sign_step(&x, &win, first, up, sbyte(top + i));
+                                } else {
+                                    var tb = params.row_first;
+                                    if (!first) {
+                                        tb = context_table(0u, up);
+                                    }
+                                    s = row_step(&x, &win, tb);
+                                }
+                                w = w | (s << (8u * b));
+                            }
                         }
+                        pp = window_end(pp, win);
+                        stage[ring_at(slot, rb + 4u * t)] = w;
+                    }
+                } else if (live && ring && !signs) {
+                    // A row plane whose symbols one row up are in the stage ring: four of them
+                    // read at once.
+                    for (var t = 0u; t < 32u; t = t + 1u) {
+                        var win = window_at(pp);
+                        let rr0 = rb + 4u * t;
+                        let ups = ring_up(rr0, qrows);
+                        var w = 0u;
+                        for (var b = 0u; b < 4u; b = b + 1u) {
+                            let i = (rr0 + b) * k + slot;
+                            if (full || i < m) {
+                                let up = (ups >> (8u * b)) & 0xffu;
+                                let first = rr0 + b < qrows;
+                                let tb = select(context_table(0u, up), params.row_first, first);
+                                w = w | (row_step(&x, &win, tb) << (8u * b));
+                            }
+                        }
+                        pp = window_end(pp, win);
+                        stage[ring_at(slot, rb + 4u * t)] = w;
+                    }
+                } else if (live && ring) {
+                    // A sign plane whose symbols one row up are in the stage ring.
+                    for (var t = 0u; t < 32u; t = t + 1u) {
+                        var win = window_at(pp);
+                        let rr0 = rb + 4u * t;
+                        let ups = ring_up(rr0, qrows);
+                        var w = 0u;
+                        for (var b = 0u; b < 4u; b = b + 1u) {
+                            let i = (rr0 + b) * k + slot;
+                            if (full || i < m) {
+                                let up = (ups >> (8u * b)) & 0xffu;
+                                let e = sbyte(top + i);
+                                w = w | (sign_step(&x, &win, rr0 + b < qrows, up, e) << (8u * b));
+                            }
+                        }
+                        pp = window_end(pp, win);
+                        stage[ring_at(slot, rb + 4u * t)] = w;
+                    }
+                } else if (live && !signs) {
+                    // A row plane: its own loop too (its symbol's table is the row table of the
+                    // symbol one row up).
+                    for (var t = 0u; t < 32u; t = t + 1u) {
+                        var win = window_at(pp);
+                        var w = 0u;
+                        for (var b = 0u; b < 4u; b = b + 1u) {
+                            let i = (rb + 4u * t + b) * k + slot;
+                            if (full || i < m) {
+                                let rr = rb + 4u * t + b;
+                                var tb = params.row_first;
+                                if (rr >= qrows && qrows > 0u) {
+                                    tb = context_table(0u, lane_up(w, rr, rb, t, qrows, dst + i));
+                                }
+                                w = w | (row_step(&x, &win, tb) << (8u * b));
+                            }
+                        }
+                        pp = window_end(pp, win);
+                        stage[ring_at(slot, rb + 4u * t)] = w;
+                    }
+                } else if (live) {
+                    // A sign plane, in the row plane's lanes (its table by its element's plane-0
+                    // byte and the symbol one row up).
+                    for (var t = 0u; t < 32u; t = t + 1u) {
+                        var win = window_at(pp);
+                        var w = 0u;
+                        for (var b = 0u; b < 4u; b = b + 1u) {
+                            let i = (rb + 4u * t + b) * k + slot;
+                            if (full || i < m) {
+                                let rr = rb + 4u * t + b;
+                                let first = rr < qrows || qrows == 0u;
+                                var up = 0u;
+                                if (!first) {
+                                    up = lane_up(w, rr, rb, t, qrows, dst + i);
+                                }
+                                let e = sbyte(top + i);
+                                w = w | (sign_step(&x, &win, first, up, e) << (8u * b));
+                            }
+                        }
+                        pp = window_end(pp, win);
+                        stage[ring_at(slot, rb + 4u * t)] = w;
                     }
                 }
-                workgroupBarrier();
-                if (rows) {
-                    storageBarrier();
-                }
-                continue;
-            }
-            for (var q = i0 / 4u + slot; q < (i1 + 3u) / 4u; q = q + WG) {
-                var w = 0u;
-                // Byte 4q - i0 of the block is lane `lane`'s round `rr` (one division a word).
-                var rr = (4u * q - i0) / k;
-                var lane = 4u * q - i0 - rr * k;
-                for (var b = 0u; b < 4u; b = b + 1u) {
-                    if (4u * q + b < i1) {
-                        let sw = stage[ring_at(lane, rb + rr)];
-                        w = w | (((sw >> (8u * (rr % 4u))) & 0xffu) << (8u * b));
-                    }
-                    lane = lane + 1u;
-                    if (lane == k) {
-                        lane = 0u;
-                        rr = rr + 1u;
-                    }
-                }
-                scratch[sbase + dst / 4u + q] = w;
-            }
-            workgroupBarrier();
-            if (rows) {
-                // A row plane's lanes read this block's symbols from scratch in later blocks.
-                storageBarrier();
+                gather_block(rb, block, rounds, k, m, dst, rows);
             }
         }
         if (live) {
@@ -1547,6 +1570,36 @@ fn put(w: u32, v: u32, owords: u32, nbytes: u32, last_chunk: bool) {
     }
 }
 
+// Four elements' bytes so far (one per component) with plane word `w`'s bytes shifted in
+// below (the planes go most significant first).
+fn push_plane(t: vec4<u32>, w: u32) -> vec4<u32> {
+    return (t << vec4<u32>(8u)) | ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
+}
+
+// Four elements rotated back (where the stream rotated them).
+fn unrotate4(t: vec4<u32>) -> vec4<u32> {
+    if (params.rotate == 0u) {
+        return t;
+    }
+    return ((t >> vec4<u32>(1u)) | (t << vec4<u32>(8u * W - 1u))) & vec4<u32>(WMASK);
+}
+
+// Four elements as the W output words from word `ow` of the chunk, which is not its last (no
+// tail, no bound).
+fn store4(ow: u32, t: vec4<u32>) {
+    if (W == 4u) {
+        out[obase + ow] = t.x;
+        out[obase + ow + 1u] = t.y;
+        out[obase + ow + 2u] = t.z;
+        out[obase + ow + 3u] = t.w;
+    } else if (W == 2u) {
+        out[obase + ow] = t.x | (t.y << 16u);
+        out[obase + ow + 1u] = t.z | (t.w << 16u);
+    } else {
+        out[obase + ow] = t.x | (t.y << 8u) | (t.z << 16u) | (t.w << 24u);
+    }
+}
+
 // Join a dense or sparse chunk's planes (in scratch) into its `n` elements (`z` of them coded:
 // the nonzero ones of a sparse chunk) in `out`.
 fn join(n: u32, z: u32, sparse: bool, K: u32, last_chunk: bool) {
@@ -1555,29 +1608,36 @@ fn join(n: u32, z: u32, sparse: bool, K: u32, last_chunk: bool) {
     if (!sparse) {
         // Dense: element e's bytes are byte e of every plane. Four elements a step: one
         // aligned word of each plane, transposed into W output words.
-        for (var g = slot; g < (n + 3u) / 4u; g = g + WG) {
+        var g = slot;
+        // Where every plane is in scratch at word-aligned starts, the groups before the
+        // chunk's last output word read their words there directly, with no tail to add (on
+        // lavapipe `plane_word_at` runs the held and unaligned reads too, masked).
+        var direct = K % 4u == 0u;
+        for (var p = 0u; p < W; p = p + 1u) {
+            direct = direct && held_planes[p].x == HELD_NONE;
+        }
+        if (direct) {
+            for (; (g + 1u) * W < owords; g = g + WG) {
+                var t = vec4<u32>(0u);
+                for (var p = 0u; p < W; p = p + 1u) {
+                    let w = scratch[sbase + p * (K / 4u) + g];
+                    t = push_plane(t, w);
+                }
+                t = unrotate4(t);
+                store4(g * W, t);
+            }
+        }
+        for (; g < (n + 3u) / 4u; g = g + WG) {
             var t = vec4<u32>(0u);
             for (var p = 0u; p < W; p = p + 1u) {
                 let w = plane_word_at(p, K, 4u * g);
-                t = (t << vec4<u32>(8u)) | ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
+                t = push_plane(t, w);
             }
-            if (params.rotate != 0u) {
-                t = ((t >> vec4<u32>(1u)) | (t << vec4<u32>(8u * W - 1u))) & vec4<u32>(WMASK);
-            }
+            t = unrotate4(t);
             let ow = g * W;
             if (ow + W < owords) {
                 // Not the chunk's last word: no tail, no bound to check.
-                if (W == 4u) {
-                    out[obase + ow] = t.x;
-                    out[obase + ow + 1u] = t.y;
-                    out[obase + ow + 2u] = t.z;
-                    out[obase + ow + 3u] = t.w;
-                } else if (W == 2u) {
-                    out[obase + ow] = t.x | (t.y << 16u);
-                    out[obase + ow + 1u] = t.z | (t.w << 16u);
-                } else {
-                    out[obase + ow] = t.x | (t.y << 8u) | (t.z << 16u) | (t.w << 24u);
-                }
+                store4(ow, t);
             } else {
                 // Elements past n in this group are bytes past the planes' ends: dropped
                 // by `put` (past the output) or masked off here.
@@ -1623,7 +1683,7 @@ fn join(n: u32, z: u32, sparse: bool, K: u32, last_chunk: bool) {
                 var t = vec4<u32>(0u);
                 for (var p = 0u; p < W; p = p + 1u) {
                     let w = plane_word_at(p, K, min(idx, K - 4u));
-                    t = (t << vec4<u32>(8u)) | ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
+                    t = push_plane(t, w);
                 }
                 idx = idx + 4u;
                 v = t;
@@ -1639,9 +1699,7 @@ fn join(n: u32, z: u32, sparse: bool, K: u32, last_chunk: bool) {
                     }
                 }
             }
-            if (params.rotate != 0u) {
-                v = ((v >> vec4<u32>(1u)) | (v << vec4<u32>(8u * W - 1u))) & vec4<u32>(WMASK);
-            }
+            v = unrotate4(v);
             // Four elements are W words of the chunk's output.
             let ow = (e0 + q) * W / 4u;
             put4(ow, v, owords, nbytes, last_chunk);
