@@ -839,7 +839,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
         // once and both sides of every branch run, so one block loop choosing among all seven
         // copies ran a masked pass of the six not taken in every block (a tenth of a plain
         // plane's decode). (A block loop for each copy ran none, but compiled the gather seven
-        // times: a quarter longer to build, where the tests build many pipelines.)
+        // times: half as long again to build, where CI builds every pipeline from scratch.)
         if (!rows) {
             for (var rb = 0u; rb < rounds; rb = rb + block) {
                 // Every lane has all `block` rounds of a block but the plane's last.
