@@ -730,29 +730,25 @@ fn gather_block(rb: u32, block: u32, rounds: u32, k: u32, m: u32, dst: u32, rows
                 }
             }
         }
-        workgroupBarrier();
-        if (rows) {
-            storageBarrier();
-        }
-        return;
-    }
-    for (var q = i0 / 4u + slot; q < (i1 + 3u) / 4u; q = q + WG) {
-        var w = 0u;
-        // Byte 4q - i0 of the block is lane `lane`'s round `rr` (one division a word).
-        var rr = (4u * q - i0) / k;
-        var lane = 4u * q - i0 - rr * k;
-        for (var b = 0u; b < 4u; b = b + 1u) {
-            if (4u * q + b < i1) {
-                let sw = stage[ring_at(lane, rb + rr)];
-                w = w | (((sw >> (8u * (rr % 4u))) & 0xffu) << (8u * b));
+    } else {
+        for (var q = i0 / 4u + slot; q < (i1 + 3u) / 4u; q = q + WG) {
+            var w = 0u;
+            // Byte 4q - i0 of the block is lane `lane`'s round `rr` (one division a word).
+            var rr = (4u * q - i0) / k;
+            var lane = 4u * q - i0 - rr * k;
+            for (var b = 0u; b < 4u; b = b + 1u) {
+                if (4u * q + b < i1) {
+                    let sw = stage[ring_at(lane, rb + rr)];
+                    w = w | (((sw >> (8u * (rr % 4u))) & 0xffu) << (8u * b));
+                }
+                lane = lane + 1u;
+                if (lane == k) {
+                    lane = 0u;
+                    rr = rr + 1u;
+                }
             }
-            lane = lane + 1u;
-            if (lane == k) {
-                lane = 0u;
-                rr = rr + 1u;
-            }
+            scratch[sbase + dst / 4u + q] = w;
         }
-        scratch[sbase + dst / 4u + q] = w;
     }
     workgroupBarrier();
     if (rows) {
