@@ -42,8 +42,8 @@
 // cross-lane step per symbol); a chunk's planes need all their lanes before elements can be
 // joined, so the planes go through device memory (a 64 KiB chunk does not fit in workgroup
 // memory), and the decode table, read once per symbol, lives in workgroup memory (4 KiB of
-// symbols, 1 KiB of frequencies; with the ranks and the stage, 12 KiB of the 16 KiB every
-// WebGPU device has).
+// symbols, 1 KiB of frequencies; with the ranks and the stage ring, nearly all of the 16 KiB
+// every WebGPU device has: the shaders test checks the bound).
 //
 // Untrusted input: every stream read is bounds-checked (`word`), every loop is bounded by the
 // chunk's element count, writes go only to this chunk's scratch region and output words, and
@@ -87,6 +87,10 @@ struct Params {
     // by plane-0 byte (one per class of the symbol one row up: none, low bit 0, low bit 1),
     // then the tables.
     sign_at: u32,
+    // PHASE_OTHER: the chunks it decodes, `n_other` chunk indices from word `other_at` of
+    // `chunk_off` (the host's list of every chunk whose mode is `other_mode`).
+    other_at: u32,
+    n_other: u32,
 }
 
 @group(0) @binding(0) var<storage, read> stream: array<u32>;
@@ -1777,22 +1781,35 @@ fn tails_chunk(at0: u32, n: u32, K: u32) -> u32 {
     return at;
 }
 
-// A chunk of any mode but dense and sparse (raw, modelled, scaled, difference, tail
-// dictionary; anything else is an error) from its mode byte at `at0`: returns the byte after it.
-fn other_chunk(at0: u32, mode: u32, n: u32, K: u32, first: u32) -> u32 {
+// A raw chunk of `n` elements from its mode byte at `at0`: returns the byte after it.
+fn raw_chunk(at0: u32, n: u32, first: u32) -> u32 {
     let nbytes = n * W;
-    var at = at0 + 1u;
-    if (mode == CHUNK_RAW) {
-        need(at, nbytes);
-        at = at + nbytes;
-        for (var q = slot; q < (nbytes + 3u) / 4u; q = q + WG) {
-            var v = low_bytes(bytes4(at0 + 1u + 4u * q), nbytes - 4u * q);
-            if (4u * q + 4u > nbytes && first + n == params.elems) {
-                v = v | (params.tail << (8u * (nbytes % 4u)));
-            }
-            out[obase + q] = v;
+    let at = at0 + 1u;
+    need(at, nbytes);
+    for (var q = slot; q < (nbytes + 3u) / 4u; q = q + WG) {
+        var v = low_bytes(bytes4(at + 4u * q), nbytes - 4u * q);
+        if (4u * q + 4u > nbytes && first + n == params.elems) {
+            v = v | (params.tail << (8u * (nbytes % 4u)));
         }
-    } else if (mode == CHUNK_MODELLED) {
+        out[obase + q] = v;
+    }
+    return at + nbytes;
+}
+
+// The chunk modes PHASE_OTHER decodes (modelled, block-scaled, difference, tail dictionary),
+// in a dispatch of their own over the host's list of such chunks (planepack-gpu's rans.rs
+// lists them with the same rule): on lavapipe every `if` runs both its sides, masked, so a
+// kernel that could take any mode ran a pass of all of these for every dense chunk.
+fn other_mode(mode: u32) -> bool {
+    return mode == CHUNK_MODELLED || mode == CHUNK_SCALED || mode == CHUNK_DIFFERENCE
+        || mode == CHUNK_TAILS;
+}
+
+// A chunk of one of the other modes from its mode byte at `at0` (a mode its width does not
+// allow is an error): returns the byte after it.
+fn other_chunk(at0: u32, mode: u32, n: u32, K: u32, first: u32) -> u32 {
+    var at = at0 + 1u;
+    if (mode == CHUNK_MODELLED) {
         at = modelled(at0, n, K, first + n == params.elems);
     } else if (mode == CHUNK_SCALED && W == 4u) {
         at = scaled(at, n, K);
@@ -1857,24 +1874,32 @@ fn coded_of(at0: u32, n: u32, sparse: bool) -> u32 {
     return min(z, n);
 }
 
-// The kernel runs in one of four phases (`PHASE`, prepended by the host like `W`):
+// The kernel runs in one of five phases (`PHASE`, prepended by the host like `W`, so each is a
+// pipeline of its own and the code of the others folds away):
 //
 // PHASE_WHOLE: a workgroup per chunk decodes all its planes, one after the other, and joins
 // them (the shape for lavapipe, where every invocation is a CPU's time: no plane is parsed
-// twice).
+// twice). Raw chunks too; a chunk of the other modes is left to PHASE_OTHER.
 //
 // PHASE_PLANES, PHASE_CONTEXT, PHASE_JOIN (three dispatches, for GPUs): a chunk's planes are
 // independent streams, so a workgroup per chunk and plane slot (W + 1 of them a chunk) decodes
 // one plane, after parsing (not decoding) the ones before it to find where it starts; a
 // context plane (plane 1 coded with plane 0's byte as context) waits for the second dispatch,
-// when plane 0 is in scratch; the third joins the planes into elements. Chunks of the other
-// modes are decoded whole by their slot-0 workgroup in the first. On a GPU a chunk's planes
-// were a serial chain of lane steps, one workgroup of 32 invocations per chunk: a 3 MB tensor
-// of 64 KiB chunks kept 48 workgroups busy on a GPU of 132 multiprocessors.
+// when plane 0 is in scratch; the third joins the planes into elements. Raw chunks are copied
+// by their slot-0 workgroup in the first. On a GPU a chunk's planes were a serial chain of lane
+// steps, one workgroup of 32 invocations per chunk: a 3 MB tensor of 64 KiB chunks kept 48
+// workgroups busy on a GPU of 132 multiprocessors.
+//
+// PHASE_OTHER (beside either, where the stream has such chunks): a workgroup per chunk of the
+// other modes (`other_mode`: modelled, block-scaled, difference, tail dictionary), over the
+// host's list of them. In a kernel of their own, a dense chunk's decode runs none of their
+// code (on lavapipe, where both sides of every `if` run, it ran a masked pass of all of them
+// per chunk), and a stream without them never builds their pipeline.
 const PHASE_WHOLE: u32 = 0u;
 const PHASE_PLANES: u32 = 1u;
 const PHASE_CONTEXT: u32 = 2u;
 const PHASE_JOIN: u32 = 3u;
+const PHASE_OTHER: u32 = 4u;
 const SLOTS: u32 = W + 1u;
 
 // Four elements (`v`, one per component) as the W output words from word `ow` of the chunk.
@@ -1900,6 +1925,12 @@ fn run(wg: vec3<u32>) {
         c = g / SLOTS;
         s = g % SLOTS;
     }
+    if (PHASE == PHASE_OTHER) {
+        if (g >= params.n_other) {
+            return;
+        }
+        c = chunk_off[params.other_at + g];
+    }
     err = 0u;
     let K = params.chunk_elems;
     let body = params.elems * W;
@@ -1923,16 +1954,24 @@ fn run(wg: vec3<u32>) {
     let mode = byte_at(at0);
     let sparse = mode == CHUNK_SPARSE;
     let planar = mode == CHUNK_DENSE || sparse;
+    // A chunk of the other modes is PHASE_OTHER's; any mode else is an error.
+    if (!planar && mode != CHUNK_RAW && !other_mode(mode)) {
+        err = err | ERR_TAG;
+    }
     if (PHASE == PHASE_WHOLE) {
-        var at = 0u;
+        var at = cend;
         if (planar) {
             at = planes_of(at0, n, sparse, K, ALL_SLOTS, DECODE);
             storageBarrier();
             join(n, coded_of(at0, n, sparse), sparse, K, last_chunk);
-        } else {
-            at = other_chunk(at0, mode, n, K, first);
+        } else if (mode == CHUNK_RAW) {
+            at = raw_chunk(at0, n, first);
         }
         if (at != cend) {
+            err = err | ERR_LENGTH;
+        }
+    } else if (PHASE == PHASE_OTHER) {
+        if (other_chunk(at0, mode, n, K, first) != cend) {
             err = err | ERR_LENGTH;
         }
     } else if (PHASE == PHASE_PLANES) {
@@ -1942,8 +1981,8 @@ fn run(wg: vec3<u32>) {
             if (s == W && at != cend) {
                 err = err | ERR_LENGTH;
             }
-        } else if (!planar && s == 0u) {
-            if (other_chunk(at0, mode, n, K, first) != cend) {
+        } else if (mode == CHUNK_RAW && s == 0u) {
+            if (raw_chunk(at0, n, first) != cend) {
                 err = err | ERR_LENGTH;
             }
         }

@@ -294,7 +294,10 @@ kernel_params! {
         /// indices by plane-0 byte, one per class of the symbol one row up, then the tables);
         /// 0 when it has none.
         sign_at,
-    } pad 2
+        /// `RansPhase::Other`: its chunks, `n_other` chunk indices from word `other_at` of
+        /// `chunk_off` (every chunk of a mode `rans::other_mode` names).
+        other_at, n_other,
+    } pad 0
 }
 
 kernel_params! {

@@ -177,6 +177,16 @@ impl Gpu {
             }
             _ => 0,
         };
+        // The chunks of the other modes, for their own dispatch.
+        let other: Vec<u32> = spans
+            .iter()
+            .enumerate()
+            .filter(|&(_, &(o, _))| other_mode(stream[o]))
+            .map(|(i, _)| i as u32)
+            .collect();
+        let n_other = u32_of(other.len(), "chunk count")?;
+        let other_at = u32_of(offsets.len(), "chunk count")?;
+        offsets.extend(&other);
         // Scratch per chunk: W planes of K bytes, then the mask plane, then (in a stream with
         // modelled chunks) the context tables, and their decode slots where all chunks' scratch
         // still fits one storage binding (64 KiB more a chunk: a 96 MiB tensor of 64 KiB
@@ -223,12 +233,14 @@ impl Gpu {
             row_across,
             model_slots: u32::from(model_slots),
             sign_at,
+            other_at,
+            n_other,
             ..Default::default()
         };
         // The phases to dispatch, each with its grid: a workgroup per chunk, or (plane-parallel)
         // one per chunk and plane slot, then the context planes (where the stream has context
-        // tables), then the join.
-        let phases: Vec<(RansPhase, u32)> = if cfg.rans_planes {
+        // tables), then the join; then one per chunk of the other modes, over their list.
+        let mut phases: Vec<(RansPhase, u32)> = if cfg.rans_planes {
             let slots = n_chunks
                 .checked_mul(width + 1)
                 .ok_or_else(|| crate::GpuError::Unsupported("too many rANS chunks".into()))?;
@@ -241,6 +253,9 @@ impl Gpu {
         } else {
             vec![(RansPhase::Whole, n_chunks)]
         };
+        if n_other > 0 {
+            phases.push((RansPhase::Other, n_other));
+        }
         // (The launch is named by its first phase's kernel in its errors.)
         let kernel = Kernel::Rans {
             width,
@@ -330,6 +345,20 @@ impl Gpu {
 
 /// For each row of a checked row map, its index among the original (not copied) rows, where
 /// the rANS kernel leaves it.
+/// Whether chunks of `mode` are decoded by [`RansPhase::Other`]'s dispatch (modelled,
+/// block-scaled, difference, tail dictionary): the rule of `other_mode` in `shaders/rans.wgsl`,
+/// whose other phases leave such chunks alone.
+fn other_mode(mode: u8) -> bool {
+    use planepack_rans::internals::{difference as d, modelled as m, scaled as s, tails as t};
+    [
+        m::CHUNK_MODELLED,
+        s::CHUNK_SCALED,
+        d::CHUNK_DIFFERENCE,
+        t::CHUNK_TAILS,
+    ]
+    .contains(&mode)
+}
+
 fn row_sources(m: &planepack_rans::RowMap, raw_len: usize) -> Vec<u32> {
     let rows = raw_len / m.row_bytes;
     let mut index = vec![0u32; rows];

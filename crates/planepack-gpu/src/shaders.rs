@@ -15,21 +15,25 @@ use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 /// The rANS decoder's phases (`PHASE` in `shaders/rans.wgsl`, which says why): `Whole`, a
 /// workgroup per chunk decoding every plane (lavapipe's default), or `Planes`, `Context` and
 /// `Join`, three dispatches with a workgroup per plane (a GPU's default; see
-/// [`crate::KernelConfig::rans_planes`]).
+/// [`crate::KernelConfig::rans_planes`]); beside either, where a stream has chunks of the
+/// modelled, block-scaled, difference or tail-dictionary modes, `Other`, a workgroup per such
+/// chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RansPhase {
     Whole = 0,
     Planes = 1,
     Context = 2,
     Join = 3,
+    Other = 4,
 }
 
 impl RansPhase {
-    pub const ALL: [RansPhase; 4] = [
+    pub const ALL: [RansPhase; 5] = [
         RansPhase::Whole,
         RansPhase::Planes,
         RansPhase::Context,
         RansPhase::Join,
+        RansPhase::Other,
     ];
 }
 
