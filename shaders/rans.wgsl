@@ -1796,13 +1796,12 @@ fn raw_chunk(at0: u32, n: u32, first: u32) -> u32 {
     return at + nbytes;
 }
 
-// The chunk modes PHASE_OTHER decodes (modelled, block-scaled, difference, tail dictionary),
-// in a dispatch of their own over the host's list of such chunks (planepack-gpu's rans.rs
-// lists them with the same rule): on lavapipe every `if` runs both its sides, masked, so a
-// kernel that could take any mode ran a pass of all of these for every dense chunk.
+// The chunk modes PHASE_OTHER decodes (modelled, block-scaled, difference, tail dictionary:
+// bit `mode` of OTHER_MODES, the host's list of them, from which it lists such chunks), in a
+// dispatch of their own: on lavapipe every `if` runs both its sides, masked, so a kernel that
+// could take any mode ran a pass of all of these for every dense chunk.
 fn other_mode(mode: u32) -> bool {
-    return mode == CHUNK_MODELLED || mode == CHUNK_SCALED || mode == CHUNK_DIFFERENCE
-        || mode == CHUNK_TAILS;
+    return mode < 32u && ((OTHER_MODES >> mode) & 1u) != 0u;
 }
 
 // A chunk of one of the other modes from its mode byte at `at0` (a mode its width does not

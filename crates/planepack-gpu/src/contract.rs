@@ -137,7 +137,7 @@ fn rans_constants() -> String {
     use planepack_rans::internals::contexts as cx;
     use planepack_rans::internals::modelled as m;
     use planepack_rans::internals::scaled as sc;
-    let consts: [(&str, u32); 37] = [
+    let consts: [(&str, u32); 38] = [
         ("CHUNK_RAW", planepack_rans::CHUNK_RAW as u32),
         ("CHUNK_DENSE", planepack_rans::CHUNK_DENSE as u32),
         ("CHUNK_SPARSE", planepack_rans::CHUNK_SPARSE as u32),
@@ -196,6 +196,7 @@ fn rans_constants() -> String {
         ("CTX_ABSENT", cx::ABSENT as u32),
         ("CTX_INDEX_WORDS", crate::rans::CTX_INDEX_WORDS),
         ("CTX_TABLE_WORDS", crate::rans::CTX_TABLE_WORDS),
+        ("OTHER_MODES", crate::rans::OTHER_MODES_MASK),
     ];
     let mut s: String = consts
         .iter()
