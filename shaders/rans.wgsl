@@ -1958,6 +1958,7 @@ fn run(wg: vec3<u32>) {
         err = err | ERR_TAG;
     }
     if (PHASE == PHASE_WHOLE) {
+        // (A chunk of the other modes is not walked here: PHASE_OTHER checks its end.)
         var at = cend;
         if (planar) {
             at = planes_of(at0, n, sparse, K, ALL_SLOTS, DECODE);

@@ -343,8 +343,6 @@ impl Gpu {
     }
 }
 
-/// For each row of a checked row map, its index among the original (not copied) rows, where
-/// the rANS kernel leaves it.
 /// The chunk modes [`RansPhase::Other`]'s dispatch decodes (modelled, block-scaled,
 /// difference, tail dictionary); the other phases leave such chunks to it.
 /// `shaders/rans.wgsl`'s `other_mode` reads them as the bit mask `OTHER_MODES`
@@ -374,6 +372,8 @@ fn other_mode(mode: u8) -> bool {
     OTHER_MODES.contains(&mode)
 }
 
+/// For each row of a checked row map, its index among the original (not copied) rows, where
+/// the rANS kernel leaves it.
 fn row_sources(m: &planepack_rans::RowMap, raw_len: usize) -> Vec<u32> {
     let rows = raw_len / m.row_bytes;
     let mut index = vec![0u32; rows];
