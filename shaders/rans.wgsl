@@ -834,12 +834,14 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
             pp = lane_pos[slot];
         }
         let rounds = (m + k - 1u) / k;
-        // Two block loops, one for plain and context planes and one for row and sign planes,
-        // each with its own copies of the lane loop: on lavapipe every loop body runs at least
-        // once and both sides of every branch run, so one block loop choosing among all seven
+        // Three block loops, one for plain and context planes, one for row and sign planes
+        // whose lanes do not divide U (`across`), one for the other row and sign planes, each
+        // with its own copies of the lane loop: on lavapipe every loop body runs at least once
+        // and both sides of every branch run, so one block loop choosing among all seven
         // copies ran a masked pass of the six not taken in every block (a tenth of a plain
-        // plane's decode). (A block loop for each copy ran none, but compiled the gather seven
-        // times: half as long again to build, where CI builds every pipeline from scratch.)
+        // plane's decode; half of an `across` plane's, whose blocks are as short as 4 rounds).
+        // (A block loop for each copy ran none, but compiled the gather seven times: half as
+        // long again to build, where CI builds every pipeline from scratch.)
         if (!rows) {
             for (var rb = 0u; rb < rounds; rb = rb + block) {
                 // Every lane has all `block` rounds of a block but the plane's last.
@@ -892,12 +894,15 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                 }
                 gather_block(rb, block, rounds, k, m, dst, rows);
             }
-        } else {
+        } else if (across) {
+            // A row or sign plane whose lanes do not divide U: the symbol one row up is in an
+            // earlier block, in scratch. (Its blocks are U / k rounds at most, 4 for a CNN's
+            // [40, 144, 59, 59] BF16 activations with U = 59 and 8 lanes: in the row loop
+            // below, each ran a masked pass of the four other copies, and the plane decoded
+            // at half the speed.)
             for (var rb = 0u; rb < rounds; rb = rb + block) {
                 let full = (rb + block) * k <= m;
-                if (live && across) {
-                    // A row plane whose lanes do not divide U: the symbol one row up is in an
-                    // earlier block, in scratch.
+                if (live) {
                     for (var t = 0u; t < block / 4u; t = t + 1u) {
                         var win = window_at(pp);
                         var w = 0u;
@@ -925,7 +930,13 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                         pp = window_end(pp, win);
                         stage[ring_at(slot, rb + 4u * t)] = w;
                     }
-                } else if (live && ring && !signs) {
+                }
+                gather_block(rb, block, rounds, k, m, dst, rows);
+            }
+        } else {
+            for (var rb = 0u; rb < rounds; rb = rb + block) {
+                let full = (rb + block) * k <= m;
+                if (live && ring && !signs) {
                     // A row plane whose symbols one row up are in the stage ring: four of them
                     // read at once.
                     for (var t = 0u; t < 32u; t = t + 1u) {
