@@ -787,7 +787,13 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
         err = err | ERR_VALUE;
         return cend;
     }
-    let block = select(128u, min(128u, qrows & ~3u), across);
+    // Lanes across rows that fit in one subgroup, with the symbol one row up at most eight
+    // rounds back (qrows <= 7): each lane keeps its last eight symbols and takes the one it
+    // needs from its source lane by a subgroup shuffle, so their blocks need not be short.
+    // (LANES_ACROSS, prepended by the host: the stream's encoder gave its planes such lanes;
+    // false, this loop folds away.)
+    let shuffled = LANES_ACROSS && across && qrows <= 7u && k <= shuffle_lanes();
+    let block = select(128u, min(128u, qrows & ~3u), across && !shuffled);
     // A row or sign plane whose lanes find the symbols one row up in their stage ring.
     let ring = rows && !across && qrows >= 4u && qrows <= 128u;
     need(lh + 1u, 6u * k);
@@ -890,6 +896,51 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                         }
                         pp = window_end(pp, win);
                         stage[ring_at(slot, rb + 4u * t)] = w;
+                    }
+                }
+                gather_block(rb, block, rounds, k, m, dst, rows);
+            }
+        } else if (shuffled) {
+            // A row or sign plane whose lanes do not divide U, in one subgroup (`shuffled`):
+            // element i's symbol one row up, i - U = i - (qrows k + d), is lane j - d's
+            // (j >= d) or lane j - d + k's, `back` = qrows or qrows + 1 rounds back, which that
+            // lane holds in the last eight symbols it decoded (`h0`: rounds r - 4 .. r - 1, a
+            // byte each, r - 1 the highest; `h1`: r - 8 .. r - 5). Every invocation of the
+            // subgroup runs the shuffles; only live lanes step.
+            let d = params.row_distance % k;
+            let src = select(slot - d, slot + k - d, slot < d);
+            let back = qrows + select(0u, 1u, slot < d);
+            var h0 = 0u;
+            var h1 = 0u;
+            for (var rb = 0u; rb < rounds; rb = rb + block) {
+                let full = (rb + block) * k <= m;
+                if (slot < shuffle_lanes()) {
+                    for (var t = 0u; t < 32u; t = t + 1u) {
+                        var win = window_at(pp);
+                        var w = 0u;
+                        for (var b = 0u; b < 4u; b = b + 1u) {
+                            let w0 = lane_shuffle(h0, src);
+                            let w1 = lane_shuffle(h1, src);
+                            let i = (rb + 4u * t + b) * k + slot;
+                            var s = 0u;
+                            if (live && (full || i < m)) {
+                                let first = i < params.row_distance;
+                                let up = select(w1 >> (8u * (8u - back)), w0 >> (8u * (4u - back)), back <= 4u) & 0xffu;
+                                if (signs) {
+                                    s = sign_step(&x, &win, first, up, sbyte(top + i));
+                                } else {
+                                    let tb = select(context_table(0u, up), params.row_first, first);
+                                    s = row_step(&x, &win, tb);
+                                }
+                            }
+                            w = w | (s << (8u * b));
+                            h1 = (h1 >> 8u) | (h0 << 24u);
+                            h0 = (h0 >> 8u) | (s << 24u);
+                        }
+                        if (live) {
+                            pp = window_end(pp, win);
+                            stage[ring_at(slot, rb + 4u * t)] = w;
+                        }
                     }
                 }
                 gather_block(rb, block, rounds, k, m, dst, rows);

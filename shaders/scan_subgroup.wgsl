@@ -16,6 +16,19 @@ var<private> slot: u32;
 var<private> my_sg: u32;
 var<private> n_sg: u32;
 var<private> my_lane: u32;
+var<private> sg_lanes: u32;
+
+// The invocations whose `slot` is their lane in one subgroup: slots 0 .. shuffle_lanes() - 1
+// (the subgroup numbered 0 above, lane `l` owning slot `l`); `lane_shuffle(v, src)` gives such
+// an invocation slot `src`'s `v` (src below shuffle_lanes(); called by the whole subgroup).
+// The workgroup path has none (scan_workgroup.wgsl: 0).
+fn shuffle_lanes() -> u32 {
+    return sg_lanes;
+}
+
+fn lane_shuffle(v: u32, src: u32) -> u32 {
+    return subgroupShuffle(v, src);
+}
 
 // True in one invocation of the subgroup (the first active one).
 fn elected() -> bool {
@@ -61,6 +74,7 @@ fn main(
     }
     my_sg = subgroupBroadcastFirst(s);
     slot = my_sg * sg_size + lane;
+    sg_lanes = sg_size;
     let live = subgroupAdd(1u);
     workgroupBarrier();
     n_sg = atomicLoad(&sg_count);

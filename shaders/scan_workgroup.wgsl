@@ -26,6 +26,16 @@ fn scan(x: u32) -> vec2<u32> {
     return vec2<u32>(inclusive - x, total);
 }
 
+// No invocations share a subgroup here (scan_subgroup.wgsl's `shuffle_lanes`): kernels take
+// their workgroup-memory paths.
+fn shuffle_lanes() -> u32 {
+    return 0u;
+}
+
+fn lane_shuffle(v: u32, src: u32) -> u32 {
+    return v;
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     slot = li;

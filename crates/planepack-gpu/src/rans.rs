@@ -167,6 +167,18 @@ impl Gpu {
         };
         let row_across =
             u32::from(h.version >= planepack_rans::internals::row_contexts::VERSION_ROW_LANES);
+        // Whether the encoder gave the row and sign planes of the stream's dense chunks (of K
+        // elements, and the last chunk's) lanes across rows: then the pipelines that decode
+        // them hold the subgroup loop for such lanes. (A stream whose lanes do not follow the
+        // encoder's rule decodes either way.)
+        let lanes_across = row_across != 0 && row_distance > 0 && {
+            use planepack_rans::internals::row_contexts::{lanes_divide, row_lanes};
+            let u = row_distance as usize;
+            let last = h.elements() - (spans.len().max(1) - 1) * h.chunk_elements();
+            [h.chunk_elements(), last]
+                .iter()
+                .any(|&m| !lanes_divide(row_lanes(m, u), u))
+        };
         // Version 8: the sign tables after them (`sign_at` > 0), their classes' indices by
         // the context section's E0 (which a version-8 stream always has).
         let sign_at = match (&h.sign_contexts, h.row_contexts.as_ref()) {
@@ -256,11 +268,17 @@ impl Gpu {
         if n_other > 0 {
             phases.push((RansPhase::Other, n_other));
         }
-        // (The launch is named by its first phase's kernel in its errors.)
-        let kernel = Kernel::Rans {
+        let kernel_of = |phase| Kernel::Rans {
             width,
-            phase: phases[0].0,
+            phase,
+            lanes_across: lanes_across
+                && matches!(
+                    phase,
+                    RansPhase::Whole | RansPhase::Planes | RansPhase::Context
+                ),
         };
+        // (The launch is named by its first phase's kernel in its errors.)
+        let kernel = kernel_of(phases[0].0);
         let status = self.status();
         let mut upload_bytes = stream.len() + offsets.len() * 4;
         let decode = |out: &wgpu::Buffer, out_slot: Option<usize>| -> Result<Vec<Pass>> {
@@ -269,7 +287,7 @@ impl Gpu {
                 .map(|&(phase, groups)| {
                     let (gx, gy) = self.grid(groups.max(1));
                     Ok(Pass::new(
-                        self.pipeline(Kernel::Rans { width, phase }, cfg.path)?,
+                        self.pipeline(kernel_of(phase), cfg.path)?,
                         vec![
                             s.clone(),
                             c.clone(),

@@ -60,6 +60,11 @@ pub enum Kernel {
     Rans {
         width: u32,
         phase: RansPhase,
+        /// With the subgroup loop for row and sign planes whose lanes run across rows
+        /// (`LANES_ACROSS` in `shaders/rans.wgsl`): only for streams whose encoder gave their
+        /// planes such lanes, because the loop cost the others 3-6 % on lavapipe; without it
+        /// such planes still decode, in short blocks.
+        lanes_across: bool,
     },
     /// The rANS row map's placement pass (no scan).
     RansRows,
@@ -161,9 +166,13 @@ pub fn source(kernel: Kernel, path: ScanPath) -> String {
             ),
             IBP,
         ),
-        Kernel::Rans { width, phase } => (
+        Kernel::Rans {
+            width,
+            phase,
+            lanes_across,
+        } => (
             format!(
-                "const W: u32 = {width}u;\nconst PHASE: u32 = {}u;\n",
+                "const W: u32 = {width}u;\nconst PHASE: u32 = {}u;\nconst LANES_ACROSS: bool = {lanes_across};\n",
                 phase as u32
             ),
             RANS,
@@ -228,7 +237,11 @@ pub fn all() -> Vec<(String, String, bool)> {
         .chain(RANS_WIDTHS.iter().flat_map(|&width| {
             RansPhase::ALL.iter().map(move |&phase| {
                 (
-                    Kernel::Rans { width, phase },
+                    Kernel::Rans {
+                        width,
+                        phase,
+                        lanes_across: true,
+                    },
                     format!("rans{width}-{}", format!("{phase:?}").to_lowercase()),
                 )
             })

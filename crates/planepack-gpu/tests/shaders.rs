@@ -101,6 +101,7 @@ fn uniform_structs_match_their_rust_twins() {
     check::<RansParams>(Kernel::Rans {
         width: 2,
         phase: planepack_gpu::RansPhase::Whole,
+        lanes_across: true,
     });
     check::<RansRowsParams>(Kernel::RansRows);
     check::<CopyParams>(Kernel::Copy);
