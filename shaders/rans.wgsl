@@ -299,6 +299,21 @@ fn row_step(x: ptr<function, u32>, w: ptr<function, Window>, tb: u32) -> u32 {
     return step_in(x, w, params.row_at, present_table(tb));
 }
 
+// A step of a row plane (`signs` false: the row table of `up`, the symbol one row up, or the
+// first row's) or a sign plane (the sign table of the element's plane-0 byte, at scratch byte
+// `e_at`, under `up`'s class) whose lanes run across rows; `first`: the element is in the
+// first row.
+fn across_step(x: ptr<function, u32>, w: ptr<function, Window>, signs: bool, first: bool, up: u32, e_at: u32) -> u32 {
+    if (signs) {
+        return sign_step(x, w, first, up, sbyte(e_at));
+    }
+    var tb = params.row_first;
+    if (!first) {
+        tb = context_table(0u, up);
+    }
+    return row_step(x, w, tb);
+}
+
 // The state after symbol `sym` of slot `x mod 4096` with `e` = its frequency | cumulative <<
 // 16, and the lane's next u16 taken from its window `w` if the state fell below L (no memory
 // read: on lavapipe every read a lane makes is a loop over the vector's invocations).
@@ -926,12 +941,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                             if (live && (full || i < m)) {
                                 let first = i < params.row_distance;
                                 let up = select(w1 >> (8u * (8u - back)), w0 >> (8u * (4u - back)), back <= 4u) & 0xffu;
-                                if (signs) {
-                                    s = sign_step(&x, &win, first, up, sbyte(top + i));
-                                } else {
-                                    let tb = select(context_table(0u, up), params.row_first, first);
-                                    s = row_step(&x, &win, tb);
-                                }
+                                s = across_step(&x, &win, signs, first, up, top + i);
                             }
                             w = w | (s << (8u * b));
                             h1 = (h1 >> 8u) | (h0 << 24u);
@@ -965,17 +975,7 @@ fn plane_lanes(lh: u32, m: u32, dst: u32, top: u32, contexts: bool, row_plane: b
                                 if (!first) {
                                     up = sbyte(dst + i - params.row_distance);
                                 }
-                                var s = 0u;
-                                if (signs) {
-                                    s = sign_step(&x, &win, first, up, sbyte(top + i));
-                                } else {
-                                    var tb = params.row_first;
-                                    if (!first) {
-                                        tb = context_table(0u, up);
-                                    }
-                                    s = row_step(&x, &win, tb);
-                                }
-                                w = w | (s << (8u * b));
+                                w = w | (across_step(&x, &win, signs, first, up, top + i) << (8u * b));
                             }
                         }
                         pp = window_end(pp, win);
